@@ -1,0 +1,45 @@
+# One command installs everything and starts the node; one installs everything and runs the tests.
+PYTHON ?= python3
+VENV   := .venv
+BIN    := $(VENV)/bin
+STAMP  := $(VENV)/.installed
+HOST   ?= 127.0.0.1
+PORT   ?= 8080
+
+export HF_HUB_OFFLINE := 1
+export TRANSFORMERS_OFFLINE := 1
+export CMAKE_BUILD_PARALLEL_LEVEL := 2
+
+.PHONY: install prepare run test browser bench clean
+
+$(STAMP): pyproject.toml
+	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
+	$(BIN)/pip install -q --upgrade pip
+	# torch first from the CPU wheel on disk, so no dependency pulls a multi-GB CUDA build
+	$(BIN)/pip install -q torch==2.13.0
+	$(BIN)/pip install -q -e '.[test]'
+	touch $@
+
+install: $(STAMP)
+
+prepare: install
+	$(BIN)/edgeroute models prepare
+
+run: prepare
+	$(BIN)/edgeroute serve --host $(HOST) --port $(PORT)
+
+# Debian's chromium for the dashboard's browser tests (Playwright's own download cannot work here).
+browser:
+	@command -v chromium >/dev/null 2>&1 || { \
+	  SUDO=$$( [ "$$(id -u)" = 0 ] || echo sudo ); \
+	  $$SUDO apt-get update -qq && DEBIAN_FRONTEND=noninteractive $$SUDO apt-get install -y -qq chromium >/dev/null; }
+
+test: prepare browser
+	$(BIN)/python -m pytest
+
+bench: prepare
+	$(BIN)/python -m bench.edge_api
+	$(BIN)/python -m bench.cache
+
+clean:
+	rm -rf $(VENV) .pytest_cache

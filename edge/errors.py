@@ -1,0 +1,29 @@
+"""Errors of the edge: the llama.cpp engine, the embedder and the cache."""
+
+from __future__ import annotations
+
+from models.errors import EdgerouteError
+
+
+class EdgeError(EdgerouteError):
+    """Base of the edge's errors."""
+
+
+class EngineLoadError(EdgeError):
+    """The GGUF model could not be loaded by llama.cpp."""
+
+
+class PromptTooLongError(EdgeError):
+    """The prompt plus the requested tokens do not fit the model's context window."""
+
+
+class EdgeSaturatedError(EdgeError):
+    """The edge queue is beyond its bound; the request was not admitted."""
+
+
+class GenerationError(EdgeError):
+    """llama.cpp failed while generating."""
+
+
+class EngineClosedError(EdgeError):
+    """The engine was closed; no request is admitted any more."""

@@ -1,0 +1,47 @@
+"""Model artifacts: locate the bundled GGUF and embedding models, verify and prepare them."""
+
+from .errors import ChecksumMismatchError, EdgerouteError, ModelError, UnknownModelError
+from .generation import (
+    Chunk,
+    Completion,
+    Engine,
+    EngineLoad,
+    GenerationRequest,
+    SamplingParams,
+    Usage,
+    collect,
+)
+from .prepare import prepare, register_step
+from .registry import (
+    EDGE_DEFAULT,
+    EMBEDDING_DEFAULT,
+    ModelSpec,
+    default_models_dir,
+    registry,
+    resolve,
+    verify,
+)
+
+__all__ = [
+    "EDGE_DEFAULT",
+    "EMBEDDING_DEFAULT",
+    "ChecksumMismatchError",
+    "Chunk",
+    "Completion",
+    "EdgerouteError",
+    "Engine",
+    "EngineLoad",
+    "GenerationRequest",
+    "ModelError",
+    "ModelSpec",
+    "SamplingParams",
+    "UnknownModelError",
+    "Usage",
+    "collect",
+    "default_models_dir",
+    "prepare",
+    "register_step",
+    "registry",
+    "resolve",
+    "verify",
+]

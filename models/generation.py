@@ -1,0 +1,111 @@
+"""The one small async interface every engine implements (the edge's llama.cpp engine and
+each cloud pool member look alike to the router)."""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import AsyncIterator
+from dataclasses import dataclass, field
+from typing import Protocol, runtime_checkable
+
+
+@dataclass(frozen=True, slots=True)
+class SamplingParams:
+    """Generation parameters that change the answer."""
+
+    max_tokens: int | None = None
+    temperature: float = 1.0
+    top_p: float = 1.0
+    stop: tuple[str, ...] = ()
+    seed: int | None = None
+
+    @property
+    def deterministic(self) -> bool:
+        return self.temperature == 0.0 or self.seed is not None
+
+
+@dataclass(frozen=True, slots=True)
+class GenerationRequest:
+    """One generation: either chat ``messages`` or a raw ``prompt``.
+
+    ``assistant_prefix`` is text the answer must continue from (fallback after a broken stream).
+    """
+
+    params: SamplingParams
+    messages: tuple[dict[str, str], ...] | None = None
+    prompt: str | None = None
+    assistant_prefix: str = ""
+    model: str = ""
+    request_id: str = field(default_factory=lambda: uuid.uuid4().hex)
+
+    @property
+    def is_chat(self) -> bool:
+        return self.messages is not None
+
+
+@dataclass(frozen=True, slots=True)
+class Usage:
+    prompt_tokens: int
+    completion_tokens: int
+
+    @property
+    def total_tokens(self) -> int:
+        return self.prompt_tokens + self.completion_tokens
+
+
+@dataclass(frozen=True, slots=True)
+class Chunk:
+    """A piece of streamed text; the last chunk of a stream carries ``finish_reason`` and ``usage``."""
+
+    text: str
+    finish_reason: str | None = None
+    usage: Usage | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class Completion:
+    text: str
+    finish_reason: str
+    usage: Usage
+
+
+@dataclass(frozen=True, slots=True)
+class EngineLoad:
+    """What an engine reports of its own load: running and waiting requests, and its capacity."""
+
+    running: int
+    waiting: int
+    capacity: int
+
+    @property
+    def depth(self) -> int:
+        return self.running + self.waiting
+
+
+@runtime_checkable
+class Engine(Protocol):
+    """Anything that generates text for the router."""
+
+    name: str
+
+    def stream(self, request: GenerationRequest) -> AsyncIterator[Chunk]:
+        """Yield chunks as tokens arrive; the last one has ``finish_reason`` and ``usage``."""
+        ...
+
+    def load(self) -> EngineLoad: ...
+
+    async def aclose(self) -> None: ...
+
+
+async def collect(chunks: AsyncIterator[Chunk]) -> Completion:
+    """Drain a stream into one completion."""
+    parts: list[str] = []
+    finish_reason = "stop"
+    usage = Usage(0, 0)
+    async for chunk in chunks:
+        parts.append(chunk.text)
+        if chunk.finish_reason is not None:
+            finish_reason = chunk.finish_reason
+        if chunk.usage is not None:
+            usage = chunk.usage
+    return Completion(text="".join(parts), finish_reason=finish_reason, usage=usage)

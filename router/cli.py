@@ -1,0 +1,100 @@
+"""The `edgeroute` command line."""
+
+from __future__ import annotations
+
+import json
+import logging
+from pathlib import Path
+from typing import Annotated, Optional
+
+import typer
+
+from models import EdgerouteError, prepare, registry
+
+from .settings import Settings, load_settings
+
+app = typer.Typer(help="edgeroute: an edge/cloud hybrid LLM routing node.", no_args_is_help=True)
+models_app = typer.Typer(help="The bundled model artifacts.", no_args_is_help=True)
+app.add_typer(models_app, name="models")
+
+ConfigOpt = Annotated[Optional[Path], typer.Option("--config", help="TOML config file")]
+DataDirOpt = Annotated[Optional[Path], typer.Option("--data-dir", help="data directory (cache, telemetry)")]
+
+
+def _settings(config: Path | None, data_dir: Path | None, **overrides: object) -> Settings:
+    try:
+        return load_settings(config, data_dir=data_dir, **overrides)
+    except EdgerouteError as exc:
+        typer.echo(f"error: {exc}", err=True)
+        raise typer.Exit(2) from exc
+
+
+@app.command()
+def serve(
+    host: Annotated[Optional[str], typer.Option(help="bind address [default: 127.0.0.1]")] = None,
+    port: Annotated[Optional[int], typer.Option(help="port [default: 8080]")] = None,
+    config: ConfigOpt = None,
+    data_dir: DataDirOpt = None,
+    log_level: Annotated[str, typer.Option(help="uvicorn log level")] = "info",
+) -> None:
+    """Serve the OpenAI-compatible API (and the dashboard)."""
+    import uvicorn
+
+    from .app import create_app
+
+    settings = _settings(config, data_dir)
+    server = settings.server.model_copy(
+        update={k: v for k, v in {"host": host, "port": port}.items() if v is not None}
+    )
+    settings = settings.model_copy(update={"server": server})
+    logging.basicConfig(level=log_level.upper(), format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    uvicorn.run(create_app(settings), host=server.host, port=server.port, log_level=log_level)
+
+
+@models_app.command("list")
+def models_list(
+    config: ConfigOpt = None,
+    data_dir: DataDirOpt = None,
+    as_json: Annotated[bool, typer.Option("--json", help="print JSON")] = False,
+) -> None:
+    """Print the model registry."""
+    settings = _settings(config, data_dir)
+    specs = registry(settings.models_dir)
+    rows = [
+        {
+            "alias": s.alias,
+            "kind": s.kind,
+            "quantization": s.quantization,
+            "context_length": s.context_length,
+            "chat_template": s.chat_template,
+            "present": s.present,
+            "path": str(s.path),
+        }
+        for s in specs.values()
+    ]
+    if as_json:
+        typer.echo(json.dumps(rows, indent=2))
+        return
+    header = f"{'alias':<24} {'kind':<11} {'quant':<7} {'context':>7}  template  present  path"
+    typer.echo(header)
+    for r in rows:
+        typer.echo(
+            f"{r['alias']:<24} {r['kind']:<11} {r['quantization']:<7} {str(r['context_length'] or '-'):>7}"
+            f"  {'yes' if r['chat_template'] else 'no':<8}  {'yes' if r['present'] else 'no':<7}  {r['path']}"
+        )
+
+
+@models_app.command("prepare")
+def models_prepare(config: ConfigOpt = None, data_dir: DataDirOpt = None) -> None:
+    """Assemble chunked models and verify every checksum (one-time work)."""
+    settings = _settings(config, data_dir)
+    try:
+        done = prepare(settings.models_dir, progress=True)
+    except EdgerouteError as exc:
+        typer.echo(f"error: {exc}", err=True)
+        raise typer.Exit(1) from exc
+    typer.echo(f"ready: {', '.join(done)}")
+
+
+def main() -> None:
+    app()
