@@ -1,6 +1,6 @@
 """What runs on the box: the llama.cpp INT4 engine (and, later, the embedder and the cache)."""
 
-from .config import EdgeSettings
+from .config import CacheSettings, EdgeSettings
 from .engine import LlamaEngine
 from .errors import (
     EdgeError,
@@ -12,6 +12,7 @@ from .errors import (
 )
 
 __all__ = [
+    "CacheSettings",
     "EdgeError",
     "EdgeSaturatedError",
     "EdgeSettings",

@@ -16,3 +16,9 @@ class EdgeSettings(BaseModel):
     n_batch: int = Field(256, ge=8, description="prompt-processing batch size")
     max_queue: int = Field(32, ge=1, description="requests waiting beyond this bound are refused")
     default_max_tokens: int = Field(256, ge=1, description="max_tokens when a request gives none")
+
+
+class CacheSettings(BaseModel):
+    """The SQLite-vector cache (exact and semantic layers)."""
+
+    enabled: bool = True

@@ -9,13 +9,19 @@ from typing import Annotated, Optional
 
 import typer
 
+from cloud.cli import cloud_app
+from edge.cli import cache_app
 from models import EdgerouteError, prepare, registry
 
+from .policy.cli import router_app
 from .settings import Settings, load_settings
 
 app = typer.Typer(help="edgeroute: an edge/cloud hybrid LLM routing node.", no_args_is_help=True)
 models_app = typer.Typer(help="The bundled model artifacts.", no_args_is_help=True)
 app.add_typer(models_app, name="models")
+app.add_typer(cache_app, name="cache")
+app.add_typer(cloud_app, name="cloud")
+app.add_typer(router_app, name="router")
 
 ConfigOpt = Annotated[Optional[Path], typer.Option("--config", help="TOML config file")]
 DataDirOpt = Annotated[Optional[Path], typer.Option("--data-dir", help="data directory (cache, telemetry)")]

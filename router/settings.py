@@ -15,10 +15,12 @@ from pydantic_settings import (
 )
 
 from cloud import PoolSettings
-from edge import EdgeSettings
+from edge import CacheSettings, EdgeSettings
 from models import default_models_dir
 
 from .errors import ConfigError
+from .policy.config import RoutingSettings
+from .telemetry.config import TelemetrySettings
 
 
 def default_data_dir() -> Path:
@@ -46,6 +48,9 @@ class Settings(BaseSettings):
     server: ServerSettings = Field(default_factory=ServerSettings)
     edge: EdgeSettings = Field(default_factory=EdgeSettings)
     cloud: PoolSettings = Field(default_factory=PoolSettings)
+    cache: CacheSettings = Field(default_factory=CacheSettings)
+    routing: RoutingSettings = Field(default_factory=RoutingSettings)
+    telemetry: TelemetrySettings = Field(default_factory=TelemetrySettings)
 
     _config_file: Path | None = None
 

@@ -1,0 +1,1 @@
+"""Routing policies: small typed classes with one scoring method, and their registry."""

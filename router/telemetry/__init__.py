@@ -1,0 +1,1 @@
+"""Telemetry of every routing decision: SQLite log, live event bus, Prometheus metrics."""
