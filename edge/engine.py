@@ -89,11 +89,17 @@ class LlamaEngine:
         rendered = self._formatter(messages=list(request.messages))
         return rendered.prompt + request.assistant_prefix
 
-    def tokenize(self, text: str) -> list[int]:
-        return self._llm.tokenize(text.encode("utf-8"), add_bos=self._formatter is None, special=True)
+    def tokenize(self, text: str, add_bos: bool = True) -> list[int]:
+        """Token ids; ``add_bos`` defers to the model's own add-BOS flag, as llama.cpp does."""
+        return self._llm.tokenize(text.encode("utf-8"), add_bos=add_bos, special=True)
+
+    def prompt_tokens(self, request: GenerationRequest) -> list[int]:
+        # A rendered chat template already carries its special tokens.
+        templated = request.is_chat and self._formatter is not None
+        return self.tokenize(self.render_prompt(request), add_bos=not templated)
 
     def count_prompt_tokens(self, request: GenerationRequest) -> int:
-        return len(self.tokenize(self.render_prompt(request)))
+        return len(self.prompt_tokens(request))
 
     async def stream(self, request: GenerationRequest) -> AsyncIterator[Chunk]:
         """Queue the request and yield its tokens as the worker decodes them."""
@@ -123,7 +129,7 @@ class LlamaEngine:
     def _admit(self, request: GenerationRequest) -> _Job:
         if self._closed:
             raise EngineClosedError("the edge engine is closed")
-        tokens = self.tokenize(self.render_prompt(request))
+        tokens = self.prompt_tokens(request)
         n_prompt = len(tokens)
         wanted = request.params.max_tokens
         if n_prompt >= self.n_ctx or (wanted is not None and n_prompt + wanted > self.n_ctx):
@@ -168,6 +174,10 @@ class LlamaEngine:
     def _generate(self, job: _Job) -> None:
         params = job.request.params
         self._llm.set_seed(params.seed if params.seed is not None else random.getrandbits(31))
+        if params.seed is not None:
+            # Reusing a cached prefix changes the decode batch shape and so the logits' last bits;
+            # a seeded request must replay exactly, so it evaluates its whole prompt afresh.
+            self._llm.reset()
         decoder = IncrementalDecoder(self._llm)
         stops = StopMatcher(params.stop)
         n_out = 0

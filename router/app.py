@@ -62,13 +62,24 @@ def _edgeroute_error(_: Request[Any, Any, Any], exc: EdgerouteError) -> Response
     return Response(error_body(exc.message, err_type, exc.param, exc.code), status_code=status, headers=headers)
 
 
+_TYPE_TAGS = {"str", "int", "float", "bool", "list", "dict", "none", "function-after", "constrained-str"}
+
+
+def _param(key: str | None) -> str | None:
+    """A pydantic location as the field path a client wrote (drop union-member tags like ``list[str]``)."""
+    if not key:
+        return None
+    parts = [p for p in key.split(".") if p.lower() not in _TYPE_TAGS and "[" not in p and "-" not in p]
+    return ".".join(parts) or None
+
+
 def _validation_error(_: Request[Any, Any, Any], exc: ValidationException) -> Response[Any]:
     details = exc.extra if isinstance(exc.extra, list) else []
     param = None
     parts = []
     for item in details:
         if isinstance(item, dict):
-            key = item.get("key")
+            key = _param(item.get("key"))
             param = param or key
             parts.append(f"{key}: {item.get('message')}" if key else str(item.get("message")))
     message = "; ".join(parts) or exc.detail

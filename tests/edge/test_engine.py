@@ -1,0 +1,111 @@
+"""The llama.cpp engine against the real INT4 model."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import AsyncIterator
+
+import pytest
+
+from edge import EdgeSaturatedError, EdgeSettings, LlamaEngine, PromptTooLongError
+from models import EDGE_DEFAULT, GenerationRequest, SamplingParams, collect, default_models_dir, resolve
+
+pytestmark = pytest.mark.slow
+
+
+@pytest.fixture(scope="module")
+def engine() -> LlamaEngine:
+    spec = resolve(EDGE_DEFAULT, default_models_dir())
+    eng = LlamaEngine(spec, EdgeSettings(n_ctx=1024, max_queue=8))
+    yield eng
+    asyncio.run(eng.aclose())
+
+
+def chat(text: str, **params: object) -> GenerationRequest:
+    defaults: dict[str, object] = {"temperature": 0.0, "max_tokens": 24}
+    defaults.update(params)
+    return GenerationRequest(params=SamplingParams(**defaults), messages=({"role": "user", "content": text},))  # type: ignore[arg-type]
+
+
+async def test_greedy_generation_is_repeatable_and_counts_tokens(engine: LlamaEngine) -> None:
+    req = chat("Name three primary colours.")
+    first = await collect(engine.stream(req))
+    second = await collect(engine.stream(req))
+    assert first.text == second.text
+    assert first.text.strip() != ""
+    assert first.usage.prompt_tokens == engine.count_prompt_tokens(req)
+    assert 1 <= first.usage.completion_tokens <= 24
+    if first.finish_reason == "length":
+        assert first.usage.completion_tokens == 24
+
+
+async def test_max_tokens_bounds_the_answer(engine: LlamaEngine) -> None:
+    done = await collect(engine.stream(GenerationRequest(params=SamplingParams(temperature=0.0, max_tokens=5), prompt="1, 2, 3, 4,")))
+    assert (done.finish_reason, done.usage.completion_tokens) == ("length", 5)
+
+
+async def test_stop_sequence_ends_generation_before_it(engine: LlamaEngine) -> None:
+    req = GenerationRequest(params=SamplingParams(temperature=0.0, max_tokens=40, stop=(" 9",)), prompt="1, 2, 3, 4, 5,")
+    done = await collect(engine.stream(req))
+    assert done.finish_reason == "stop"
+    assert done.text == " 6, 7, 8,"
+
+
+async def test_same_seed_same_sample(engine: LlamaEngine) -> None:
+    req = chat("Write a word.", temperature=1.0, seed=1234, max_tokens=12)
+    a = await collect(engine.stream(req))
+    b = await collect(engine.stream(req))
+    assert a.text == b.text
+
+
+async def test_assistant_prefix_is_continued(engine: LlamaEngine) -> None:
+    base = chat("Count from one to ten in words.", max_tokens=30)
+    full = await collect(engine.stream(base))
+    cut = len(full.text) // 2
+    prefix = full.text[:cut]
+    cont = await collect(engine.stream(GenerationRequest(params=base.params, messages=base.messages, assistant_prefix=prefix)))
+    # Greedy continuation of the same prefix reproduces the rest of the answer.
+    assert (prefix + cont.text).startswith(full.text[: cut + 5])
+
+
+async def test_prompt_longer_than_context_is_refused_before_queueing(engine: LlamaEngine) -> None:
+    with pytest.raises(PromptTooLongError) as info:
+        await collect(engine.stream(chat("word " * 2000)))
+    assert info.value.code == "context_length_exceeded"
+    assert "1024 tokens" in info.value.message
+    with pytest.raises(PromptTooLongError):
+        await collect(engine.stream(chat("hello", max_tokens=1020)))
+    assert engine.load().depth == 0
+
+
+async def test_concurrent_requests_each_get_their_own_answer(engine: LlamaEngine) -> None:
+    prompts = [f"{i}, {i + 1}, {i + 2}," for i in range(10, 90, 10)]
+    reqs = [GenerationRequest(params=SamplingParams(temperature=0.0, max_tokens=8), prompt=p) for p in prompts]
+    alone = [await collect(engine.stream(r)) for r in reqs]
+    together = await asyncio.gather(*(collect(engine.stream(r)) for r in reqs))
+    assert [c.text for c in together] == [c.text for c in alone]
+    assert engine.load().depth == 0
+
+
+async def test_queue_bound_refuses_excess_and_engine_recovers(engine: LlamaEngine) -> None:
+    req = GenerationRequest(params=SamplingParams(temperature=0.0, max_tokens=32), prompt="Once upon a time")
+    streams: list[AsyncIterator[object]] = [engine.stream(req) for _ in range(12)]
+    tasks = [asyncio.ensure_future(collect(s)) for s in streams]  # type: ignore[arg-type]
+    results = await asyncio.gather(*tasks, return_exceptions=True)
+    refused = [r for r in results if isinstance(r, EdgeSaturatedError)]
+    served = [r for r in results if not isinstance(r, BaseException)]
+    assert len(refused) >= 1 and len(served) >= 8
+    assert refused[0].code == "edge_saturated"
+    assert (await collect(engine.stream(req))).usage.completion_tokens == 32
+
+
+async def test_abandoned_stream_frees_the_engine(engine: LlamaEngine) -> None:
+    req = GenerationRequest(params=SamplingParams(temperature=0.0, max_tokens=400), prompt="1, 2, 3,")
+    stream = engine.stream(req)
+    await anext(stream)
+    await stream.aclose()
+    for _ in range(100):
+        if engine.load().depth == 0:
+            break
+        await asyncio.sleep(0.05)
+    assert engine.load().depth == 0

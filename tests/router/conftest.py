@@ -1,0 +1,27 @@
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from router import create_app, load_settings
+from tests.servers import serve_app
+
+
+@pytest.fixture(scope="session")
+def node_app(tmp_path_factory: pytest.TempPathFactory):  # type: ignore[no-untyped-def]
+    data = tmp_path_factory.mktemp("node-data")
+    settings = load_settings(data_dir=data, edge={"n_ctx": 2048, "max_queue": 16})
+    return create_app(settings)
+
+
+@pytest.fixture(scope="session")
+def node_url(node_app) -> Iterator[str]:  # type: ignore[no-untyped-def]
+    with serve_app(node_app) as base:
+        yield base
+
+
+@pytest.fixture(scope="session")
+def data_path(node_app) -> Path:  # type: ignore[no-untyped-def]
+    return Path(node_app.state.node.settings.data_dir)

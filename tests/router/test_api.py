@@ -1,0 +1,137 @@
+"""The OpenAI-compatible API of a real node, driven by the official openai SDK."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+
+import httpx
+import openai
+import pytest
+
+pytestmark = pytest.mark.slow
+
+MSG = [{"role": "user", "content": "What is the capital of France?"}]
+
+
+@pytest.fixture()
+def client(node_url: str) -> openai.OpenAI:
+    return openai.OpenAI(base_url=node_url + "/v1", api_key="unused", max_retries=0, timeout=120)
+
+
+@pytest.fixture(scope="module")
+def raw_llama():  # type: ignore[no-untyped-def]
+    from llama_cpp import Llama
+
+    from models import EDGE_DEFAULT, default_models_dir, resolve
+
+    llm = Llama(str(resolve(EDGE_DEFAULT, default_models_dir()).path), n_ctx=2048, verbose=False)
+    yield llm
+    llm.close()
+
+
+def test_chat_completion_equals_raw_llama_cpp(client: openai.OpenAI, raw_llama) -> None:  # type: ignore[no-untyped-def]
+    raw = client.chat.completions.with_raw_response.create(model="auto", messages=MSG, temperature=0, max_tokens=20)
+    assert raw.headers["x-edgeroute-route"] == "edge"
+    done = raw.parse()
+    assert done.object == "chat.completion"
+    assert done.choices[0].message.role == "assistant"
+    # Same model, same template, greedy: the API gives exactly what llama.cpp itself gives.
+    ref = raw_llama.create_chat_completion(MSG, temperature=0, max_tokens=20)
+    assert done.choices[0].message.content == ref["choices"][0]["message"]["content"]
+    assert done.choices[0].finish_reason == ref["choices"][0]["finish_reason"]
+    assert done.usage.prompt_tokens == ref["usage"]["prompt_tokens"]
+    assert done.usage.completion_tokens == ref["usage"]["completion_tokens"]
+    assert done.usage.total_tokens == done.usage.prompt_tokens + done.usage.completion_tokens
+
+
+def test_streamed_chat_matches_non_streamed(client: openai.OpenAI) -> None:
+    whole = client.chat.completions.create(model="auto", messages=MSG, temperature=0, max_tokens=20)
+    stream = client.chat.completions.create(
+        model="auto", messages=MSG, temperature=0, max_tokens=20, stream=True, stream_options={"include_usage": True}
+    )
+    pieces, finish, usage = [], None, None
+    for chunk in stream:
+        if chunk.choices:
+            pieces.append(chunk.choices[0].delta.content or "")
+            finish = chunk.choices[0].finish_reason or finish
+        if chunk.usage:
+            usage = chunk.usage
+    assert "".join(pieces) == whole.choices[0].message.content
+    assert len([p for p in pieces if p]) > 1
+    assert finish == whole.choices[0].finish_reason
+    assert usage is not None and usage.completion_tokens == whole.usage.completion_tokens
+
+
+def test_chunks_arrive_before_the_generation_ends(node_url: str) -> None:
+    body = {"prompt": "1, 2, 3, 4,", "max_tokens": 300, "temperature": 0, "stream": True}
+    with httpx.stream("POST", node_url + "/v1/completions", json=body, timeout=120) as resp:
+        assert resp.headers["content-type"].startswith("text/event-stream")
+        lines = resp.iter_lines()
+        first = next(line for line in lines if line.startswith("data: "))
+        # The first token is on the wire while the engine is still decoding this very request.
+        health = httpx.get(node_url + "/healthz", timeout=10).json()
+        assert health["edge"]["running"] == 1
+        rest = [line for line in lines if line.startswith("data: ")]
+    assert first != "data: [DONE]"
+    assert rest[-1] == "data: [DONE]"
+    assert sum(1 for line in rest if line == "data: [DONE]") == 1
+
+
+def test_text_completion_and_stop_sequence(client: openai.OpenAI) -> None:
+    done = client.completions.create(model="auto", prompt="1, 2, 3, 4, 5,", temperature=0, max_tokens=40, stop=[" 9"])
+    assert done.object == "text_completion"
+    assert done.choices[0].text == " 6, 7, 8,"
+    assert done.choices[0].finish_reason == "stop"
+
+
+def test_streamed_stop_sequence_is_never_leaked(client: openai.OpenAI) -> None:
+    stream = client.completions.create(
+        model="auto", prompt="1, 2, 3, 4, 5,", temperature=0, max_tokens=40, stop=[" 9"], stream=True
+    )
+    text = "".join(c.choices[0].text for c in stream if c.choices)
+    assert text == " 6, 7, 8,"
+
+
+def test_models_lists_the_aliases(client: openai.OpenAI) -> None:
+    ids = [m.id for m in client.models.list()]
+    assert ids[:3] == ["auto", "edge", "cloud"]
+    assert "smollm2-135m-instruct" in ids
+
+
+def test_eight_concurrent_requests_are_all_answered_correctly(node_url: str) -> None:
+    async def run() -> tuple[list[str], list[str]]:
+        aclient = openai.AsyncOpenAI(base_url=node_url + "/v1", api_key="x", max_retries=0, timeout=300)
+        prompts = [f"{i}, {i + 1}, {i + 2}," for i in range(10, 90, 10)]
+
+        async def one(prompt: str) -> str:
+            done = await aclient.completions.create(model="auto", prompt=prompt, temperature=0, max_tokens=8)
+            return done.choices[0].text
+
+        alone = [await one(p) for p in prompts]
+        together = await asyncio.gather(*(one(p) for p in prompts))
+        await aclient.close()
+        return alone, list(together)
+
+    alone, together = asyncio.run(run())
+    assert together == alone
+    assert all(text.strip() for text in together)
+
+
+def test_openapi_schema_is_served(node_url: str) -> None:
+    schema = httpx.get(node_url + "/openapi/openapi.json", timeout=10).json()
+    assert "/v1/chat/completions" in schema["paths"]
+    assert "/v1/completions" in schema["paths"]
+
+
+def test_healthz(node_url: str) -> None:
+    body = httpx.get(node_url + "/healthz", timeout=10).json()
+    assert body["status"] == "ok"
+    assert body["edge"]["model"] == "smollm2-135m-instruct"
+
+
+def test_timing_header_is_plausible(client: openai.OpenAI) -> None:
+    started = time.perf_counter()
+    raw = client.chat.completions.with_raw_response.create(model="edge", messages=MSG, temperature=0, max_tokens=4)
+    elapsed_ms = (time.perf_counter() - started) * 1000
+    assert 0 < float(raw.headers["x-edgeroute-latency-ms"]) <= elapsed_ms

@@ -1,0 +1,87 @@
+"""Every kind of bad input gets a 4xx with an OpenAI-style error body, and the node keeps working."""
+
+from __future__ import annotations
+
+import httpx
+import pytest
+
+pytestmark = pytest.mark.slow
+
+CHAT = "/v1/chat/completions"
+OK = {"messages": [{"role": "user", "content": "hi"}], "max_tokens": 2, "temperature": 0}
+
+
+def post(base: str, path: str, content: bytes | None = None, json: object = None) -> httpx.Response:
+    headers = {"content-type": "application/json"}
+    return httpx.post(base + path, content=content, json=json, headers=headers, timeout=60)
+
+
+def assert_error(resp: httpx.Response, status: int, param: str | None, fragment: str) -> None:
+    assert resp.status_code == status, resp.text
+    error = resp.json()["error"]
+    assert set(error) == {"message", "type", "param", "code"}
+    assert error["param"] == param
+    assert fragment in error["message"]
+    assert error["type"] == "invalid_request_error"
+
+
+@pytest.mark.parametrize(
+    ("body", "param", "fragment"),
+    [
+        ({"model": "auto"}, "messages", "Field required"),
+        ({"messages": []}, "messages", "at least 1 item"),
+        ({"messages": [{"role": "wizard", "content": "hi"}]}, "messages.0.role", "'user'"),
+        ({**OK, "max_tokens": -5}, "max_tokens", "greater than or equal to 1"),
+        ({**OK, "max_tokens": 10**12}, "max_tokens", "less than or equal to 1000000"),
+        ({**OK, "temperature": 3.5}, "temperature", "less than or equal to 2"),
+        ({**OK, "temperature": -0.1}, "temperature", "greater than or equal to 0"),
+        ({**OK, "top_p": 1.5}, "top_p", "less than or equal to 1"),
+        ({**OK, "n": 3}, "n", "less than or equal to 1"),
+        ({**OK, "stop": ["a", "b", "c", "d", "e"]}, "stop", "at most 4"),
+        ({**OK, "messages": "hello"}, "messages", "valid list"),
+    ],
+)
+def test_invalid_fields(node_url: str, body: dict[str, object], param: str, fragment: str) -> None:
+    assert_error(post(node_url, CHAT, json=body), 400, param, fragment)
+
+
+def test_malformed_json(node_url: str) -> None:
+    assert_error(post(node_url, CHAT, content=b'{"messages": [{"role": "user",'), 400, None, "not valid JSON")
+
+
+def test_non_utf8_body(node_url: str) -> None:
+    body = b'{"messages": [{"role": "user", "content": "\xff\xfe caf\xe9"}]}'
+    assert_error(post(node_url, CHAT, content=body), 400, None, "not valid UTF-8")
+
+
+def test_prompt_longer_than_the_context(node_url: str) -> None:
+    body = {**OK, "messages": [{"role": "user", "content": "lorem ipsum " * 3000}]}
+    resp = post(node_url, CHAT, json=body)
+    assert_error(resp, 400, "messages", "context window is 2048 tokens")
+    assert resp.json()["error"]["code"] == "context_length_exceeded"
+
+
+def test_max_tokens_beyond_the_context(node_url: str) -> None:
+    resp = post(node_url, "/v1/completions", json={"prompt": "hi", "max_tokens": 5000})
+    assert_error(resp, 400, "prompt", "max_tokens 5000")
+
+
+def test_unknown_model(node_url: str) -> None:
+    resp = post(node_url, CHAT, json={**OK, "model": "gpt-17"})
+    assert_error(resp, 404, "model", "valid models: auto, edge, cloud")
+    assert resp.json()["error"]["code"] == "model_not_found"
+
+
+def test_unknown_route_and_method(node_url: str) -> None:
+    assert httpx.get(node_url + "/v1/nothing", timeout=10).status_code == 404
+    resp = httpx.get(node_url + CHAT, timeout=10)
+    assert resp.status_code == 405
+    assert "error" in resp.json()
+
+
+def test_node_still_serves_after_bad_input(node_url: str) -> None:
+    for junk in (b"", b"null", b"[]", b"\x00\x01", b'{"messages": [{"role": "user", "content": 5}]}'):
+        assert 400 <= post(node_url, CHAT, content=junk).status_code < 500
+    resp = post(node_url, CHAT, json=OK)
+    assert resp.status_code == 200
+    assert resp.json()["choices"][0]["message"]["role"] == "assistant"

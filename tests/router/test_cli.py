@@ -1,0 +1,75 @@
+"""The `edgeroute` command as an operator runs it."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import httpx
+import openai
+import pytest
+
+from tests.servers import free_port
+
+EDGEROUTE = [sys.executable, "-c", "from router.cli import main; main()"]
+REPO = Path(__file__).resolve().parents[2]
+
+
+def run(*args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([*EDGEROUTE, *args], capture_output=True, text=True, cwd=REPO, timeout=120)
+
+
+def test_models_list_json() -> None:
+    out = run("models", "list", "--json")
+    assert out.returncode == 0, out.stderr
+    rows = {r["alias"]: r for r in json.loads(out.stdout)}
+    assert rows["smollm2-135m-instruct"]["quantization"] == "Q4_1"
+    assert rows["smollm2-135m-instruct"]["present"] is True
+
+
+def test_bad_config_file_exits_2(tmp_path: Path) -> None:
+    out = run("serve", "--config", str(tmp_path / "missing.toml"))
+    assert out.returncode == 2
+    assert "config file not found" in out.stderr
+
+
+@pytest.mark.slow
+def test_serve_answers_the_openai_sdk(tmp_path: Path) -> None:
+    port = free_port()
+    proc = subprocess.Popen(
+        [*EDGEROUTE, "serve", "--port", str(port), "--data-dir", str(tmp_path / "d"), "--log-level", "warning"],
+        cwd=REPO,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        start_new_session=True,
+    )
+    base = f"http://127.0.0.1:{port}"
+    try:
+        deadline = time.monotonic() + 120
+        while True:
+            assert proc.poll() is None, proc.stdout.read().decode() if proc.stdout else ""
+            try:
+                if httpx.get(base + "/healthz", timeout=2).status_code == 200:
+                    break
+            except httpx.HTTPError:
+                pass
+            assert time.monotonic() < deadline, "node did not start"
+            time.sleep(0.2)
+        client = openai.OpenAI(base_url=base + "/v1", api_key="x", max_retries=0)
+        msgs = [{"role": "user", "content": "Say hello."}]
+        done = client.chat.completions.create(model="auto", messages=msgs, max_tokens=8, temperature=0)
+        assert done.choices[0].message.content
+        streamed = "".join(
+            c.choices[0].delta.content or ""
+            for c in client.chat.completions.create(model="auto", messages=msgs, max_tokens=8, temperature=0, stream=True)
+            if c.choices
+        )
+        assert streamed == done.choices[0].message.content
+    finally:
+        os.killpg(proc.pid, signal.SIGTERM)
+        proc.wait(timeout=30)

@@ -1,0 +1,52 @@
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from router import ConfigError, load_settings
+
+
+def test_defaults_work_with_no_file(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv("EDGEROUTE_DATA_DIR")
+    monkeypatch.setenv("XDG_DATA_HOME", str(tmp_path / "xdg"))
+    s = load_settings()
+    assert (s.server.host, s.server.port) == ("127.0.0.1", 8080)
+    assert s.data_dir == tmp_path / "xdg" / "edgeroute"
+    assert s.edge.model == "smollm2-135m-instruct"
+
+
+def test_environment_is_read(monkeypatch: pytest.MonkeyPatch, _data_dir: Path) -> None:
+    monkeypatch.setenv("EDGEROUTE_SERVER__PORT", "9001")
+    monkeypatch.setenv("EDGEROUTE_EDGE__N_CTX", "1024")
+    s = load_settings()
+    assert (s.server.port, s.edge.n_ctx, s.data_dir) == (9001, 1024, _data_dir)
+
+
+def test_precedence_argument_over_file_over_environment(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    cfg = tmp_path / "node.toml"
+    cfg.write_text('data_dir = "/from/file"\n[server]\nport = 7000\n[edge]\nmax_queue = 3\n')
+    monkeypatch.setenv("EDGEROUTE_SERVER__PORT", "9001")
+    monkeypatch.setenv("EDGEROUTE_EDGE__N_CTX", "1024")
+    s = load_settings(cfg)
+    assert (s.server.port, s.edge.max_queue, s.edge.n_ctx) == (7000, 3, 1024)
+    assert s.data_dir == Path("/from/file")
+    s = load_settings(cfg, data_dir=tmp_path / "arg")
+    assert s.data_dir == tmp_path / "arg"
+
+
+def test_missing_and_invalid_files_are_config_errors(tmp_path: Path) -> None:
+    with pytest.raises(ConfigError, match="config file not found"):
+        load_settings(tmp_path / "nope.toml")
+    bad = tmp_path / "bad.toml"
+    bad.write_text("[server\nport = 1")
+    with pytest.raises(ConfigError, match="invalid config file"):
+        load_settings(bad)
+    wrong = tmp_path / "wrong.toml"
+    wrong.write_text("[server]\nport = -4\n")
+    with pytest.raises(ConfigError, match="server.port"):
+        load_settings(wrong)
+    typo = tmp_path / "typo.toml"
+    typo.write_text("[edg]\nmodel = 'x'\n")
+    with pytest.raises(ConfigError, match="edg"):
+        load_settings(typo)

@@ -1,0 +1,47 @@
+"""Real servers on loopback for tests: a uvicorn thread running the node's app."""
+
+from __future__ import annotations
+
+import socket
+import threading
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from typing import Any
+
+import httpx
+import uvicorn
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+@contextmanager
+def serve_app(app: Any, ready_path: str = "/healthz", timeout: float = 120.0) -> Iterator[str]:
+    """Run ``app`` under uvicorn in a thread; yield its base URL once ``ready_path`` answers 200."""
+    port = free_port()
+    config = uvicorn.Config(app, host="127.0.0.1", port=port, log_level="warning", lifespan="on")
+    server = uvicorn.Server(config)
+    thread = threading.Thread(target=server.run, name=f"uvicorn-{port}", daemon=True)
+    thread.start()
+    base = f"http://127.0.0.1:{port}"
+    deadline = time.monotonic() + timeout
+    try:
+        while True:
+            if not thread.is_alive():
+                raise RuntimeError("the server thread died during start-up")
+            try:
+                if httpx.get(base + ready_path, timeout=2).status_code == 200:
+                    break
+            except httpx.HTTPError:
+                pass
+            if time.monotonic() > deadline:
+                raise TimeoutError(f"server not ready after {timeout}s")
+            time.sleep(0.1)
+        yield base
+    finally:
+        server.should_exit = True
+        thread.join(timeout=60)
