@@ -1,0 +1,131 @@
+"""Edge decode speed through the HTTP API vs raw ``llama_cpp.Llama``, same model and prompt, one run.
+
+    python -m bench.edge_api [--rounds 5] [--max-tokens 128] [--json out.json]
+
+Prints a table and writes JSON. Rounds alternate raw and API so drift hits both alike.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import platform
+import signal
+import statistics
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import httpx
+from httpx_sse import connect_sse
+
+from models import EDGE_DEFAULT, default_models_dir, resolve
+
+PROMPT = "1, 2, 3, 4, 5,"
+
+
+def raw_round(llm, max_tokens: int) -> dict[str, float]:  # type: ignore[no-untyped-def]
+    llm.reset()  # no prefix reuse: the API path evaluates the prompt afresh too
+    start = time.perf_counter()
+    stamps: list[float] = []
+    n = 0
+    for out in llm.create_completion(PROMPT, max_tokens=max_tokens, temperature=0, stream=True):
+        stamps.append(time.perf_counter())
+        n += 1
+    return _stats(start, stamps, n)
+
+
+def api_round(base: str, max_tokens: int) -> dict[str, float]:
+    body = {"prompt": PROMPT, "max_tokens": max_tokens, "temperature": 0, "seed": 1, "stream": True,
+            "stream_options": {"include_usage": True}}
+    stamps: list[float] = []
+    n = 0
+    with httpx.Client(timeout=120) as client:
+        start = time.perf_counter()
+        with connect_sse(client, "POST", base + "/v1/completions", json=body) as events:
+            for sse in events.iter_sse():
+                if sse.data == "[DONE]":
+                    break
+                chunk = json.loads(sse.data)
+                if chunk.get("usage"):
+                    n = chunk["usage"]["completion_tokens"]
+                if chunk["choices"] and chunk["choices"][0]["text"]:
+                    stamps.append(time.perf_counter())
+    return _stats(start, stamps, n)
+
+
+def _stats(start: float, stamps: list[float], n_tokens: int) -> dict[str, float]:
+    ttft = (stamps[0] - start) * 1000
+    decode_s = stamps[-1] - stamps[0]
+    return {"ttft_ms": ttft, "decode_tok_s": (n_tokens - 1) / decode_s if decode_s > 0 else 0.0, "tokens": n_tokens}
+
+
+def start_node(port: int, data_dir: Path) -> subprocess.Popen[bytes]:
+    cmd = [sys.executable, "-c", "from router.cli import main; main()", "serve", "--port", str(port),
+           "--data-dir", str(data_dir), "--log-level", "warning"]
+    proc = subprocess.Popen(cmd, start_new_session=True)
+    deadline = time.monotonic() + 120
+    while time.monotonic() < deadline:
+        try:
+            if httpx.get(f"http://127.0.0.1:{port}/healthz", timeout=2).status_code == 200:
+                return proc
+        except httpx.HTTPError:
+            time.sleep(0.2)
+    os.killpg(proc.pid, signal.SIGTERM)
+    raise SystemExit("the node did not start")
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__)
+    ap.add_argument("--rounds", type=int, default=5)
+    ap.add_argument("--max-tokens", type=int, default=128)
+    ap.add_argument("--port", type=int, default=18080)
+    ap.add_argument("--json", type=Path, default=Path("artifacts/bench_edge_api.json"))
+    args = ap.parse_args()
+
+    from llama_cpp import Llama
+
+    spec = resolve(EDGE_DEFAULT, default_models_dir())
+    data_dir = Path("artifacts/bench-edge-data")
+    proc = start_node(args.port, data_dir)
+    base = f"http://127.0.0.1:{args.port}"
+    llm = Llama(str(spec.path), n_ctx=2048, n_batch=256, verbose=False)
+    raw: list[dict[str, float]] = []
+    api: list[dict[str, float]] = []
+    try:
+        raw_round(llm, 8), api_round(base, 8)  # warm-up
+        for _ in range(args.rounds):
+            raw.append(raw_round(llm, args.max_tokens))
+            api.append(api_round(base, args.max_tokens))
+    finally:
+        os.killpg(proc.pid, signal.SIGTERM)
+        proc.wait(timeout=30)
+        llm.close()
+
+    def med(rows: list[dict[str, float]], key: str) -> float:
+        return statistics.median(r[key] for r in rows)
+
+    result = {
+        "machine": f"{platform.machine()} {os.cpu_count()} cores, {platform.python_version()}",
+        "model": spec.alias,
+        "prompt": PROMPT,
+        "max_tokens": args.max_tokens,
+        "rounds": args.rounds,
+        "raw": {"decode_tok_s": med(raw, "decode_tok_s"), "ttft_ms": med(raw, "ttft_ms")},
+        "api": {"decode_tok_s": med(api, "decode_tok_s"), "ttft_ms": med(api, "ttft_ms")},
+    }
+    result["ratio_decode"] = result["api"]["decode_tok_s"] / result["raw"]["decode_tok_s"]
+    result["added_ttft_ms"] = result["api"]["ttft_ms"] - result["raw"]["ttft_ms"]
+    print(f"edge decode, {spec.alias}, {args.max_tokens} tokens, median of {args.rounds} alternating rounds")
+    print(f"{'path':<16}{'decode tok/s':>14}{'TTFT ms':>10}")
+    print(f"{'raw llama_cpp':<16}{result['raw']['decode_tok_s']:>14.1f}{result['raw']['ttft_ms']:>10.1f}")
+    print(f"{'HTTP API (SSE)':<16}{result['api']['decode_tok_s']:>14.1f}{result['api']['ttft_ms']:>10.1f}")
+    print(f"API/raw decode ratio: {result['ratio_decode']:.3f}   added TTFT: {result['added_ttft_ms']:+.1f} ms")
+    args.json.parent.mkdir(parents=True, exist_ok=True)
+    args.json.write_text(json.dumps(result, indent=2))
+
+
+if __name__ == "__main__":
+    main()

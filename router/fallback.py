@@ -1,0 +1,129 @@
+"""Fallback that never drops a stream.
+
+Before the first token, a failed target is simply replaced by the next one. After it, the text
+the client already has becomes the assistant prefix of a continuation on the next target, and the
+client keeps reading one stream with one ``[DONE]``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
+from dataclasses import dataclass, field
+
+from models import Chunk, EdgerouteError, Engine, GenerationRequest, Usage
+
+
+@dataclass
+class Attempt:
+    """One try on one engine, as telemetry and the response headers report it."""
+
+    engine: str
+    outcome: str  # "ok", "failed-before-first-token", "broken-mid-stream"
+    error: str | None = None
+
+
+@dataclass
+class StreamPlan:
+    """The ordered engines a request may use, and what happened on each."""
+
+    targets: Sequence[Engine]
+    attempts: list[Attempt] = field(default_factory=list)
+
+    @property
+    def fallback(self) -> str | None:
+        """``"cloud->edge"`` style path when more than one engine was tried, else None."""
+        if len(self.attempts) < 2:
+            return None
+        return "->".join(a.engine for a in self.attempts)
+
+
+OnBroken = Callable[[Attempt], Awaitable[None] | None]
+
+
+async def start(
+    plan: StreamPlan,
+    request: GenerationRequest,
+    retryable: tuple[type[BaseException], ...],
+    start_index: int = 0,
+) -> tuple[int, Chunk, AsyncIterator[Chunk]]:
+    """Start on the first target that produces a first chunk; raise the last error if none does."""
+    last: BaseException | None = None
+    for index in range(start_index, len(plan.targets)):
+        engine = plan.targets[index]
+        stream = engine.stream(request)
+        try:
+            first = await anext(stream)
+        except retryable as exc:
+            await _close(stream)
+            plan.attempts.append(Attempt(engine.name, "failed-before-first-token", _describe(exc)))
+            last = exc
+            continue
+        except StopAsyncIteration:
+            plan.attempts.append(Attempt(engine.name, "failed-before-first-token", "empty stream"))
+            continue
+        plan.attempts.append(Attempt(engine.name, "ok"))
+        return index, first, stream
+    if last is not None:
+        raise last
+    raise EdgerouteError("no target produced an answer", code="no_target")
+
+
+async def resilient(
+    plan: StreamPlan,
+    request: GenerationRequest,
+    index: int,
+    first: Chunk,
+    stream: AsyncIterator[Chunk],
+    broken: tuple[type[BaseException], ...],
+    retryable: tuple[type[BaseException], ...],
+    prompt_tokens: int,
+) -> AsyncIterator[Chunk]:
+    """Yield ``first`` and the rest; on a break, continue on the next targets from the text so far.
+
+    ``prompt_tokens`` is the original prompt's size, reported in the usage of a continued stream
+    (whose own prompt also held the prefix). Its completion tokens count the chunks already sent
+    (one token a chunk, as OpenAI-compatible servers stream) plus the continuation's.
+    """
+    emitted: list[str] = []
+    emitted_chunks = 0
+    continued = False
+    chunk: Chunk | None = first
+    while True:
+        try:
+            while chunk is not None:
+                if chunk.finish_reason is not None:
+                    usage = chunk.usage or Usage(0, 0)
+                    if continued:
+                        usage = Usage(prompt_tokens, emitted_chunks + usage.completion_tokens)
+                    yield Chunk(chunk.text, chunk.finish_reason, usage)
+                    return
+                if chunk.text:
+                    emitted.append(chunk.text)
+                    emitted_chunks += 1
+                    yield chunk
+                chunk = await anext(stream, None)
+            return  # a stream that ended without a final chunk: nothing more to say
+        except broken as exc:
+            plan.attempts[-1].outcome = "broken-mid-stream"
+            plan.attempts[-1].error = _describe(exc)
+            await _close(stream)
+            continued = True
+            cont = GenerationRequest(
+                params=request.params,
+                messages=request.messages,
+                prompt=request.prompt,
+                assistant_prefix=request.assistant_prefix + "".join(emitted),
+                model=request.model,
+                request_id=request.request_id,
+            )
+            index, chunk, stream = await start(plan, cont, retryable, index + 1)
+
+
+def _describe(exc: BaseException) -> str:
+    return f"{type(exc).__name__}: {exc}"[:300]
+
+
+async def _close(stream: AsyncIterator[Chunk]) -> None:
+    aclose = getattr(stream, "aclose", None)
+    if aclose is not None:
+        await aclose()
