@@ -86,15 +86,15 @@ async def resilient(
     """
     emitted: list[str] = []
     emitted_chunks = 0
-    continued = False
+    carried: int | None = None  # chunks sent before the latest break
     chunk: Chunk | None = first
     while True:
         try:
             while chunk is not None:
                 if chunk.finish_reason is not None:
                     usage = chunk.usage or Usage(0, 0)
-                    if continued:
-                        usage = Usage(prompt_tokens, emitted_chunks + usage.completion_tokens)
+                    if carried is not None:
+                        usage = Usage(prompt_tokens, carried + usage.completion_tokens)
                     yield Chunk(chunk.text, chunk.finish_reason, usage)
                     return
                 if chunk.text:
@@ -107,7 +107,9 @@ async def resilient(
             plan.attempts[-1].outcome = "broken-mid-stream"
             plan.attempts[-1].error = _describe(exc)
             await _close(stream)
-            continued = True
+            if index + 1 >= len(plan.targets):
+                raise
+            carried = emitted_chunks
             cont = GenerationRequest(
                 params=request.params,
                 messages=request.messages,

@@ -1,0 +1,103 @@
+"""Fallback logic around the engine boundary, with scripted engines (the real-member tests are in
+test_routing_integration)."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+
+import pytest
+
+from models import Chunk, EngineLoad, GenerationRequest, SamplingParams, Usage, collect
+from router.fallback import StreamPlan, resilient, start
+
+
+class Broken(Exception):
+    pass
+
+
+class Down(Exception):
+    pass
+
+
+class Scripted:
+    """Yields ``pieces``; raises ``fail_at`` (index) or fails before the first token."""
+
+    def __init__(self, name: str, pieces: list[str], fail_at: int | None = None, down: bool = False) -> None:
+        self.name = name
+        self.pieces = pieces
+        self.fail_at = fail_at
+        self.down = down
+        self.requests: list[GenerationRequest] = []
+
+    async def stream(self, request: GenerationRequest) -> AsyncIterator[Chunk]:
+        self.requests.append(request)
+        if self.down:
+            raise Down(f"{self.name} is down")
+        for i, piece in enumerate(self.pieces):
+            if i == self.fail_at:
+                raise Broken(f"{self.name} cut after {i} chunks")
+            yield Chunk(piece)
+        yield Chunk("", "stop", Usage(prompt_tokens=50, completion_tokens=len(self.pieces)))
+
+    def load(self) -> EngineLoad:
+        return EngineLoad(0, 0, 1)
+
+    async def aclose(self) -> None:
+        return None
+
+
+REQ = GenerationRequest(params=SamplingParams(temperature=0), messages=({"role": "user", "content": "q"},))
+
+
+async def run(plan: StreamPlan) -> tuple[list[Chunk], StreamPlan]:
+    index, first, stream = await start(plan, REQ, (Down, Broken))
+    chunks = [c async for c in resilient(plan, REQ, index, first, stream, (Broken,), (Down, Broken), prompt_tokens=7)]
+    return chunks, plan
+
+
+async def test_failure_before_first_token_moves_to_next_target() -> None:
+    cloud = Scripted("cloud", ["x"], down=True)
+    edge = Scripted("edge", ["Hel", "lo"])
+    chunks, plan = await run(StreamPlan([cloud, edge]))
+    assert "".join(c.text for c in chunks) == "Hello"
+    assert plan.fallback == "cloud->edge"
+    assert [a.outcome for a in plan.attempts] == ["failed-before-first-token", "ok"]
+    assert edge.requests[0].assistant_prefix == ""
+
+
+async def test_mid_stream_break_continues_from_the_text_so_far() -> None:
+    cloud = Scripted("cloud", ["The ", "answer ", "is "], fail_at=2)
+    edge = Scripted("edge", ["forty-", "two."])
+    chunks, plan = await run(StreamPlan([cloud, edge]))
+    assert "".join(c.text for c in chunks) == "The answer forty-two."
+    assert edge.requests[0].assistant_prefix == "The answer "
+    assert edge.requests[0].messages == REQ.messages
+    finals = [c for c in chunks if c.finish_reason is not None]
+    assert len(finals) == 1 and finals[0] is chunks[-1]
+    # The client's usage: the original prompt, two chunks before the break plus two after.
+    assert finals[0].usage == Usage(prompt_tokens=7, completion_tokens=4)
+    assert plan.fallback == "cloud->edge"
+    assert plan.attempts[0].outcome == "broken-mid-stream"
+    assert "cut after 2 chunks" in (plan.attempts[0].error or "")
+
+
+async def test_two_breaks_then_the_last_target() -> None:
+    a = Scripted("cloud", ["a1 ", "a2 "], fail_at=1)
+    b = Scripted("cloud", ["b1 ", "b2 "], fail_at=1)
+    edge = Scripted("edge", ["e1"])
+    chunks, plan = await run(StreamPlan([a, b, edge]))
+    assert "".join(c.text for c in chunks) == "a1 b1 e1"
+    assert edge.requests[0].assistant_prefix == "a1 b1 "
+    assert plan.fallback == "cloud->cloud->edge"
+
+
+async def test_every_target_down_raises_the_last_error() -> None:
+    with pytest.raises(Down, match="edge is down"):
+        await run(StreamPlan([Scripted("cloud", [], down=True), Scripted("edge", [], down=True)]))
+
+
+async def test_break_with_no_target_left_propagates() -> None:
+    plan = StreamPlan([Scripted("cloud", ["a", "b"], fail_at=1)])
+    index, first, stream = await start(plan, REQ, (Down, Broken))
+    with pytest.raises(Broken):
+        await collect(resilient(plan, REQ, index, first, stream, (Broken,), (Down, Broken), prompt_tokens=1))
