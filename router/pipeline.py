@@ -1,0 +1,216 @@
+"""The path of one request: cache, features, policy, generation with fallback, store, telemetry."""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import AsyncIterator
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+from cloud import CloudError
+from edge import CacheHit, CacheKey, EdgeSaturatedError, EngineClosedError, GenerationError, Lookup
+from models import Chunk, Engine, GenerationRequest, Usage
+
+from .errors import NoCapacityError
+from .fallback import StreamPlan, resilient, start
+from .policy import Decision, Features
+from .telemetry import Trace
+
+if TYPE_CHECKING:
+    from .node import Node, RequestContext
+
+log = logging.getLogger(__name__)
+
+# Failures before the first token that another target can absorb.
+RETRYABLE: tuple[type[BaseException], ...] = (CloudError, EdgeSaturatedError, EngineClosedError, GenerationError)
+# Failures after the first token: the stream continues elsewhere from the text so far.
+BROKEN: tuple[type[BaseException], ...] = (CloudError, GenerationError)
+
+
+@dataclass
+class RoutedStream:
+    """A started answer: where it runs, why, its headers, and its chunks (the first already made)."""
+
+    route: str
+    reason: str
+    first: Chunk
+    rest: AsyncIterator[Chunk]
+    headers: dict[str, str] = field(default_factory=dict)
+
+    async def chunks(self) -> AsyncIterator[Chunk]:
+        yield self.first
+        async for chunk in self.rest:
+            yield chunk
+
+
+def prompt_text(req: GenerationRequest) -> str:
+    if req.messages is None:
+        return req.prompt or ""
+    return "\n".join(m["content"] for m in req.messages if m["role"] in ("user", "system", "developer"))
+
+
+def _replay_hit(hit: CacheHit) -> AsyncIterator[Chunk]:
+    async def gen() -> AsyncIterator[Chunk]:
+        # A cached answer streams in word-sized pieces, like a generation would.
+        words = hit.text.split(" ")
+        for i, word in enumerate(words):
+            piece = word if i == 0 else " " + word
+            if piece:
+                yield Chunk(piece)
+        yield Chunk("", hit.finish_reason, hit.usage)
+
+    return gen()
+
+
+async def route(node: Node, gen: GenerationRequest, ctx: RequestContext, stream: bool) -> RoutedStream:
+    """Decide where ``gen`` runs and start it; errors before the first token raise here."""
+    hint = node.hint_for(gen.model)
+    text = prompt_text(gen)
+    private_rule = node.privacy.detect(text, flag=ctx.private)
+    private = private_rule is not None
+    trace = Trace(gen.request_id, ctx.tenant, gen.model, prompt=text, stream=stream, private=private)
+
+    key: CacheKey | None = None
+    lookup = Lookup(hit=None, embedding=None, refusal=None)
+    cacheable = node.cache is not None and ctx.cache is not False and (gen.params.deterministic or ctx.cache is True)
+    if cacheable:
+        key = CacheKey(ctx.tenant, gen.model, gen.messages, gen.prompt, gen.params, {})
+        lookup = await node.cache.lookup(key)  # type: ignore[union-attr]
+    embedding = lookup.embedding
+    if embedding is None and node.embedder is not None:
+        embedding = await node.embedder.embed(text)
+
+    features = node.features(gen, hint, private, embedding)
+    decision = node.policy.decide(features)
+    common: dict[str, Any] = {
+        "features": features,
+        "complexity": features.complexity,
+        "cache": None if not cacheable else ("hit" if lookup.hit else "miss"),
+        "cache_refusal": lookup.refusal,
+    }
+
+    hit = lookup.hit
+    if hit is not None and not (hit.tier == "edge" and decision.target == "cloud"):
+        route_name = f"cache-{hit.kind}"
+        trace.first_token()
+        headers = {"x-edgeroute-similarity": f"{hit.similarity:.4f}", "x-edgeroute-cache-tier": hit.tier}
+        rest = _finish(node, trace, _replay_hit(hit), route_name, f"{hit.kind}-hit", None, None,
+                       {**common, "similarity": hit.similarity}, key=None, plan=None)
+        first = await anext(rest)
+        return RoutedStream(route_name, f"{hit.kind}-hit", first, rest, headers)
+    if hit is not None:
+        common["cache"] = "miss"
+        common["cache_refusal"] = "edge-answer-for-cloud-prompt"
+
+    plan = StreamPlan(node.targets(decision, features))
+    try:
+        index, first, rest = await start(plan, gen, RETRYABLE)
+    except RETRYABLE as exc:
+        node.telemetry.record(trace.event(route="error", reason=decision.reason, status="error",
+                                          error=str(exc)[:300], fallback=plan.fallback, **common))
+        raise NoCapacityError(
+            f"neither the edge nor the cloud can take this request now ({exc})", retry_after=2
+        ) from exc
+    except Exception as exc:
+        node.telemetry.record(trace.event(route="error", reason=decision.reason, status="error",
+                                          error=str(exc)[:300], **common))
+        raise
+    trace.first_token()
+    engine_name = plan.targets[index].name
+    route_name = "edge" if engine_name == "edge" else "cloud"
+    degraded = _degraded(decision, route_name)
+    headers: dict[str, str] = {}
+    if plan.fallback:
+        headers["x-edgeroute-fallback"] = plan.fallback
+    if degraded:
+        headers["x-edgeroute-degraded"] = degraded
+    if features.complexity is not None:
+        headers["x-edgeroute-complexity"] = f"{features.complexity:.3f}"
+    chunks = resilient(plan, gen, index, first, rest, BROKEN, RETRYABLE, features.prompt_tokens)
+    out = _finish(node, trace, chunks, route_name, decision.reason, degraded, plan, common,
+                  key=key if cacheable else None, embedding=embedding)
+    first_out = await anext(out)
+    return RoutedStream(route_name, decision.reason, first_out, out, headers)
+
+
+def _degraded(decision: Decision, route_name: str) -> str | None:
+    if route_name == "edge" and (decision.target == "cloud" or decision.reason == "cloud-unhealthy"):
+        return "cloud-unavailable"
+    return None
+
+
+async def _finish(
+    node: Node,
+    trace: Trace,
+    chunks: AsyncIterator[Chunk],
+    route_name: str,
+    reason: str,
+    degraded: str | None,
+    plan: StreamPlan | None,
+    common: dict[str, Any],
+    *,
+    key: CacheKey | None,
+    embedding: Any = None,
+) -> AsyncIterator[Chunk]:
+    """Pass chunks through; before the last one goes out, store the answer and record the decision.
+
+    Recording happens before the final chunk is yielded because a consumer stops reading there.
+    """
+    parts: list[str] = []
+    recorded = False
+
+    def record(final: Chunk | None, error: str | None) -> None:
+        usage = final.usage if final is not None and final.usage else Usage(0, 0)
+        node.telemetry.record(
+            trace.event(
+                route=route_name,
+                reason=reason,
+                degraded=degraded,
+                fallback=plan.fallback if plan else None,
+                status="ok" if error is None else "error",
+                error=error,
+                prompt_tokens=usage.prompt_tokens,
+                completion_tokens=usage.completion_tokens,
+                member=node.member_of(plan),
+                **common,
+            )
+        )
+
+    try:
+        async for chunk in chunks:
+            if chunk.finish_reason is None:
+                parts.append(chunk.text)
+                yield chunk
+                continue
+            parts.append(chunk.text)
+            record(chunk, None)
+            recorded = True
+            tier = plan.attempts[-1].engine if plan and plan.attempts else None
+            if key is not None and tier in ("edge", "cloud"):
+                try:
+                    usage = chunk.usage or Usage(0, 0)
+                    await node.cache.store(  # type: ignore[union-attr]
+                        key, "".join(parts), chunk.finish_reason, usage, tier, embedding=embedding
+                    )
+                except Exception:  # noqa: BLE001 - a failed cache write must not fail the answer
+                    log.exception("cache store failed")
+            yield chunk
+            return
+    except Exception as exc:
+        if not recorded:
+            recorded = True
+            record(None, f"{type(exc).__name__}: {exc}"[:300])
+        raise
+    finally:
+        if not recorded:
+            record(None, "client went away before the end")
+
+
+def choose_targets(edge: Engine, pool: Engine | None, decision: Decision, features: Features) -> list[Engine]:
+    """The ordered engines for a decision; a private request never gets a cloud target."""
+    if pool is None or features.private:
+        return [edge]
+    if decision.target == "cloud":
+        # A second pool attempt lets the pool pick another member before the edge takes over.
+        return [pool, pool, edge] if features.fits_edge_context else [pool, pool]
+    return [edge, pool]
