@@ -29,7 +29,9 @@ def threshold_for_share(scores: Sequence[float], share: float) -> Calibration:
     small differences between embedders do not flip prompts at the boundary.
     """
     if not 0.0 <= share <= 1.0 or math.isnan(share):
-        raise ConfigError(f"target cloud share must be within [0, 1], got {share}", param="target_cloud_share")
+        raise ConfigError(
+            f"target cloud share must be within [0, 1], got {share}", param="target_cloud_share"
+        )
     values = sorted((float(s) for s in scores), reverse=True)
     if not values:
         raise ConfigError("cannot calibrate on an empty set of scores", param="prompts")

@@ -59,7 +59,9 @@ class ComplexityClassifier:
         """P(cloud) of each row, float64."""
         x = np.asarray(embeddings, dtype=np.float32)
         if x.ndim != 2:
-            raise ConfigError(f"expected a 2-d batch of embeddings, got shape {x.shape}", code="embedding_mismatch")
+            raise ConfigError(
+                f"expected a 2-d batch of embeddings, got shape {x.shape}", code="embedding_mismatch"
+            )
         self._check(x.shape)
         norms = np.linalg.norm(x, axis=1)
         norms[norms == 0] = 1.0
@@ -100,7 +102,9 @@ class ComplexityClassifier:
                 meta=dict(data.get("meta") or {}),
             )
         except (KeyError, TypeError, ValueError) as exc:
-            raise ConfigError(f"invalid classifier weights in {source}: {exc}", param="routing.classifier_path") from exc
+            raise ConfigError(
+                f"invalid classifier weights in {source}: {exc}", param="routing.classifier_path"
+            ) from exc
 
     @classmethod
     def load(cls, path: Path | None = None) -> ComplexityClassifier:
@@ -110,11 +114,17 @@ class ComplexityClassifier:
             data = json.loads(path.read_text(encoding="utf-8"))
         except FileNotFoundError as exc:
             hint = " (run `edgeroute router train`)" if path == SHIPPED_WEIGHTS else ""
-            raise ConfigError(f"classifier weights not found: {path}{hint}", param="routing.classifier_path") from exc
+            raise ConfigError(
+                f"classifier weights not found: {path}{hint}", param="routing.classifier_path"
+            ) from exc
         except (OSError, ValueError) as exc:
-            raise ConfigError(f"cannot read classifier weights {path}: {exc}", param="routing.classifier_path") from exc
+            raise ConfigError(
+                f"cannot read classifier weights {path}: {exc}", param="routing.classifier_path"
+            ) from exc
         if not isinstance(data, dict):
-            raise ConfigError(f"invalid classifier weights in {path}: not a JSON object", param="routing.classifier_path")
+            raise ConfigError(
+                f"invalid classifier weights in {path}: not a JSON object", param="routing.classifier_path"
+            )
         return cls.from_json(data, source=str(path))
 
 

@@ -31,6 +31,10 @@ def _settings(config: Path | None, data_dir: Path | None) -> Settings:
     return load_settings(config, data_dir=data_dir)
 
 
+def _num(value: float | None) -> str:
+    return "-" if value is None else f"{value:.3f}"
+
+
 def _print_rows(rows: list[tuple[str, Any]]) -> None:
     width = max(len(k) for k, _ in rows)
     for key, value in rows:
@@ -69,9 +73,14 @@ def train(
 @router_app.command()
 def calibrate(
     target_cloud_share: Annotated[float, typer.Option(help="share of requests to send to the cloud, 0..1")],
-    prompts: Annotated[Optional[Path], typer.Option(help="prompt set (JSONL or one per line)")] = None,
+    prompts: Annotated[
+        Optional[Path],
+        typer.Option(help="prompt set, JSONL or one per line [default: shipped held-out split]"),
+    ] = None,
     from_telemetry: Annotated[bool, typer.Option(help="use the logged traffic as the prompt set")] = False,
-    db: Annotated[Optional[Path], typer.Option(help="telemetry database [default: <data-dir>/telemetry.db]")] = None,
+    db: Annotated[
+        Optional[Path], typer.Option(help="telemetry database [default: <data-dir>/telemetry.db]")
+    ] = None,
     config: ConfigOpt = None,
     data_dir: DataDirOpt = None,
     as_json: JsonOpt = False,
@@ -88,12 +97,18 @@ def calibrate(
             scores = logged_scores(read_decisions_db(Path(source)))
         else:
             from .classifier import load_classifier
-            from .dataset import SHIPPED_PROMPTS, load_prompts
+            from .dataset import SHIPPED_PROMPTS, load_prompts, select
             from .embed import embed_texts
 
-            source = str(prompts or SHIPPED_PROMPTS)
-            texts = [p.text for p in load_prompts(prompts, require_labels=False)]
-            scores = load_classifier(settings.routing.classifier_path).score_batch(embed_texts(texts)).tolist()
+            chosen = load_prompts(prompts, require_labels=False)
+            if prompts is None:
+                # The shipped weights were fit on the train split; its scores are overconfident.
+                chosen = select(chosen, "test")
+            source = str(prompts) if prompts else f"{SHIPPED_PROMPTS} (held-out split)"
+            texts = [p.text for p in chosen]
+            scores = (
+                load_classifier(settings.routing.classifier_path).score_batch(embed_texts(texts)).tolist()
+            )
         result = threshold_for_share(scores, target_cloud_share)
     except EdgerouteError as exc:
         raise _fail(exc) from exc
@@ -118,7 +133,9 @@ def evaluate_cmd(
     split: Annotated[
         Optional[str], typer.Option(help="train, test or all [default: test for the shipped set, else all]")
     ] = None,
-    out: Annotated[Optional[Path], typer.Option(help="JSON report [default: <data-dir>/router-eval.json]")] = None,
+    out: Annotated[
+        Optional[Path], typer.Option(help="JSON report [default: <data-dir>/router-eval.json]")
+    ] = None,
     repeats: Annotated[int, typer.Option(min=1, help="timing passes over the prompts")] = 20,
     config: ConfigOpt = None,
     data_dir: DataDirOpt = None,
@@ -149,24 +166,37 @@ def evaluate_cmd(
             default_max_tokens=settings.edge.default_max_tokens,
         )
         report = evaluate(
-            chosen, embed_texts(texts), count_tokens(texts), clf, policy,
-            threshold=settings.routing.complexity_threshold, state=state, repeats=repeats,
+            chosen,
+            embed_texts(texts),
+            count_tokens(texts),
+            clf,
+            policy,
+            threshold=settings.routing.complexity_threshold,
+            state=state,
+            repeats=repeats,
         )
     except EdgerouteError as exc:
         raise _fail(exc) from exc
     out = out or settings.data_dir / "router-eval.json"
     out.parent.mkdir(parents=True, exist_ok=True)
-    out.write_text(json.dumps({"prompts": str(prompts or "shipped"), "split": split, **report.as_dict()}, indent=2))
-    pct = (lambda v: "-" if v is None else f"{v:.3f}")
+    out.write_text(
+        json.dumps({"prompts": str(prompts or "shipped"), "split": split, **report.as_dict()}, indent=2)
+    )
     _print_rows(
         [
-            ("prompts", f"{prompts or 'shipped set'} ({split} split, {report.n} prompts, {report.labeled} labeled)"),
+            (
+                "prompts",
+                f"{prompts or 'shipped set'} ({split} split, {report.n} prompts, {report.labeled} labeled)",
+            ),
             ("policy", f"{report.policy} (complexity threshold {report.threshold:g})"),
-            ("accuracy", pct(report.accuracy)),
-            ("cloud precision", pct(report.cloud_precision)),
-            ("cloud recall", pct(report.cloud_recall)),
-            ("cloud share", f"{report.cloud_share:.1%} (labels: {pct(report.label_cloud_share)})"),
-            ("decision p50", f"{report.decision_us_p50 / 1000:.4f} ms (target <= 0.5 ms, beyond the embedding)"),
+            ("accuracy", _num(report.accuracy)),
+            ("cloud precision", _num(report.cloud_precision)),
+            ("cloud recall", _num(report.cloud_recall)),
+            ("cloud share", f"{report.cloud_share:.1%} (labels: {_num(report.label_cloud_share)})"),
+            (
+                "decision p50",
+                f"{report.decision_us_p50 / 1000:.4f} ms (target <= 0.5 ms, beyond the embedding)",
+            ),
             ("decision p95", f"{report.decision_us_p95 / 1000:.4f} ms ({report.decision_samples} samples)"),
             ("reasons", ", ".join(f"{k} {v}" for k, v in report.reasons.items())),
             ("report", str(out)),
@@ -179,7 +209,9 @@ def evaluate_cmd(
 @router_app.command()
 def replay(
     threshold: Annotated[float, typer.Option(min=0.0, max=1.0, help="complexity threshold to replay with")],
-    db: Annotated[Optional[Path], typer.Option(help="telemetry database [default: <data-dir>/telemetry.db]")] = None,
+    db: Annotated[
+        Optional[Path], typer.Option(help="telemetry database [default: <data-dir>/telemetry.db]")
+    ] = None,
     limit: Annotated[Optional[int], typer.Option(min=1, help="only the newest N decisions")] = None,
     edge_cost_per_1k: Annotated[float, typer.Option(min=0.0, help="edge price per 1k tokens")] = 0.0,
     cloud_cost_per_1k: Annotated[float, typer.Option(min=0.0, help="cloud price per 1k tokens")] = 0.002,

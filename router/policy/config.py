@@ -26,11 +26,13 @@ class PrivateRule(BaseModel):
 
 
 # Separators inside numbers are single spaces, dots or dashes; lookarounds keep the rules from firing
-# on parts of longer tokens (dates like 2024-01-15, decimals like 3.14, version strings).
+# on parts of longer tokens (dates like 2024-01-15, decimals like 3.14, version strings, longer
+# digit groups such as a card number that failed the Luhn check).
 EMAIL = r"(?<![\w.+-])[A-Za-z0-9._%+-]+@[A-Za-z0-9-]+(?:\.[A-Za-z0-9-]+)*\.[A-Za-z]{2,}\b"
-CARD = r"(?<![\d-])\d(?:[ -]?\d){12,18}(?![\d-])"
+CARD = r"(?<![\d+-])\d(?:[ -]?\d){12,18}(?![\d-])"
 PHONE = (
-    r"(?<![\w.+-])(?:\+\d{1,3}[ .-]?)?(?:\(\d{1,4}\)[ .-]?|\d{1,4}[ .-])\d{3,4}[ .-]\d{3,4}(?![\w.-])"
+    r"(?<![\w.+-])(?<!\d[ .-])(?:\+\d{1,3}[ .-]?)?(?:\(\d{1,4}\)[ .-]?|\d{1,4}[ .-])"
+    r"\d{3,4}[ .-]\d{3,4}(?![\w.-]|[ .-]\d)"
     r"|(?<![\w.+-])\+\d{8,15}(?!\w)"
 )
 

@@ -37,7 +37,11 @@ def embed_texts(texts: Sequence[str], *, model_dir: Path | None = None, batch_si
     """L2-normalised float32 embeddings, shape (len(texts), 384)."""
     model = _model(str(model_dir or default_model_dir()))
     vectors = model.encode(
-        list(texts), batch_size=batch_size, normalize_embeddings=True, convert_to_numpy=True, show_progress_bar=False
+        list(texts),
+        batch_size=batch_size,
+        normalize_embeddings=True,
+        convert_to_numpy=True,
+        show_progress_bar=False,
     )
     return np.asarray(vectors, dtype=np.float32)
 

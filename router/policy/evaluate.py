@@ -65,7 +65,9 @@ def _features(tokens: int, complexity: float, state: NodeState) -> Features:
     )
 
 
-def _decide(clf: ComplexityClassifier, policy: Policy, e: np.ndarray, tokens: int, state: NodeState) -> Decision:
+def _decide(
+    clf: ComplexityClassifier, policy: Policy, e: np.ndarray, tokens: int, state: NodeState
+) -> Decision:
     return policy.decide(_features(tokens, clf.score(e), state))
 
 
@@ -79,12 +81,12 @@ def time_decisions(
     repeats: int = 20,
 ) -> list[float]:
     """Per-request wall time of score + decide in microseconds, ``repeats`` passes after a warm-up."""
-    for e, t in zip(embeddings, tokens):
+    for e, t in zip(embeddings, tokens, strict=True):
         _decide(clf, policy, e, t, state)
     samples: list[float] = []
     clock = time.perf_counter_ns
     for _ in range(repeats):
-        for e, t in zip(embeddings, tokens):
+        for e, t in zip(embeddings, tokens, strict=True):
             t0 = clock()
             _decide(clf, policy, e, t, state)
             samples.append((clock() - t0) / 1000)
@@ -108,20 +110,27 @@ def evaluate(
 ) -> EvalReport:
     """Decide every prompt as the node would with idle sides, and compare with the labels."""
     state = state or NodeState()
-    decisions = [_decide(clf, policy, e, t, state) for e, t in zip(embeddings, tokens)]
+    decisions = [_decide(clf, policy, e, t, state) for e, t in zip(embeddings, tokens, strict=True)]
     confusion = {"edge->edge": 0, "edge->cloud": 0, "cloud->edge": 0, "cloud->cloud": 0}
     reasons: dict[str, int] = {}
     misrouted: list[dict[str, Any]] = []
     per_cat: dict[str, list[bool]] = {}
-    for p, d in zip(prompts, decisions):
+    for p, d in zip(prompts, decisions, strict=True):
         reasons[d.reason] = reasons.get(d.reason, 0) + 1
         if p.label is None:
             continue
         confusion[f"{p.label}->{d.target}"] += 1
         per_cat.setdefault(p.category or "-", []).append(p.label == d.target)
         if p.label != d.target:
-            misrouted.append({"text": p.text, "label": p.label, "target": d.target, "reason": d.reason,
-                              "score": round(d.score, 4)})
+            misrouted.append(
+                {
+                    "text": p.text,
+                    "label": p.label,
+                    "target": d.target,
+                    "reason": d.reason,
+                    "score": round(d.score, 4),
+                }
+            )
     labeled = sum(confusion.values())
     correct = confusion["edge->edge"] + confusion["cloud->cloud"]
     sent_cloud = confusion["edge->cloud"] + confusion["cloud->cloud"]
@@ -136,7 +145,9 @@ def evaluate(
         cloud_precision=_ratio(confusion["cloud->cloud"], sent_cloud),
         cloud_recall=_ratio(confusion["cloud->cloud"], label_cloud),
         confusion=confusion,
-        cloud_share=round(sum(d.target == "cloud" for d in decisions) / len(decisions), 4) if decisions else 0.0,
+        cloud_share=round(sum(d.target == "cloud" for d in decisions) / len(decisions), 4)
+        if decisions
+        else 0.0,
         label_cloud_share=_ratio(label_cloud, labeled),
         decision_us_p50=round(statistics.median(samples), 2) if samples else 0.0,
         decision_us_p95=round(float(np.percentile(samples, 95)), 2) if samples else 0.0,

@@ -42,7 +42,9 @@ class PrivacyDetector:
     """Says whether a request must stay on the box, and which rule said so."""
 
     def __init__(self, rules: Sequence[PrivateRule], *, enabled: bool = True) -> None:
-        self._rules = tuple(_Compiled(r.name, re.compile(r.pattern), r.luhn) for r in rules) if enabled else ()
+        self._rules = (
+            tuple(_Compiled(r.name, re.compile(r.pattern), r.luhn) for r in rules) if enabled else ()
+        )
 
     @classmethod
     def from_settings(cls, settings: RoutingSettings) -> PrivacyDetector:

@@ -12,7 +12,16 @@ from typing import Any
 from ..errors import ConfigError
 from .features import Features, Policy, Target, features_from_dict
 
-_COLUMNS = ("route", "reason", "fallback", "latency_ms", "ttft_ms", "prompt_tokens", "completion_tokens", "features")
+_COLUMNS = (
+    "route",
+    "reason",
+    "fallback",
+    "latency_ms",
+    "ttft_ms",
+    "prompt_tokens",
+    "completion_tokens",
+    "features",
+)
 
 
 @dataclass(frozen=True, slots=True)
@@ -78,7 +87,7 @@ def read_decisions_db(db_path: Path, limit: int | None = None) -> list[LoggedDec
             conn.close()
     except sqlite3.Error as exc:
         raise ConfigError(f"cannot read decisions from {db_path}: {exc}", param="db") from exc
-    return [LoggedDecision.of(dict(zip(_COLUMNS, row))) for row in reversed(rows)]
+    return [LoggedDecision.of(dict(zip(_COLUMNS, row, strict=True))) for row in reversed(rows)]
 
 
 @dataclass(frozen=True, slots=True)
@@ -207,7 +216,7 @@ def replay(records: Iterable[Any], policy: Policy, cost: CostModel | None = None
         after_lat.append(latency)
         before_cost.append(spent)
         after_cost.append(price)
-    changed = [(a, b) for a, b in zip(before_t, after_t) if a != b]
+    changed = [(a, b) for a, b in zip(before_t, after_t, strict=True) if a != b]
     return ReplayReport(
         total=len(logged),
         replayed=len(before_t),
@@ -228,9 +237,24 @@ def format_report(report: ReplayReport, threshold: float) -> str:
     rows = [
         ("edge requests", f"{a.edge}", f"{b.edge}", f"{b.edge - a.edge:+d}"),
         ("cloud requests", f"{a.cloud}", f"{b.cloud}", f"{b.cloud - a.cloud:+d}"),
-        ("cloud share", f"{a.cloud_share:.1%}", f"{b.cloud_share:.1%}", f"{(b.cloud_share - a.cloud_share) * 100:+.1f} pp"),
-        ("latency mean ms", f"{a.latency_ms_mean:.1f}", f"{b.latency_ms_mean:.1f}", f"{b.latency_ms_mean - a.latency_ms_mean:+.1f}"),
-        ("latency p50 ms", f"{a.latency_ms_p50:.1f}", f"{b.latency_ms_p50:.1f}", f"{b.latency_ms_p50 - a.latency_ms_p50:+.1f}"),
+        (
+            "cloud share",
+            f"{a.cloud_share:.1%}",
+            f"{b.cloud_share:.1%}",
+            f"{(b.cloud_share - a.cloud_share) * 100:+.1f} pp",
+        ),
+        (
+            "latency mean ms",
+            f"{a.latency_ms_mean:.1f}",
+            f"{b.latency_ms_mean:.1f}",
+            f"{b.latency_ms_mean - a.latency_ms_mean:+.1f}",
+        ),
+        (
+            "latency p50 ms",
+            f"{a.latency_ms_p50:.1f}",
+            f"{b.latency_ms_p50:.1f}",
+            f"{b.latency_ms_p50 - a.latency_ms_p50:+.1f}",
+        ),
         ("cost", f"{a.cost:.4f}", f"{b.cost:.4f}", f"{b.cost - a.cost:+.4f}"),
     ]
     lines = [
@@ -238,7 +262,8 @@ def format_report(report: ReplayReport, threshold: float) -> str:
         f"re-decided ({report.skipped} without usable features skipped; cache hits and errors unchanged)",
         f"{'':<18}{'logged':>10}{'replayed':>10}{'change':>12}",
         *(f"{name:<18}{x:>10}{y:>10}{d:>12}" for name, x, y, d in rows),
-        f"changed decisions: {report.changed} (edge->cloud {report.edge_to_cloud}, cloud->edge {report.cloud_to_edge})",
+        f"changed decisions: {report.changed} "
+        f"(edge->cloud {report.edge_to_cloud}, cloud->edge {report.cloud_to_edge})",
         "replayed reasons: " + (", ".join(f"{k} {v}" for k, v in report.reasons.items()) or "-"),
     ]
     if report.unestimated:

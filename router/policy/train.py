@@ -37,7 +37,9 @@ class TrainReport:
         return asdict(self)
 
 
-def fit(x: np.ndarray, y: np.ndarray, *, c_grid: Sequence[float] = C_GRID) -> tuple[ComplexityClassifier, float, float]:
+def fit(
+    x: np.ndarray, y: np.ndarray, *, c_grid: Sequence[float] = C_GRID
+) -> tuple[ComplexityClassifier, float, float]:
     """Logistic regression with C chosen by stratified k-fold accuracy; returns (model, C, cv accuracy)."""
     from sklearn.linear_model import LogisticRegression
     from sklearn.model_selection import StratifiedKFold, cross_val_score
