@@ -95,6 +95,11 @@ def calibrate(
 
             source = str(db or settings.data_dir / "telemetry.db")
             scores = logged_scores(read_decisions_db(Path(source)))
+            if not scores:
+                typer.echo(
+                    f"error: {source} holds no routed, unhinted, non-private request with a score", err=True
+                )
+                raise typer.Exit(2)
         else:
             from .classifier import load_classifier
             from .dataset import SHIPPED_PROMPTS, load_prompts, select

@@ -260,3 +260,12 @@ def test_cli_replay_without_telemetry_exits_2(tmp_path: Path) -> None:
     result = CliRunner().invoke(app, ["router", "replay", "--threshold", "0.3", "--data-dir", str(tmp_path)])
     assert result.exit_code == 2
     assert "no telemetry database" in result.stderr
+
+
+def test_cli_calibrate_from_telemetry_without_scored_requests_exits_2(tmp_path: Path) -> None:
+    write_db(tmp_path / "telemetry.db", [rec("cache-exact", 2, None, 10, 40, complexity=0.9)])
+    result = CliRunner().invoke(
+        app, ["router", "calibrate", "--target-cloud-share", "0.5", "--from-telemetry", "--data-dir", str(tmp_path)]
+    )
+    assert result.exit_code == 2
+    assert "no routed, unhinted, non-private request" in result.stderr
