@@ -2,10 +2,79 @@
 
 from __future__ import annotations
 
-from pydantic import BaseModel
+import re
+from pathlib import Path
+
+from pydantic import BaseModel, Field, field_validator
+
+
+class PrivateRule(BaseModel):
+    """A regex that marks a request private (it never leaves the box) when it matches the prompt."""
+
+    name: str = Field(min_length=1)
+    pattern: str
+    luhn: bool = Field(False, description="only count digit runs that pass the Luhn check (card numbers)")
+
+    @field_validator("pattern")
+    @classmethod
+    def _compiles(cls, value: str) -> str:
+        try:
+            re.compile(value)
+        except re.error as exc:
+            raise ValueError(f"invalid regular expression {value!r}: {exc}") from exc
+        return value
+
+
+# Separators inside numbers are single spaces, dots or dashes; lookarounds keep the rules from firing
+# on parts of longer tokens (dates like 2024-01-15, decimals like 3.14, version strings, longer
+# digit groups such as a card number that failed the Luhn check).
+EMAIL = r"(?<![\w.+-])[A-Za-z0-9._%+-]+@[A-Za-z0-9-]+(?:\.[A-Za-z0-9-]+)*\.[A-Za-z]{2,}\b"
+CARD = r"(?<![\d+-])\d(?:[ -]?\d){12,18}(?![\d-])"
+PHONE = (
+    r"(?<![\w.+-])(?<!\d[ .-])(?:\+\d{1,3}[ .-]?)?(?:\(\d{1,4}\)[ .-]?|\d{1,4}[ .-])"
+    r"\d{3,4}[ .-]\d{3,4}(?![\w.-]|[ .-]\d)"
+    r"|(?<![\w.+-])\+\d{8,15}(?!\w)"
+)
+
+
+def default_private_rules() -> list[PrivateRule]:
+    return [
+        PrivateRule(name="email", pattern=EMAIL),
+        PrivateRule(name="card", pattern=CARD, luhn=True),
+        PrivateRule(name="phone", pattern=PHONE),
+    ]
 
 
 class RoutingSettings(BaseModel):
     """Which policy decides edge or cloud, and its knobs."""
 
-    policy: str = "hybrid"
+    policy: str = Field("hybrid", description="length, complexity or hybrid")
+    long_prompt_tokens: int = Field(
+        512, ge=1, description="prompts longer than this go to the cloud (length and hybrid policies)"
+    )
+    long_max_tokens: int = Field(
+        512, ge=1, description="requests asking for more output tokens than this go to the cloud"
+    )
+    complexity_threshold: float = Field(
+        0.5, ge=0.0, le=1.0, description="complexity at or above which a prompt goes to the cloud"
+    )
+    classifier_path: Path | None = Field(
+        None, description="complexity classifier weights (JSON); default: the ones shipped in the package"
+    )
+    edge_queue_bound: int = Field(
+        4, ge=1, description="edge requests waiting at which the edge counts as saturated (hybrid)"
+    )
+    edge_pressure: float = Field(
+        0.15, ge=0.0, le=1.0, description="how far a busy edge lowers the complexity threshold (hybrid)"
+    )
+    cloud_pressure: float = Field(
+        0.15, ge=0.0, le=1.0, description="how far a busy or slow cloud raises the threshold (hybrid)"
+    )
+    cloud_member_capacity: int = Field(
+        8, ge=1, description="outstanding requests per healthy member at which the cloud counts as full"
+    )
+    cloud_ttft_budget_ms: float = Field(
+        1500.0, gt=0, description="pool p50 TTFT beyond which the cloud counts as slow (hybrid)"
+    )
+    private_detection: bool = Field(True, description="mark requests private when a private rule matches")
+    private_rules: list[PrivateRule] = Field(default_factory=default_private_rules)

@@ -1,0 +1,65 @@
+"""What a routing policy sees (Features) and what it answers (Decision)."""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any, Literal, Protocol
+
+Target = Literal["edge", "cloud"]
+Hint = Literal["auto", "edge", "cloud"]
+
+
+@dataclass(frozen=True, slots=True)
+class Features:
+    """Everything known about a request and the node's state when it is routed."""
+
+    prompt_tokens: int
+    max_tokens: int | None  # as requested (None = default)
+    complexity: float | None  # P(needs cloud) from the classifier on the prompt embedding
+    edge_running: int
+    edge_waiting: int
+    edge_max_queue: int
+    fits_edge_context: bool  # prompt + max_tokens fit the edge model's n_ctx
+    cloud_healthy: int  # healthy members (0 = cloud unreachable)
+    cloud_outstanding: int  # requests in flight + queued across healthy members
+    cloud_ttft_ms: float | None  # recent p50 TTFT of the pool
+    hint: Hint
+    private: bool
+
+
+@dataclass(frozen=True, slots=True)
+class Decision:
+    """Where a request runs, a short machine-readable reason, and the policy's score."""
+
+    target: Target
+    reason: str
+    score: float  # higher = more cloud-worthy
+
+
+class Policy(Protocol):
+    """A routing policy: one pure function from features to a decision."""
+
+    name: str
+
+    def decide(self, f: Features) -> Decision: ...
+
+
+_FIELDS = tuple(f.name for f in dataclasses.fields(Features))
+
+
+def features_to_dict(f: Features) -> dict[str, Any]:
+    """The JSON-ready form stored in telemetry's ``features`` column."""
+    return dataclasses.asdict(f)
+
+
+def features_from_dict(data: Mapping[str, Any]) -> Features:
+    """Rebuild logged features; unknown keys are ignored, a missing one raises ``ValueError``."""
+    missing = [name for name in _FIELDS if name not in data]
+    if missing:
+        raise ValueError(f"logged features lack {', '.join(missing)}")
+    values = {name: data[name] for name in _FIELDS}
+    if values["hint"] not in ("auto", "edge", "cloud"):
+        raise ValueError(f"logged features have an invalid hint {values['hint']!r}")
+    return Features(**values)

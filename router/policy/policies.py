@@ -1,0 +1,190 @@
+"""The routing policies (length, complexity, hybrid) and the registry that builds one from settings.
+
+Every policy applies the same hard rules first, in this order, so that switching policy never
+changes what is guaranteed:
+
+1. ``private`` requests stay on the edge (they never leave the box);
+2. an explicit hint wins (``hint-edge``, ``hint-cloud``);
+3. a prompt that does not fit the edge's context goes to the cloud (``edge-context``);
+
+and whenever a policy picks the cloud while no member is healthy, it answers edge with reason
+``cloud-unhealthy`` (the request path marks such a response degraded).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+
+from ..errors import ConfigError
+from .config import RoutingSettings
+from .features import Decision, Features, Policy
+
+
+def _cloud(f: Features, reason: str, score: float) -> Decision:
+    if f.cloud_healthy <= 0:
+        return Decision("edge", "cloud-unhealthy", score)
+    return Decision("cloud", reason, score)
+
+
+def _hard_rules(f: Features, score: float) -> Decision | None:
+    """The decisions no policy may override, or None when the policy's own rule decides."""
+    if f.private:
+        return Decision("edge", "private", score)
+    if f.hint == "edge":
+        return Decision("edge", "hint-edge", score)
+    if f.hint == "cloud":
+        return _cloud(f, "hint-cloud", score)
+    if not f.fits_edge_context:
+        return _cloud(f, "edge-context", score)
+    return None
+
+
+@dataclass(frozen=True, slots=True)
+class LengthPolicy:
+    """Long prompts or long requested outputs go to the cloud; the rest stays on the edge.
+
+    Score: the larger of prompt_tokens / long_prompt_tokens and max_tokens / long_max_tokens,
+    so a score above 1 means "too long for the edge".
+    """
+
+    long_prompt_tokens: int = 512
+    long_max_tokens: int = 512
+    name: str = "length"
+
+    def score(self, f: Features) -> float:
+        return max(f.prompt_tokens / self.long_prompt_tokens, (f.max_tokens or 0) / self.long_max_tokens)
+
+    def length_rule(self, f: Features, score: float) -> Decision:
+        if f.prompt_tokens > self.long_prompt_tokens:
+            return _cloud(f, "long-prompt", score)
+        if f.max_tokens is not None and f.max_tokens > self.long_max_tokens:
+            return _cloud(f, "long-output", score)
+        return Decision("edge", "short-prompt", score)
+
+    def decide(self, f: Features) -> Decision:
+        score = self.score(f)
+        return _hard_rules(f, score) or self.length_rule(f, score)
+
+
+@dataclass(frozen=True, slots=True)
+class ComplexityPolicy:
+    """Complexity at or above the threshold goes to the cloud (RouteLLM-style).
+
+    Without a complexity score (no embedding was computed) it falls back to the length rule.
+    """
+
+    threshold: float = 0.5
+    length: LengthPolicy = LengthPolicy()
+    name: str = "complexity"
+
+    def decide(self, f: Features) -> Decision:
+        if f.complexity is None:
+            score = self.length.score(f)
+            return _hard_rules(f, score) or self.length.length_rule(f, score)
+        score = f.complexity
+        ruled = _hard_rules(f, score)
+        if ruled is not None:
+            return ruled
+        if score >= self.threshold:
+            return _cloud(f, "complex", score)
+        return Decision("edge", "simple", score)
+
+
+@dataclass(frozen=True, slots=True)
+class HybridPolicy:
+    """Length and complexity, weighed against the live state of both sides.
+
+    After the hard rules and the length rule, a saturated edge (``edge_waiting`` at the bound)
+    sends the request to the cloud. Otherwise the complexity threshold moves with load: a busy
+    edge lowers it by up to ``edge_pressure`` and a busy or slow cloud raises it by up to
+    ``cloud_pressure``. Reasons say which force decided: ``complex``/``simple`` when the
+    unadjusted threshold agrees, ``edge-busy``/``cloud-busy`` when only the load tipped it.
+    """
+
+    threshold: float = 0.5
+    length: LengthPolicy = LengthPolicy()
+    edge_queue_bound: int = 4
+    edge_pressure: float = 0.15
+    cloud_pressure: float = 0.15
+    cloud_member_capacity: int = 8
+    cloud_ttft_budget_ms: float = 1500.0
+    name: str = "hybrid"
+
+    def _queue_bound(self, f: Features) -> int:
+        return max(1, min(self.edge_queue_bound, f.edge_max_queue))
+
+    def edge_load(self, f: Features) -> float:
+        """0 (idle) to 1 (queue at the saturation bound)."""
+        return min(1.0, (f.edge_running + f.edge_waiting) / (self._queue_bound(f) + 1))
+
+    def cloud_load(self, f: Features) -> float:
+        """0 (idle, fast) to 1 (every member at capacity, or TTFT at twice the budget)."""
+        if f.cloud_healthy <= 0:
+            return 1.0
+        busy = f.cloud_outstanding / (f.cloud_healthy * self.cloud_member_capacity)
+        slow = 0.0
+        if f.cloud_ttft_ms is not None:
+            slow = (f.cloud_ttft_ms - self.cloud_ttft_budget_ms) / self.cloud_ttft_budget_ms
+        return min(1.0, max(0.0, busy, slow))
+
+    def effective_threshold(self, f: Features) -> float:
+        return (
+            self.threshold - self.edge_pressure * self.edge_load(f) + self.cloud_pressure * self.cloud_load(f)
+        )
+
+    def decide(self, f: Features) -> Decision:
+        score = f.complexity if f.complexity is not None else self.length.score(f)
+        ruled = _hard_rules(f, score)
+        if ruled is not None:
+            return ruled
+        by_length = self.length.length_rule(f, score)
+        if by_length.reason != "short-prompt":
+            return by_length
+        if f.edge_waiting >= self._queue_bound(f):
+            return _cloud(f, "edge-saturated", score)
+        if f.complexity is None:
+            return by_length
+        if score >= self.effective_threshold(f):
+            return _cloud(f, "complex" if score >= self.threshold else "edge-busy", score)
+        return Decision("edge", "simple" if score < self.threshold else "cloud-busy", score)
+
+
+def _length(s: RoutingSettings) -> LengthPolicy:
+    return LengthPolicy(long_prompt_tokens=s.long_prompt_tokens, long_max_tokens=s.long_max_tokens)
+
+
+def _complexity(s: RoutingSettings) -> ComplexityPolicy:
+    return ComplexityPolicy(threshold=s.complexity_threshold, length=_length(s))
+
+
+def _hybrid(s: RoutingSettings) -> HybridPolicy:
+    return HybridPolicy(
+        threshold=s.complexity_threshold,
+        length=_length(s),
+        edge_queue_bound=s.edge_queue_bound,
+        edge_pressure=s.edge_pressure,
+        cloud_pressure=s.cloud_pressure,
+        cloud_member_capacity=s.cloud_member_capacity,
+        cloud_ttft_budget_ms=s.cloud_ttft_budget_ms,
+    )
+
+
+POLICIES: dict[str, Callable[[RoutingSettings], Policy]] = {
+    "length": _length,
+    "complexity": _complexity,
+    "hybrid": _hybrid,
+}
+
+
+def build_policy(settings: RoutingSettings) -> Policy:
+    """The configured policy; an unknown name raises :class:`ConfigError` listing the valid ones."""
+    factory = POLICIES.get(settings.policy.strip().lower())
+    if factory is None:
+        valid = ", ".join(sorted(POLICIES))
+        raise ConfigError(
+            f"unknown routing policy {settings.policy!r}; valid policies: {valid}",
+            param="routing.policy",
+            code="invalid_policy",
+        )
+    return factory(settings)

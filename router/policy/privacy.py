@@ -1,0 +1,67 @@
+"""Private-request detection: an explicit flag, or a configured regex matching the prompt."""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+
+from .config import PrivateRule, RoutingSettings
+
+FLAG = "flag"
+
+
+def luhn_valid(digits: str) -> bool:
+    """The Luhn checksum used by payment card numbers (``digits``: only 0-9)."""
+    total = 0
+    for i, ch in enumerate(reversed(digits)):
+        d = ord(ch) - 48
+        if i % 2 == 1:
+            d = d * 2 - 9 if d > 4 else d * 2
+        total += d
+    return total % 10 == 0
+
+
+@dataclass(frozen=True, slots=True)
+class _Compiled:
+    name: str
+    regex: re.Pattern[str]
+    luhn: bool
+
+    def matches(self, text: str) -> bool:
+        for m in self.regex.finditer(text):
+            if not self.luhn:
+                return True
+            digits = re.sub(r"\D", "", m.group(0))
+            if 13 <= len(digits) <= 19 and luhn_valid(digits):
+                return True
+        return False
+
+
+class PrivacyDetector:
+    """Says whether a request must stay on the box, and which rule said so."""
+
+    def __init__(self, rules: Sequence[PrivateRule], *, enabled: bool = True) -> None:
+        self._rules = (
+            tuple(_Compiled(r.name, re.compile(r.pattern), r.luhn) for r in rules) if enabled else ()
+        )
+
+    @classmethod
+    def from_settings(cls, settings: RoutingSettings) -> PrivacyDetector:
+        return cls(settings.private_rules, enabled=settings.private_detection)
+
+    @property
+    def rule_names(self) -> tuple[str, ...]:
+        return tuple(r.name for r in self._rules)
+
+    def detect(self, texts: str | Iterable[str], *, flag: bool = False) -> str | None:
+        """``"flag"`` when the request was marked private, else the first matching rule's name, else None."""
+        if flag:
+            return FLAG
+        if isinstance(texts, str):
+            texts = (texts,)
+        for text in texts:
+            for rule in self._rules:
+                if rule.matches(text):
+                    return rule.name
+        return None

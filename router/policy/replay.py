@@ -1,0 +1,274 @@
+"""Replay: re-decide logged traffic under other settings and estimate how shares, latency and cost move."""
+
+from __future__ import annotations
+
+import json
+import statistics
+from collections.abc import Iterable, Sequence
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+from ..errors import ConfigError
+from .features import Features, Policy, Target, features_from_dict
+
+_COLUMNS = (
+    "route",
+    "reason",
+    "fallback",
+    "latency_ms",
+    "ttft_ms",
+    "prompt_tokens",
+    "completion_tokens",
+    "features",
+)
+
+
+@dataclass(frozen=True, slots=True)
+class LoggedDecision:
+    """The fields of one telemetry ``decisions`` row that replay needs."""
+
+    route: str  # cache-exact | cache-semantic | edge | cloud | error
+    reason: str = ""
+    latency_ms: float = 0.0
+    ttft_ms: float | None = None
+    prompt_tokens: int = 0
+    completion_tokens: int = 0
+    features: dict[str, Any] | None = None
+    fallback: str | None = None
+
+    @property
+    def decided(self) -> Target | None:
+        """Where the policy sent it (before any fallback), or None when no policy decision ran it."""
+        if self.route not in ("edge", "cloud"):
+            return None
+        if self.fallback:
+            return "edge" if self.fallback.split("->", 1)[0].strip() == "edge" else "cloud"
+        return "edge" if self.route == "edge" else "cloud"
+
+    @classmethod
+    def of(cls, record: Any) -> LoggedDecision:
+        """From a telemetry ``DecisionEvent``, a row dict, or anything with those attribute names."""
+        get = record.get if isinstance(record, dict) else lambda k, d=None: getattr(record, k, d)
+        feats = get("features")
+        if isinstance(feats, str):
+            try:
+                feats = json.loads(feats) if feats else None
+            except ValueError:
+                feats = None
+        return cls(
+            route=str(get("route", "")),
+            reason=str(get("reason", "") or ""),
+            latency_ms=float(get("latency_ms", 0.0) or 0.0),
+            ttft_ms=None if get("ttft_ms") is None else float(get("ttft_ms")),
+            prompt_tokens=int(get("prompt_tokens", 0) or 0),
+            completion_tokens=int(get("completion_tokens", 0) or 0),
+            features=feats if isinstance(feats, dict) else None,
+            fallback=get("fallback") or None,
+        )
+
+
+def read_decisions_db(db_path: Path, limit: int | None = None) -> list[LoggedDecision]:
+    """The newest ``limit`` (default all) rows of telemetry's ``decisions`` table, oldest first."""
+    import pysqlite3 as sqlite3
+
+    if not Path(db_path).is_file():
+        raise ConfigError(f"no telemetry database at {db_path}; serve some traffic first", param="db")
+    sql = f"SELECT {', '.join(_COLUMNS)} FROM decisions ORDER BY id DESC"
+    params: tuple[int, ...] = ()
+    if limit is not None:
+        sql += " LIMIT ?"
+        params = (int(limit),)
+    try:
+        conn = sqlite3.connect(f"file:{db_path}?mode=ro", uri=True)
+        try:
+            rows = conn.execute(sql, params).fetchall()
+        finally:
+            conn.close()
+    except sqlite3.Error as exc:
+        raise ConfigError(f"cannot read decisions from {db_path}: {exc}", param="db") from exc
+    return [LoggedDecision.of(dict(zip(_COLUMNS, row, strict=True))) for row in reversed(rows)]
+
+
+@dataclass(frozen=True, slots=True)
+class CostModel:
+    """Price per 1,000 tokens (prompt + completion) on each side, in any currency."""
+
+    edge_per_1k: float = 0.0
+    cloud_per_1k: float = 0.002
+
+    def cost(self, target: str, tokens: int) -> float:
+        return tokens / 1000 * (self.cloud_per_1k if target == "cloud" else self.edge_per_1k)
+
+
+@dataclass(frozen=True, slots=True)
+class _LatencyModel:
+    """latency ~ ttft + completion_tokens * ms_per_token, medians over the logged requests of a route."""
+
+    ttft_ms: float
+    ms_per_token: float
+
+    def estimate(self, completion_tokens: int) -> float:
+        return self.ttft_ms + completion_tokens * self.ms_per_token
+
+
+def _latency_models(records: Sequence[LoggedDecision]) -> dict[str, _LatencyModel]:
+    models: dict[str, _LatencyModel] = {}
+    for route in ("edge", "cloud"):
+        # Requests that fell back spent time on both sides, so they would distort either model.
+        runs = [r for r in records if r.route == route and not r.fallback and r.latency_ms > 0]
+        if not runs:
+            continue
+        ttfts = [r.ttft_ms for r in runs if r.ttft_ms is not None]
+        ttft = statistics.median(ttfts) if ttfts else 0.0
+        per_token = [
+            max(0.0, r.latency_ms - (r.ttft_ms if r.ttft_ms is not None else ttft)) / r.completion_tokens
+            for r in runs
+            if r.completion_tokens > 0
+        ]
+        models[route] = _LatencyModel(ttft, statistics.median(per_token) if per_token else 0.0)
+    return models
+
+
+@dataclass(frozen=True, slots=True)
+class Side:
+    """One column of the replay table."""
+
+    edge: int
+    cloud: int
+    latency_ms_mean: float
+    latency_ms_p50: float
+    cost: float
+
+    @property
+    def cloud_share(self) -> float:
+        total = self.edge + self.cloud
+        return self.cloud / total if total else 0.0
+
+
+@dataclass(frozen=True, slots=True)
+class ReplayReport:
+    total: int  # logged records read
+    replayed: int  # routed by the policy and with usable features
+    skipped: int  # routed but without usable features
+    changed: int
+    edge_to_cloud: int
+    cloud_to_edge: int
+    logged: Side
+    replay: Side
+    reasons: dict[str, int] = field(default_factory=dict)  # replayed decisions by reason
+    unestimated: int = 0  # changed requests whose new route had no logged traffic to estimate from
+
+    def as_dict(self) -> dict[str, Any]:
+        d = asdict(self)
+        d["logged"]["cloud_share"] = self.logged.cloud_share
+        d["replay"]["cloud_share"] = self.replay.cloud_share
+        return d
+
+
+def _side(targets: Sequence[str], latencies: Sequence[float], costs: Sequence[float]) -> Side:
+    return Side(
+        edge=sum(t == "edge" for t in targets),
+        cloud=sum(t == "cloud" for t in targets),
+        latency_ms_mean=statistics.fmean(latencies) if latencies else 0.0,
+        latency_ms_p50=statistics.median(latencies) if latencies else 0.0,
+        cost=sum(costs),
+    )
+
+
+def replay(records: Iterable[Any], policy: Policy, cost: CostModel | None = None) -> ReplayReport:
+    """Re-decide every routed record with ``policy``; changed requests get an estimated latency."""
+    cost = cost or CostModel()
+    logged = [r if isinstance(r, LoggedDecision) else LoggedDecision.of(r) for r in records]
+    models = _latency_models(logged)
+    before_t: list[str] = []
+    after_t: list[str] = []
+    before_lat: list[float] = []
+    after_lat: list[float] = []
+    before_cost: list[float] = []
+    after_cost: list[float] = []
+    reasons: dict[str, int] = {}
+    skipped = unestimated = 0
+    for r in logged:
+        old = r.decided
+        if old is None:
+            continue
+        try:
+            feats: Features = features_from_dict(r.features or {})
+        except (TypeError, ValueError):
+            skipped += 1
+            continue
+        decision = policy.decide(feats)
+        reasons[decision.reason] = reasons.get(decision.reason, 0) + 1
+        tokens = r.prompt_tokens + r.completion_tokens
+        spent = cost.cost(r.route, tokens)  # where it actually ran, fallbacks included
+        latency, price = r.latency_ms, spent
+        if decision.target != old:
+            price = cost.cost(decision.target, tokens)
+            model = models.get(decision.target)
+            if model is None:
+                unestimated += 1
+            else:
+                latency = model.estimate(r.completion_tokens)
+        before_t.append(old)
+        after_t.append(decision.target)
+        before_lat.append(r.latency_ms)
+        after_lat.append(latency)
+        before_cost.append(spent)
+        after_cost.append(price)
+    changed = [(a, b) for a, b in zip(before_t, after_t, strict=True) if a != b]
+    return ReplayReport(
+        total=len(logged),
+        replayed=len(before_t),
+        skipped=skipped,
+        changed=len(changed),
+        edge_to_cloud=sum(a == "edge" for a, _ in changed),
+        cloud_to_edge=sum(a == "cloud" for a, _ in changed),
+        logged=_side(before_t, before_lat, before_cost),
+        replay=_side(after_t, after_lat, after_cost),
+        reasons=dict(sorted(reasons.items())),
+        unestimated=unestimated,
+    )
+
+
+def format_report(report: ReplayReport, threshold: float) -> str:
+    """The table ``edgeroute router replay`` prints."""
+    a, b = report.logged, report.replay
+    rows = [
+        ("edge requests", f"{a.edge}", f"{b.edge}", f"{b.edge - a.edge:+d}"),
+        ("cloud requests", f"{a.cloud}", f"{b.cloud}", f"{b.cloud - a.cloud:+d}"),
+        (
+            "cloud share",
+            f"{a.cloud_share:.1%}",
+            f"{b.cloud_share:.1%}",
+            f"{(b.cloud_share - a.cloud_share) * 100:+.1f} pp",
+        ),
+        (
+            "latency mean ms",
+            f"{a.latency_ms_mean:.1f}",
+            f"{b.latency_ms_mean:.1f}",
+            f"{b.latency_ms_mean - a.latency_ms_mean:+.1f}",
+        ),
+        (
+            "latency p50 ms",
+            f"{a.latency_ms_p50:.1f}",
+            f"{b.latency_ms_p50:.1f}",
+            f"{b.latency_ms_p50 - a.latency_ms_p50:+.1f}",
+        ),
+        ("cost", f"{a.cost:.4f}", f"{b.cost:.4f}", f"{b.cost - a.cost:+.4f}"),
+    ]
+    lines = [
+        f"replay at complexity threshold {threshold:g}: {report.replayed} of {report.total} logged requests "
+        f"re-decided ({report.skipped} without usable features skipped; cache hits and errors unchanged)",
+        f"{'':<18}{'logged':>10}{'replayed':>10}{'change':>12}",
+        *(f"{name:<18}{x:>10}{y:>10}{d:>12}" for name, x, y, d in rows),
+        f"changed decisions: {report.changed} "
+        f"(edge->cloud {report.edge_to_cloud}, cloud->edge {report.cloud_to_edge})",
+        "replayed reasons: " + (", ".join(f"{k} {v}" for k, v in report.reasons.items()) or "-"),
+    ]
+    if report.unestimated:
+        lines.append(
+            f"note: {report.unestimated} changed request(s) kept their logged latency: "
+            "no logged traffic on their new route to estimate from"
+        )
+    return "\n".join(lines)

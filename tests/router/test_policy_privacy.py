@@ -1,0 +1,97 @@
+"""Private-request detection: e-mail, Luhn-checked card numbers, phone numbers, the explicit flag."""
+
+from __future__ import annotations
+
+import pytest
+
+from router.errors import ConfigError
+from router.policy import PrivacyDetector, PrivateRule, RoutingSettings, luhn_valid
+from router.settings import load_settings
+
+DETECT = PrivacyDetector.from_settings(RoutingSettings())
+
+
+@pytest.mark.parametrize(
+    ("digits", "valid"),
+    [
+        ("4111111111111111", True),
+        ("4111111111111112", False),
+        ("79927398713", True),
+        ("5555555555554444", True),
+    ],
+)
+def test_luhn(digits: str, valid: bool) -> None:
+    assert luhn_valid(digits) is valid
+
+
+@pytest.mark.parametrize(
+    ("text", "rule"),
+    [
+        ("mail me at jane.doe@example.com please", "email"),
+        ("Contact: first+tag@sub.mail.co.uk.", "email"),
+        ("my card is 4111 1111 1111 1111, exp 12/27", "card"),
+        ("charge 5555-5555-5555-4444 now", "card"),
+        ("card 4111111111111111", "card"),
+        ("call +1 415 555 0132 tomorrow", "phone"),
+        ("my number is (415) 555-0132", "phone"),
+        ("ring 415-555-0132", "phone"),
+        ("UK office: +44 20 7946 0958", "phone"),
+        ("whatsapp +4915112345678", "phone"),
+    ],
+)
+def test_default_rules_catch_personal_data(text: str, rule: str) -> None:
+    assert DETECT.detect(text) == rule
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "What is 15% of 200?",
+        "The meeting is on 2024-01-15 at 10:30.",
+        "pi is about 3.14159265",
+        "upgrade from version 1.2.3 to 1.10.0",
+        "Order 12345 shipped; invoice 2024/0042.",
+        "Solve 3x + 2y = 16 and x - y = 2",
+        "card 4111 1111 1111 1112 fails the checksum",  # Luhn-invalid: not a card
+        "Write 1,250,000 in words.",
+        "email me @ the usual place",
+        "A train leaves at 60 mph and another at 80 mph; the cities are 790 miles apart.",
+    ],
+)
+def test_default_rules_leave_ordinary_prompts_alone(text: str) -> None:
+    assert DETECT.detect(text) is None
+
+
+def test_flag_wins_without_looking_at_the_text() -> None:
+    assert DETECT.detect("hello", flag=True) == "flag"
+
+
+def test_several_texts_are_checked_in_order() -> None:
+    assert DETECT.detect(["You are helpful.", "hi", "reach me at a@b.io"]) == "email"
+    assert DETECT.detect([]) is None
+
+
+def test_detection_can_be_disabled_but_the_flag_still_counts() -> None:
+    off = PrivacyDetector.from_settings(RoutingSettings(private_detection=False))
+    assert off.detect("jane.doe@example.com") is None
+    assert off.detect("jane.doe@example.com", flag=True) == "flag"
+
+
+def test_custom_rules_replace_the_defaults() -> None:
+    settings = RoutingSettings(private_rules=[PrivateRule(name="employee-id", pattern=r"\bEMP-\d{6}\b")])
+    custom = PrivacyDetector.from_settings(settings)
+    assert custom.rule_names == ("employee-id",)
+    assert custom.detect("ticket for EMP-004211") == "employee-id"
+    assert custom.detect("jane.doe@example.com") is None
+
+
+def test_invalid_regex_is_a_config_error(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("EDGEROUTE_ROUTING__PRIVATE_RULES", '[{"name": "bad", "pattern": "(unclosed"}]')
+    with pytest.raises(ConfigError, match="invalid regular expression"):
+        load_settings()
+
+
+def test_no_prompt_of_the_shipped_set_looks_private() -> None:
+    from router.policy.dataset import load_prompts
+
+    assert [p.text for p in load_prompts() if DETECT.detect(p.text)] == []
