@@ -22,7 +22,7 @@ from litestar.response import ServerSentEvent, ServerSentEventMessage
 from router.telemetry import SubscriptionClosedError
 
 from .pages import dashboard_settings, links_of
-from .panels import cache_html, feed_rows_html, pool_html, stats_html
+from .panels import cache_html, feed_rows_html, pool_html, shared_snapshot, stats_html
 from .views import NodeParts, node_parts
 
 log = logging.getLogger(__name__)
@@ -52,6 +52,7 @@ async def event_stream(request: Request[Any, Any, State], topics: frozenset[str]
     yield ServerSentEventMessage(comment="edgeroute live")
     last_stats = last_tick = time.monotonic()
     stats_dirty = False
+    last_batch_at = 0.0
     try:
         while True:
             now = time.monotonic()
@@ -68,12 +69,14 @@ async def event_stream(request: Request[Any, Any, State], topics: frozenset[str]
                 if "feed" in topics:
                     newest = list(reversed(batch[-settings.feed_rows :]))
                     yield ServerSentEventMessage(data=feed_rows_html(newest, links), event="feed")
-                stats_dirty = True
+                stats_dirty, last_batch_at = True, time.time()
             now = time.monotonic()
             tick_due = now - last_tick >= settings.tick_s
             if "stats" in topics and (tick_due or (stats_dirty and now - last_stats >= settings.stats_interval_s)):
-                yield ServerSentEventMessage(data=stats_html(telemetry, links), event="stats")
-                last_stats, stats_dirty = now, False
+                snap = shared_snapshot(telemetry) if telemetry is not None else None
+                yield ServerSentEventMessage(data=stats_html(telemetry, links, snap), event="stats")
+                # A shared snapshot taken before the last batch is stale: push again next interval.
+                last_stats, stats_dirty = now, snap is not None and snap.ts < last_batch_at
             if tick_due:
                 last_tick = now
                 async for message in _ticked(parts, topics, links):

@@ -12,6 +12,8 @@ from .charts import latency_chart, share_bar, split_chart
 from .render import render
 from .views import CacheView, EntryRow, NodeParts, resolve
 
+SNAPSHOT_MAX_AGE_S = 0.5
+
 # Cache stats keys drawn in their own places; anything else the cache reports goes in a table.
 _CACHE_KNOWN = {"entries", "size_bytes", "evictions", "refusals", "entries_per_tenant"}
 
@@ -27,10 +29,15 @@ class Links:
         return f"{self.base}/static"
 
 
-def stats_html(telemetry: Telemetry | None, links: Links) -> str:
+def shared_snapshot(telemetry: Telemetry) -> Snapshot:
+    """Every open tab asks about once a second: they share one snapshot per half second."""
+    return telemetry.snapshot(max_age_s=SNAPSHOT_MAX_AGE_S)
+
+
+def stats_html(telemetry: Telemetry | None, links: Links, snap: Snapshot | None = None) -> str:
     if telemetry is None:
         return render("_stats.html", snap=None, links=links, routes=ROUTES)
-    snap: Snapshot = telemetry.snapshot()
+    snap = snap or shared_snapshot(telemetry)
     return render(
         "_stats.html",
         snap=snap,
@@ -67,7 +74,7 @@ async def cache_stats(cache: CacheView) -> tuple[dict[str, Any], dict[str, int]]
 
 
 async def cache_html(parts: NodeParts) -> str:
-    refusals_seen = parts.telemetry.snapshot().refusals if parts.telemetry is not None else {}
+    refusals_seen = shared_snapshot(parts.telemetry).refusals if parts.telemetry is not None else {}
     if parts.cache is None:
         return render("_cache_stats.html", stats=None, per_tenant={}, refusals=refusals_seen, other={})
     stats, per_tenant = await cache_stats(parts.cache)

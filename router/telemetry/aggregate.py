@@ -16,7 +16,8 @@ from .events import ROUTES, DecisionEvent
 # Upper edges (ms) of the latency-distribution chart's buckets; the last bucket is open.
 LATENCY_EDGES_MS: Final = (5.0, 10.0, 25.0, 50.0, 100.0, 250.0, 500.0, 1000.0, 2500.0, 5000.0, 10000.0)
 SERIES_POINTS: Final = 60
-_MAX_SAMPLES: Final = 50_000
+# Percentiles use at most this many recent samples per route (100 req/s for 5 min is 30k in all).
+_MAX_SAMPLES: Final = 10_000
 
 
 def percentile(sorted_values: Sequence[float], q: float) -> float | None:
@@ -113,15 +114,9 @@ class _Second:
     second: int
     routes: Counter[str] = field(default_factory=Counter)
     reasons: Counter[tuple[str, str]] = field(default_factory=Counter)
+    # (route, latency bucket) -> requests: the distribution chart sums these, never raw samples.
+    buckets: Counter[tuple[str, int]] = field(default_factory=Counter)
     lookups: int = 0
-
-
-@dataclass(slots=True)
-class _Sample:
-    at: float
-    route: str
-    latency_ms: float
-    ttft_ms: float | None
 
 
 class Aggregator:
@@ -141,7 +136,10 @@ class Aggregator:
         self.clock = clock
         self._lock = threading.Lock()
         self._seconds: deque[_Second] = deque()
-        self._samples: deque[_Sample] = deque(maxlen=_MAX_SAMPLES)
+        # Per route: (recorded at, latency ms, TTFT ms) for the percentiles; bounded per route.
+        self._samples: dict[str, deque[tuple[float, float, float | None]]] = {
+            route: deque(maxlen=_MAX_SAMPLES) for route in ROUTES
+        }
         self._totals: Counter[str] = Counter()
         self._errors = 0
         self._fallbacks: Counter[str] = Counter()
@@ -176,9 +174,10 @@ class Aggregator:
             bucket = self._seconds[-1]
             bucket.routes[event.route] += 1
             bucket.reasons[(event.route, event.reason)] += 1
+            bucket.buckets[(event.route, bucket_index(event.latency_ms))] += 1
             if event.cache is not None:
                 bucket.lookups += 1
-            self._samples.append(_Sample(now, event.route, event.latency_ms, event.ttft_ms))
+            self._samples[event.route].append((now, event.latency_ms, event.ttft_ms))
             self._totals[event.route] += 1
             if event.status == "error":
                 self._errors += 1
@@ -199,15 +198,17 @@ class Aggregator:
         horizon = now - self.window_s
         while self._seconds and self._seconds[0].second < int(horizon):
             self._seconds.popleft()
-        while self._samples and self._samples[0].at < horizon:
-            self._samples.popleft()
+        for samples in self._samples.values():
+            while samples and samples[0][0] < horizon:
+                samples.popleft()
 
     def snapshot(self) -> Snapshot:
         now = self.clock()
         with self._lock:
             self._expire(now)
             seconds = list(self._seconds)
-            samples = list(self._samples)
+            latencies = {r: [lat for _, lat, _ in self._samples[r]] for r in ROUTES}
+            ttfts = {r: [t for _, _, t in self._samples[r] if t is not None] for r in ROUTES}
             totals = dict(self._totals)
             fallbacks, degraded, refusals = dict(self._fallbacks), dict(self._degraded), dict(self._refusals)
             errors, ptok, ctok = self._errors, self._prompt_tokens, self._completion_tokens
@@ -215,12 +216,14 @@ class Aggregator:
 
         split: Counter[str] = Counter()
         reasons: Counter[tuple[str, str]] = Counter()
+        hist: Counter[tuple[str, int]] = Counter()
         lookups = 0
         recent = 0
         rate_from = int(now) - self.rate_window_s
         for s in seconds:
             split.update(s.routes)
             reasons.update(s.reasons)
+            hist.update(s.buckets)
             lookups += s.lookups
             # The current second is partial: count the rate over full seconds before it.
             if rate_from <= s.second < int(now):
@@ -235,7 +238,17 @@ class Aggregator:
                 for route, n in s.routes.items():
                     counts[route] = counts.get(route, 0) + n
 
-        routes = tuple(self._route_stats(route, samples) for route in ROUTES if split.get(route))
+        routes = tuple(
+            RouteStats(
+                route=route,
+                requests=split[route],
+                latency=Percentiles.of(latencies[route]),
+                ttft=Percentiles.of(ttfts[route]),
+                histogram=tuple(hist[(route, i)] for i in range(len(LATENCY_EDGES_MS) + 1)),
+            )
+            for route in ROUTES
+            if split.get(route)
+        )
         exact, semantic = split.get("cache-exact", 0), split.get("cache-semantic", 0)
         return Snapshot(
             ts=now,
@@ -259,18 +272,4 @@ class Aggregator:
             prompt_tokens=ptok,
             completion_tokens=ctok,
             cost=cost,
-        )
-
-    @staticmethod
-    def _route_stats(route: str, samples: list[_Sample]) -> RouteStats:
-        mine = [s for s in samples if s.route == route]
-        hist = [0] * (len(LATENCY_EDGES_MS) + 1)
-        for s in mine:
-            hist[bucket_index(s.latency_ms)] += 1
-        return RouteStats(
-            route=route,
-            requests=len(mine),
-            latency=Percentiles.of([s.latency_ms for s in mine]),
-            ttft=Percentiles.of([s.ttft_ms for s in mine if s.ttft_ms is not None]),
-            histogram=tuple(hist),
         )

@@ -47,6 +47,7 @@ class Telemetry:
         )
         self.metrics = Metrics(self._counts)
         self._recent: deque[DecisionEvent] = deque(maxlen=settings.recent)
+        self._snap: tuple[float, Snapshot] | None = None
 
     def record(self, event: DecisionEvent) -> None:
         """Log one decision everywhere it goes."""
@@ -57,9 +58,14 @@ class Telemetry:
             self.store.put(event)
         self.bus.publish(event)
 
-    def snapshot(self) -> Snapshot:
-        """The dashboard's rolling numbers now."""
-        return self.aggregator.snapshot()
+    def snapshot(self, max_age_s: float = 0.0) -> Snapshot:
+        """The dashboard's rolling numbers; one computed up to ``max_age_s`` ago may be reused."""
+        now = time.monotonic()
+        if self._snap is not None and max_age_s > 0 and now - self._snap[0] <= max_age_s:
+            return self._snap[1]
+        snap = self.aggregator.snapshot()
+        self._snap = (now, snap)
+        return snap
 
     def subscribe(self) -> Subscription:
         """Batches of new decisions, every ``bus_interval_ms`` while there are any."""

@@ -39,7 +39,7 @@ class _LiveCollector(Collector):
             running.add_metric([], load.running)
             waiting = GaugeMetricFamily("edgeroute_edge_queue_depth", "Requests waiting in the edge queue")
             waiting.add_metric([], load.waiting)
-            capacity = GaugeMetricFamily("edgeroute_edge_capacity", "Requests the edge accepts before refusing")
+            capacity = GaugeMetricFamily("edgeroute_edge_capacity", "Requests the edge engine runs at once")
             capacity.add_metric([], load.capacity)
             yield from (running, waiting, capacity)
         if self.pool is not None:

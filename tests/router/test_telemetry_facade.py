@@ -64,3 +64,14 @@ async def test_settings_from_environment(monkeypatch, tmp_path: Path) -> None:  
     assert settings.telemetry.prices.cloud_prompt_per_1k == 0.01
     assert settings.telemetry.dashboard.path == "/ops"
     assert settings.telemetry.bus_interval_ms == 250
+
+
+async def test_snapshot_may_be_shared_for_a_while(tmp_path: Path) -> None:
+    telemetry = Telemetry(TelemetrySettings(enabled=False), tmp_path)
+    first = telemetry.snapshot(max_age_s=60)
+    telemetry.record(make(1))
+    assert telemetry.snapshot(max_age_s=60) is first  # reused: within its age
+    fresh = telemetry.snapshot()
+    assert fresh is not first and fresh.total == 1
+    assert telemetry.snapshot(max_age_s=60) is fresh
+    await telemetry.aclose()

@@ -12,6 +12,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from litestar import Litestar
+
+from dashboard import DashboardPlugin
 from models import EngineLoad
 from router.telemetry import DecisionEvent, Telemetry, TelemetrySettings
 
@@ -115,3 +118,17 @@ def event(request_id: str = "req-1", **fields: Any) -> DecisionEvent:
     )
     base.update(fields)
     return DecisionEvent(**base)
+
+
+def fake_app(node: FakeNode) -> Litestar:
+    """The dashboard and /metrics on an app whose ``state.node`` is ``node``."""
+    settings = node.telemetry.settings if node.telemetry is not None else None
+
+    async def attach(app: Litestar) -> None:
+        app.state.node = node
+
+    async def close(_: Litestar) -> None:
+        if node.telemetry is not None:
+            await node.telemetry.aclose()
+
+    return Litestar(plugins=[DashboardPlugin(settings)], on_startup=[attach], on_shutdown=[close])
