@@ -64,16 +64,24 @@ def serve(port: int, rate: float, start_after: float, duration: float, data_dir:
         while time.monotonic() - start < duration:
             route = random.choice(ROUTES)
             now = time.time()
-            telemetry.record(DecisionEvent(
-                ts=now, request_id=f"{now:.6f}-{i}", tenant=random.choice(("acme", "globex")), model="auto",
-                route=route, reason={"edge": "short-prompt", "cloud": "complex"}.get(route, "hit"),
-                prompt_tokens=random.randint(5, 200), completion_tokens=random.randint(5, 300),
-                latency_ms=random.lognormvariate(5, 1), ttft_ms=random.lognormvariate(3, 1),
-                similarity=0.95 if route == "cache-semantic" else None,
-                cache=None if route.startswith("cache") else "miss",
-                prompt_preview=f"synthetic prompt number {i} <b>with markup</b>",
-                features={"prompt_tokens": 42, "complexity": 0.3},
-            ))
+            telemetry.record(
+                DecisionEvent(
+                    ts=now,
+                    request_id=f"{now:.6f}-{i}",
+                    tenant=random.choice(("acme", "globex")),
+                    model="auto",
+                    route=route,
+                    reason={"edge": "short-prompt", "cloud": "complex"}.get(route, "hit"),
+                    prompt_tokens=random.randint(5, 200),
+                    completion_tokens=random.randint(5, 300),
+                    latency_ms=random.lognormvariate(5, 1),
+                    ttft_ms=random.lognormvariate(3, 1),
+                    similarity=0.95 if route == "cache-semantic" else None,
+                    cache=None if route.startswith("cache") else "miss",
+                    prompt_preview=f"synthetic prompt number {i} <b>with markup</b>",
+                    features={"prompt_tokens": 42, "complexity": 0.3},
+                )
+            )
             i += 1
             # Sleep to the schedule, not a fixed interval, so the rate holds under load.
             await asyncio.sleep(max(0.0, start + i * interval - time.monotonic()))
@@ -107,9 +115,10 @@ class ClientStats:
 
 def sse_client(url: str, stop: threading.Event, stats: ClientStats) -> None:
     try:
-        with httpx.Client(timeout=httpx.Timeout(30.0)) as client, connect_sse(
-            client, "GET", f"{url}/dashboard/events?topics=feed,stats"
-        ) as source:
+        with (
+            httpx.Client(timeout=httpx.Timeout(30.0)) as client,
+            connect_sse(client, "GET", f"{url}/dashboard/events?topics=feed,stats") as source,
+        ):
             for sse in source.iter_sse():
                 now = time.time()
                 stats.messages += 1
@@ -144,7 +153,9 @@ def free_port() -> int:
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     parser.add_argument("--rate", type=float, default=100.0, help="decisions per second")
     parser.add_argument("--duration", type=float, default=20.0, help="seconds of load")
     parser.add_argument("--clients", type=int, default=3, help="SSE clients (browser tabs)")
@@ -164,9 +175,23 @@ def main() -> None:
     warmup = 3.0
     with tempfile.TemporaryDirectory() as tmp:
         server = subprocess.Popen(
-            [sys.executable, __file__, "--serve", "--port", str(port), "--rate", str(args.rate),
-             "--duration", str(args.duration), "--start-after", str(warmup + args.idle), "--data-dir", tmp],
-            stdout=subprocess.PIPE, text=True,
+            [
+                sys.executable,
+                __file__,
+                "--serve",
+                "--port",
+                str(port),
+                "--rate",
+                str(args.rate),
+                "--duration",
+                str(args.duration),
+                "--start-after",
+                str(warmup + args.idle),
+                "--data-dir",
+                tmp,
+            ],
+            stdout=subprocess.PIPE,
+            text=True,
         )
         try:
             deadline = time.monotonic() + 60
@@ -210,9 +235,15 @@ def main() -> None:
         "duration_s": args.duration,
         "clients": args.clients,
         "rows_received_per_client": [c.rows for c in clients],
-        "sse_messages_per_client_per_s": round(statistics.mean(c.messages for c in clients) / (args.idle + load_s), 2),
-        "feed_messages_per_client_per_s": round(statistics.mean(c.feed_messages for c in clients) / load_s, 2),
-        "sse_kib_per_client_per_s": round(statistics.mean(c.bytes for c in clients) / 1024 / (args.idle + load_s), 1),
+        "sse_messages_per_client_per_s": round(
+            statistics.mean(c.messages for c in clients) / (args.idle + load_s), 2
+        ),
+        "feed_messages_per_client_per_s": round(
+            statistics.mean(c.feed_messages for c in clients) / load_s, 2
+        ),
+        "sse_kib_per_client_per_s": round(
+            statistics.mean(c.bytes for c in clients) / 1024 / (args.idle + load_s), 1
+        ),
         "delivery_ms_p50": round(pct(lat, 50), 1),
         "delivery_ms_p95": round(pct(lat, 95), 1),
         "delivery_ms_max": round(max(lat), 1) if lat else None,
@@ -230,10 +261,18 @@ def main() -> None:
         ("SSE messages/s per client", str(result["sse_messages_per_client_per_s"])),
         ("feed messages/s per client", str(result["feed_messages_per_client_per_s"])),
         ("SSE KiB/s per client", str(result["sse_kib_per_client_per_s"])),
-        ("delivery p50 / p95 / max (ms)", f"{result['delivery_ms_p50']} / {result['delivery_ms_p95']} / "
-                                          f"{result['delivery_ms_max']}"),
-        *[(f"GET {p} p50 / p95 (ms)", f"{result['page_ms_p50'][p]} / {result['page_ms_p95'][p]}") for p in page_ms],
-        ("server CPU idle / under load", f"{result['server_cpu_idle_pct']}% / {result['server_cpu_load_pct']}%"),
+        (
+            "delivery p50 / p95 / max (ms)",
+            f"{result['delivery_ms_p50']} / {result['delivery_ms_p95']} / {result['delivery_ms_max']}",
+        ),
+        *[
+            (f"GET {p} p50 / p95 (ms)", f"{result['page_ms_p50'][p]} / {result['page_ms_p95'][p]}")
+            for p in page_ms
+        ],
+        (
+            "server CPU idle / under load",
+            f"{result['server_cpu_idle_pct']}% / {result['server_cpu_load_pct']}%",
+        ),
         ("decisions written to SQLite", str(written)),
     ]
     width = max(len(k) for k, _ in rows)

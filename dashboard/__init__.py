@@ -3,4 +3,11 @@
 from .plugin import DashboardPlugin, dashboard_router
 from .views import CacheEntryLike, CacheView, MemberStatusLike, PoolView
 
-__all__ = ["CacheEntryLike", "CacheView", "DashboardPlugin", "MemberStatusLike", "PoolView", "dashboard_router"]
+__all__ = [
+    "CacheEntryLike",
+    "CacheView",
+    "DashboardPlugin",
+    "MemberStatusLike",
+    "PoolView",
+    "dashboard_router",
+]

@@ -95,11 +95,21 @@ def _stacked(
             y -= h
             segs.append(Segment(route, round(y, 2), round(h, 2), count))
         total = sum(counts.values())
-        bars.append(Bar(round(PAD_LEFT + i * step + gap / 2, 2), round(step - gap, 2), total, label, tuple(segs)))
+        bars.append(
+            Bar(round(PAD_LEFT + i * step + gap / 2, 2), round(step - gap, 2), total, label, tuple(segs))
+        )
     y_ticks = tuple(Tick(round(bottom - f * plot_h, 2), _count_label(top * f)) for f in (0.0, 0.5, 1.0))
     xt = tuple(Tick(round(PAD_LEFT + (i + 0.5) * step, 2), text) for i, text in x_ticks)
     return StackedChart(
-        title, WIDTH, HEIGHT, PAD_LEFT, bottom, tuple(bars), y_ticks, xt, tuple(r for r in ROUTES if r in present)
+        title,
+        WIDTH,
+        HEIGHT,
+        PAD_LEFT,
+        bottom,
+        tuple(bars),
+        y_ticks,
+        xt,
+        tuple(r for r in ROUTES if r in present),
     )
 
 
@@ -111,7 +121,7 @@ def split_chart(snap: Snapshot) -> StackedChart:
     """Requests per route over the window, one bar per ``series_step_s`` seconds."""
     columns = []
     n = len(snap.series)
-    for i, point in enumerate(snap.series):
+    for point in snap.series:
         ago = int(snap.ts - point.start)
         parts = ", ".join(f"{r} {c}" for r, c in point.counts.items()) or "no requests"
         columns.append((f"{ago}s ago: {parts}", point.counts))
@@ -132,8 +142,10 @@ def latency_chart(snap: Snapshot) -> StackedChart:
         for i, count in enumerate(stats.histogram):
             if count:
                 columns[i][1][stats.route] = count
-    titled = [(f"{label}: " + (", ".join(f"{r} {c}" for r, c in counts.items()) or "none"), counts)
-              for label, counts in columns]
+    titled = [
+        (f"{label}: " + (", ".join(f"{r} {c}" for r, c in counts.items()) or "none"), counts)
+        for label, counts in columns
+    ]
     ticks = [(i, label) for i, label in enumerate(labels)]
     return _stacked(f"Latency distribution by route, last {fmt_duration(snap.window_s)}", titled, ticks)
 

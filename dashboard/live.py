@@ -35,14 +35,18 @@ def parse_topics(raw: str) -> frozenset[str]:
     return chosen or TOPICS
 
 
-async def _ticked(parts: NodeParts, topics: frozenset[str], links: Any) -> AsyncIterator[ServerSentEventMessage]:
+async def _ticked(
+    parts: NodeParts, topics: frozenset[str], links: Any
+) -> AsyncIterator[ServerSentEventMessage]:
     if "pool" in topics:
         yield ServerSentEventMessage(data=await pool_html(parts), event="pool")
     if "cache" in topics:
         yield ServerSentEventMessage(data=await cache_html(parts), event="cache")
 
 
-async def event_stream(request: Request[Any, Any, State], topics: frozenset[str]) -> AsyncIterator[ServerSentEventMessage]:
+async def event_stream(
+    request: Request[Any, Any, State], topics: frozenset[str]
+) -> AsyncIterator[ServerSentEventMessage]:
     parts = node_parts(request.app.state)
     settings = dashboard_settings(request)
     links = links_of(request)
@@ -72,7 +76,9 @@ async def event_stream(request: Request[Any, Any, State], topics: frozenset[str]
                 stats_dirty, last_batch_at = True, time.time()
             now = time.monotonic()
             tick_due = now - last_tick >= settings.tick_s
-            if "stats" in topics and (tick_due or (stats_dirty and now - last_stats >= settings.stats_interval_s)):
+            if "stats" in topics and (
+                tick_due or (stats_dirty and now - last_stats >= settings.stats_interval_s)
+            ):
                 snap = shared_snapshot(telemetry) if telemetry is not None else None
                 yield ServerSentEventMessage(data=stats_html(telemetry, links, snap), event="stats")
                 # A shared snapshot taken before the last batch is stale: push again next interval.

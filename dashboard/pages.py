@@ -75,7 +75,15 @@ class DashboardController(Controller):
         events = parts.telemetry.recent(rows) if parts.telemetry is not None else []
         links = links_of(request)
         return _html(
-            render("feed.html", title="Live feed", page="feed", topics="feed", links=links, events=events, max_rows=rows)
+            render(
+                "feed.html",
+                title="Live feed",
+                page="feed",
+                topics="feed",
+                links=links,
+                events=events,
+                max_rows=rows,
+            )
         )
 
     @get("/pool", name="dashboard:pool")
@@ -83,15 +91,17 @@ class DashboardController(Controller):
         parts = node_parts(request.app.state)
         return _html(
             render(
-                "pool.html", title="Pool", page="pool", topics="pool", links=links_of(request),
+                "pool.html",
+                title="Pool",
+                page="pool",
+                topics="pool",
+                links=links_of(request),
                 pool_html=await pool_html(parts),
             )
         )
 
     @get("/cache", name="dashboard:cache")
-    async def cache(
-        self, request: Req, q: str = "", tenant: str = ""
-    ) -> Response[str]:
+    async def cache(self, request: Req, q: str = "", tenant: str = "") -> Response[str]:
         parts = node_parts(request.app.state)
         links = links_of(request)
         entries = None
@@ -100,9 +110,16 @@ class DashboardController(Controller):
             entries = [EntryRow.of(e) for e in found]
         return _html(
             render(
-                "cache.html", title="Cache", page="cache", topics="cache", links=links,
-                cache_html=await cache_html(parts), cache_configured=parts.cache is not None,
-                results_html=cache_results_html(entries, links, query=q, tenant=tenant), query=q, tenant=tenant,
+                "cache.html",
+                title="Cache",
+                page="cache",
+                topics="cache",
+                links=links,
+                cache_html=await cache_html(parts),
+                cache_configured=parts.cache is not None,
+                results_html=cache_results_html(entries, links, query=q, tenant=tenant),
+                query=q,
+                tenant=tenant,
             )
         )
 
@@ -113,7 +130,9 @@ class DashboardController(Controller):
         return _html(details_html(event, request_id))
 
     @get("/feed/rows", name="dashboard:feed-rows")
-    async def feed_rows(self, request: Req, limit: int = Parameter(default=50, ge=1, le=5000)) -> Response[str]:
+    async def feed_rows(
+        self, request: Req, limit: int = Parameter(default=50, ge=1, le=5000)
+    ) -> Response[str]:
         telemetry = node_parts(request.app.state).telemetry
         events = telemetry.recent(limit) if telemetry is not None else []
         return _html(feed_rows_html(events, links_of(request)))

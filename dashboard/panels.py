@@ -81,7 +81,9 @@ async def cache_html(parts: NodeParts) -> str:
     refusals = stats.get("refusals")
     if not isinstance(refusals, Mapping):
         refusals = refusals_seen
-    other = {k: v for k, v in stats.items() if k not in _CACHE_KNOWN and isinstance(v, (int, float, str, bool))}
+    other = {
+        k: v for k, v in stats.items() if k not in _CACHE_KNOWN and isinstance(v, (int, float, str, bool))
+    }
     return render(
         "_cache_stats.html",
         stats=stats,
@@ -94,4 +96,6 @@ async def cache_html(parts: NodeParts) -> str:
 def cache_results_html(
     entries: Sequence[EntryRow] | None, links: Links, *, query: str = "", tenant: str = "", message: str = ""
 ) -> str:
-    return render("_cache_results.html", entries=entries, links=links, query=query, tenant=tenant, message=message)
+    return render(
+        "_cache_results.html", entries=entries, links=links, query=query, tenant=tenant, message=message
+    )

@@ -59,12 +59,16 @@ class DashboardPlugin(InitPlugin):
 
     __slots__ = ("guards", "settings")
 
-    def __init__(self, settings: TelemetrySettings | None = None, *, guards: list[Guard] | None = None) -> None:
+    def __init__(
+        self, settings: TelemetrySettings | None = None, *, guards: list[Guard] | None = None
+    ) -> None:
         self.settings = settings or TelemetrySettings()
         self.guards = guards
 
     def on_app_init(self, app_config: AppConfig) -> AppConfig:
         app_config.route_handlers.append(metrics_handler)
         if self.settings.dashboard.enabled:
-            app_config.route_handlers.append(dashboard_router(self.settings.dashboard.path, guards=self.guards))
+            app_config.route_handlers.append(
+                dashboard_router(self.settings.dashboard.path, guards=self.guards)
+            )
         return app_config

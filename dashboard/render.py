@@ -86,8 +86,16 @@ def environment() -> Environment:
         lstrip_blocks=True,
     )
     env.filters.update(
-        ms=fmt_ms, pct=fmt_pct, num=fmt_num, money=fmt_money, clock=fmt_clock, datetime=fmt_datetime,
-        bytes=fmt_bytes, duration=fmt_duration, tojson_pretty=fmt_json, truncate_text=truncate,
+        ms=fmt_ms,
+        pct=fmt_pct,
+        num=fmt_num,
+        money=fmt_money,
+        clock=fmt_clock,
+        datetime=fmt_datetime,
+        bytes=fmt_bytes,
+        duration=fmt_duration,
+        tojson_pretty=fmt_json,
+        truncate_text=truncate,
     )
     return env
 

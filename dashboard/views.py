@@ -18,7 +18,15 @@ from router.telemetry import EdgeLoadView, MemberStatusLike, PoolView, Telemetry
 
 T = TypeVar("T")
 
-__all__ = ["CacheEntryLike", "CacheView", "EntryRow", "MemberStatusLike", "NodeParts", "PoolView", "node_parts"]
+__all__ = [
+    "CacheEntryLike",
+    "CacheView",
+    "EntryRow",
+    "MemberStatusLike",
+    "NodeParts",
+    "PoolView",
+    "node_parts",
+]
 
 
 @runtime_checkable
@@ -38,7 +46,7 @@ class CacheView(Protocol):
     """What the cache page needs from the edge cache."""
 
     def stats(self) -> Mapping[str, Any] | Awaitable[Mapping[str, Any]]:
-        """Counters: ``entries``, ``size_bytes``, ``evictions``, ``refusals`` ({reason: n}), others shown as is."""
+        """Counters: ``entries``, ``size_bytes``, ``evictions``, ``refusals`` ({reason: n}); others as is."""
         ...
 
     def entries_per_tenant(self) -> Mapping[str, int] | Awaitable[Mapping[str, int]]: ...

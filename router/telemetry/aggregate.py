@@ -152,7 +152,10 @@ class Aggregator:
 
     def cloud_cost(self, event: DecisionEvent) -> float:
         p = self.prices
-        return event.prompt_tokens / 1000 * p.cloud_prompt_per_1k + event.completion_tokens / 1000 * p.cloud_completion_per_1k
+        return (
+            event.prompt_tokens / 1000 * p.cloud_prompt_per_1k
+            + event.completion_tokens / 1000 * p.cloud_completion_per_1k
+        )
 
     def actual_cost(self, event: DecisionEvent) -> float:
         p = self.prices

@@ -16,7 +16,23 @@ from .sources import CIRCUIT_STATES, EdgeLoadView, PoolView
 CONTENT_TYPE: Final = "text/plain; version=0.0.4"
 
 # Seconds; from a cache hit (~1 ms) to a long cloud generation.
-LATENCY_BUCKETS: Final = (0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0)
+LATENCY_BUCKETS: Final = (
+    0.001,
+    0.0025,
+    0.005,
+    0.01,
+    0.025,
+    0.05,
+    0.1,
+    0.25,
+    0.5,
+    1.0,
+    2.5,
+    5.0,
+    10.0,
+    30.0,
+    60.0,
+)
 TTFT_BUCKETS: Final = (0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0)
 
 
@@ -35,7 +51,9 @@ class _LiveCollector(Collector):
     def collect(self) -> Iterator[Metric]:
         if self.edge is not None:
             load = self.edge.load()
-            running = GaugeMetricFamily("edgeroute_edge_running", "Requests the edge engine is generating now")
+            running = GaugeMetricFamily(
+                "edgeroute_edge_running", "Requests the edge engine is generating now"
+            )
             running.add_metric([], load.running)
             waiting = GaugeMetricFamily("edgeroute_edge_queue_depth", "Requests waiting in the edge queue")
             waiting.add_metric([], load.waiting)
@@ -48,7 +66,8 @@ class _LiveCollector(Collector):
         written = CounterMetricFamily("edgeroute_telemetry_written", "Decisions written to the telemetry log")
         written.add_metric([], counts.get("written", 0))
         dropped = CounterMetricFamily(
-            "edgeroute_telemetry_dropped", "Decisions lost (log write failed or live client too slow)",
+            "edgeroute_telemetry_dropped",
+            "Decisions lost (log write failed or live client too slow)",
             labels=["where"],
         )
         dropped.add_metric(["log"], counts.get("dropped_log", 0))
@@ -60,18 +79,28 @@ def _pool_families(pool: PoolView) -> Iterator[Metric]:
     members = list(pool.status())
     up = GaugeMetricFamily("edgeroute_pool_member_up", "1 when the member is healthy", labels=["member"])
     circuit = GaugeMetricFamily(
-        "edgeroute_pool_member_circuit", "1 for the member's current circuit state", labels=["member", "state"]
+        "edgeroute_pool_member_circuit",
+        "1 for the member's current circuit state",
+        labels=["member", "state"],
     )
     outstanding = GaugeMetricFamily(
         "edgeroute_pool_member_outstanding", "Requests in flight or queued at the member", labels=["member"]
     )
-    running = GaugeMetricFamily("edgeroute_pool_member_running", "Requests the member runs", labels=["member"])
-    waiting = GaugeMetricFamily("edgeroute_pool_member_waiting", "Requests queued at the member", labels=["member"])
-    failures = GaugeMetricFamily("edgeroute_pool_member_failures", "Recent failures counted by the breaker", labels=["member"])
+    running = GaugeMetricFamily(
+        "edgeroute_pool_member_running", "Requests the member runs", labels=["member"]
+    )
+    waiting = GaugeMetricFamily(
+        "edgeroute_pool_member_waiting", "Requests queued at the member", labels=["member"]
+    )
+    failures = GaugeMetricFamily(
+        "edgeroute_pool_member_failures", "Recent failures counted by the breaker", labels=["member"]
+    )
     latency = GaugeMetricFamily(
         "edgeroute_pool_member_latency_p50_seconds", "Median request latency of the member", labels=["member"]
     )
-    ttft = GaugeMetricFamily("edgeroute_pool_member_ttft_p50_seconds", "Median TTFT of the member", labels=["member"])
+    ttft = GaugeMetricFamily(
+        "edgeroute_pool_member_ttft_p50_seconds", "Median TTFT of the member", labels=["member"]
+    )
     healthy = GaugeMetricFamily("edgeroute_pool_healthy_members", "Members able to take requests")
     healthy.add_metric([], sum(1 for m in members if m.healthy))
     for m in members:
@@ -96,22 +125,39 @@ class Metrics:
         self.registry = CollectorRegistry(auto_describe=True)
         r = self.registry
         self.requests = Counter(
-            "edgeroute_requests", "Requests by route, reason and status", ["route", "reason", "status"], registry=r
+            "edgeroute_requests",
+            "Requests by route, reason and status",
+            ["route", "reason", "status"],
+            registry=r,
         )
         self.latency = Histogram(
-            "edgeroute_request_latency_seconds", "End-to-end latency by route", ["route"],
-            buckets=LATENCY_BUCKETS, registry=r,
+            "edgeroute_request_latency_seconds",
+            "End-to-end latency by route",
+            ["route"],
+            buckets=LATENCY_BUCKETS,
+            registry=r,
         )
         self.ttft = Histogram(
-            "edgeroute_ttft_seconds", "Time to first token by route", ["route"], buckets=TTFT_BUCKETS, registry=r
+            "edgeroute_ttft_seconds",
+            "Time to first token by route",
+            ["route"],
+            buckets=TTFT_BUCKETS,
+            registry=r,
         )
         self.tokens = Counter("edgeroute_tokens", "Tokens by route and kind", ["route", "kind"], registry=r)
-        self.fallbacks = Counter("edgeroute_fallbacks", "Fallbacks by kind (from->to)", ["fallback"], registry=r)
+        self.fallbacks = Counter(
+            "edgeroute_fallbacks", "Fallbacks by kind (from->to)", ["fallback"], registry=r
+        )
         self.degraded = Counter("edgeroute_degraded", "Degraded answers by cause", ["degraded"], registry=r)
         self.cache_hits = Counter("edgeroute_cache_hits", "Cache hits by kind", ["kind"], registry=r)
-        self.cache_misses = Counter("edgeroute_cache_misses", "Cache lookups that found nothing to serve", registry=r)
+        self.cache_misses = Counter(
+            "edgeroute_cache_misses", "Cache lookups that found nothing to serve", registry=r
+        )
         self.cache_refusals = Counter(
-            "edgeroute_cache_refusals", "Near-duplicates refused by a guard, by reason", ["reason"], registry=r
+            "edgeroute_cache_refusals",
+            "Near-duplicates refused by a guard, by reason",
+            ["reason"],
+            registry=r,
         )
         self._live = _LiveCollector(counts or dict)
         r.register(self._live)

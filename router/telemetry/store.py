@@ -97,7 +97,9 @@ def connect(path: Path) -> sqlite_utils.Database:
         db.execute("PRAGMA synchronous=NORMAL")
         migrate(db)
     except (sqlite3.Error, OSError) as exc:
-        raise TelemetryError(f"cannot open the telemetry log {path}: {exc}", code="telemetry_unavailable") from exc
+        raise TelemetryError(
+            f"cannot open the telemetry log {path}: {exc}", code="telemetry_unavailable"
+        ) from exc
     return db
 
 
@@ -107,7 +109,9 @@ def _open_readonly(path: Path) -> sqlite3.Connection:
     try:
         conn = sqlite3.connect(f"file:{path}?mode=ro", uri=True, timeout=5.0)
     except sqlite3.Error as exc:
-        raise TelemetryError(f"cannot open the telemetry log {path}: {exc}", code="telemetry_unavailable") from exc
+        raise TelemetryError(
+            f"cannot open the telemetry log {path}: {exc}", code="telemetry_unavailable"
+        ) from exc
     conn.row_factory = sqlite3.Row
     return conn
 
@@ -117,7 +121,9 @@ def _query(path: Path, sql: str, params: tuple[Any, ...]) -> list[DecisionEvent]
     try:
         rows = conn.execute(sql, params).fetchall()
     except sqlite3.Error as exc:
-        raise TelemetryError(f"cannot read the telemetry log {path}: {exc}", code="telemetry_unavailable") from exc
+        raise TelemetryError(
+            f"cannot read the telemetry log {path}: {exc}", code="telemetry_unavailable"
+        ) from exc
     finally:
         conn.close()
     return [DecisionEvent.from_row(dict(row)) for row in rows]
@@ -134,7 +140,9 @@ def read_decisions(db_path: Path | str, limit: int | None = None) -> list[Decisi
 
 def find_decision(db_path: Path | str, request_id: str) -> DecisionEvent | None:
     """The most recent logged decision of one request, or None."""
-    found = _query(Path(db_path), "SELECT * FROM decisions WHERE request_id = ? ORDER BY id DESC LIMIT 1", (request_id,))
+    found = _query(
+        Path(db_path), "SELECT * FROM decisions WHERE request_id = ? ORDER BY id DESC LIMIT 1", (request_id,)
+    )
     return found[0] if found else None
 
 

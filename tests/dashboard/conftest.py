@@ -14,14 +14,18 @@ from dashfakes import FakeCache, FakeEdge, FakeEntry, FakeMember, FakeNode, Fake
 
 @pytest.fixture
 def node(tmp_path: Path) -> FakeNode:
-    pool = FakePool([
-        FakeMember("gpu-a", "http://127.0.0.1:9001/v1"),
-        FakeMember("gpu-b", "http://127.0.0.1:9002/v1", outstanding=3, running=2, waiting=1),
-    ])
+    pool = FakePool(
+        [
+            FakeMember("gpu-a", "http://127.0.0.1:9001/v1"),
+            FakeMember("gpu-b", "http://127.0.0.1:9002/v1", outstanding=3, running=2, waiting=1),
+        ]
+    )
     cache = FakeCache(
         [
             FakeEntry(1, "acme", "auto", "What is the capital of France?", "Paris.", tier="edge"),
-            FakeEntry(2, "acme", "auto", "Explain <b>TCP</b> slow start", "It grows the window...", tier="cloud"),
+            FakeEntry(
+                2, "acme", "auto", "Explain <b>TCP</b> slow start", "It grows the window...", tier="cloud"
+            ),
             FakeEntry(3, "globex", "auto", "What is the capital of Spain?", "Madrid.", tier="edge"),
         ],
         evictions=4,

@@ -67,7 +67,12 @@ class FakeCache:
 
     def stats(self) -> dict[str, Any]:
         size = sum(len(e.prompt) + len(e.text) for e in self.entries.values())
-        return {"entries": len(self.entries), "size_bytes": size, "evictions": self.evictions, "threshold": 0.92}
+        return {
+            "entries": len(self.entries),
+            "size_bytes": size,
+            "evictions": self.evictions,
+            "threshold": 0.92,
+        }
 
     def entries_per_tenant(self) -> dict[str, int]:
         out: dict[str, int] = {}
@@ -77,7 +82,8 @@ class FakeCache:
 
     async def search(self, text: str, tenant: str | None = None, limit: int = 20) -> list[FakeEntry]:
         found = [
-            e for e in self.entries.values()
+            e
+            for e in self.entries.values()
             if text.lower() in e.prompt.lower() and (tenant is None or e.tenant == tenant)
         ]
         return found[:limit]
@@ -112,8 +118,17 @@ def make_telemetry(data_dir: Path, **overrides: Any) -> Telemetry:
 
 def event(request_id: str = "req-1", **fields: Any) -> DecisionEvent:
     base: dict[str, Any] = dict(
-        ts=time.time(), request_id=request_id, tenant="acme", model="auto", route="edge", reason="short-prompt",
-        prompt_tokens=12, completion_tokens=30, latency_ms=180.0, ttft_ms=25.0, prompt_preview="What is 2+2?",
+        ts=time.time(),
+        request_id=request_id,
+        tenant="acme",
+        model="auto",
+        route="edge",
+        reason="short-prompt",
+        prompt_tokens=12,
+        completion_tokens=30,
+        latency_ms=180.0,
+        ttft_ms=25.0,
+        prompt_preview="What is 2+2?",
         features={"prompt_tokens": 12, "complexity": 0.1},
     )
     base.update(fields)

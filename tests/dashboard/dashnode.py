@@ -33,14 +33,23 @@ def _wrap_run(node: Node, telemetry: Telemetry) -> None:
 
     async def run(request: GenerationRequest, ctx: RequestContext) -> Any:
         trace = Trace(
-            request_id=f"req-{uuid.uuid4().hex[:16]}", tenant=ctx.tenant, model=request.model,
-            prompt=_prompt_text(request), private=ctx.private,
+            request_id=f"req-{uuid.uuid4().hex[:16]}",
+            tenant=ctx.tenant,
+            model=request.model,
+            prompt=_prompt_text(request),
+            private=ctx.private,
         )
         try:
             routed = await original(request, ctx)
         except Exception as exc:
-            telemetry.record(trace.event(route="error", reason=getattr(exc, "code", None) or "error", status="error",
-                                         error=str(exc)))
+            telemetry.record(
+                trace.event(
+                    route="error",
+                    reason=getattr(exc, "code", None) or "error",
+                    status="error",
+                    error=str(exc),
+                )
+            )
             raise
         trace.first_token()
 
@@ -55,10 +64,16 @@ def _wrap_run(node: Node, telemetry: Telemetry) -> None:
                 status, error = "error", str(exc)
                 raise
             finally:
-                telemetry.record(trace.event(
-                    route=routed.route, reason=routed.reason, status=status, error=error,
-                    prompt_tokens=usage.prompt_tokens, completion_tokens=usage.completion_tokens,
-                ))
+                telemetry.record(
+                    trace.event(
+                        route=routed.route,
+                        reason=routed.reason,
+                        status=status,
+                        error=error,
+                        prompt_tokens=usage.prompt_tokens,
+                        completion_tokens=usage.completion_tokens,
+                    )
+                )
 
         return replace(routed, rest=rest())
 

@@ -11,7 +11,6 @@ from __future__ import annotations
 import os
 import shutil
 import subprocess
-import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -29,8 +28,12 @@ pytestmark = [pytest.mark.browser, pytest.mark.slow]
 
 CHROMIUM = Path("/usr/bin/chromium")
 CHROMIUM_ARGS = [
-    "--no-sandbox", "--disable-gpu", "--disable-background-networking", "--disable-component-update",
-    "--disable-sync", "--no-first-run",
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+    "--no-first-run",
 ]
 SHOTS = Path(__file__).resolve().parents[2] / "artifacts" / "screenshots"
 LIVE_MS = 2000  # the acceptance bound: updates within 2 s, no reload
@@ -39,9 +42,16 @@ EVIL = "<script>window.__pwned = 1; alert('pwned')</script><img src=x onerror=\"
 
 def ensure_chromium() -> Path:
     """Debian's chromium; installed here when missing and apt-get is usable (root, as in CI)."""
-    if not CHROMIUM.exists() and shutil.which("apt-get") and os.geteuid() == 0 and not os.environ.get("EDGEROUTE_NO_APT"):
+    if (
+        not CHROMIUM.exists()
+        and shutil.which("apt-get")
+        and os.geteuid() == 0
+        and not os.environ.get("EDGEROUTE_NO_APT")
+    ):
         subprocess.run(["apt-get", "update", "-qq"], check=False, timeout=600, capture_output=True)
-        subprocess.run(["apt-get", "install", "-y", "-qq", "chromium"], check=False, timeout=900, capture_output=True)
+        subprocess.run(
+            ["apt-get", "install", "-y", "-qq", "chromium"], check=False, timeout=900, capture_output=True
+        )
     if not CHROMIUM.exists():
         pytest.skip("Debian chromium is not installed (apt-get install chromium)")
     return CHROMIUM
@@ -49,19 +59,24 @@ def ensure_chromium() -> Path:
 
 @pytest.fixture(scope="module")
 def fake_pool() -> FakePool:
-    return FakePool([
-        FakeMember("gpu-a", "http://127.0.0.1:9001/v1", outstanding=1, running=1),
-        FakeMember("gpu-b", "http://127.0.0.1:9002/v1"),
-    ])
+    return FakePool(
+        [
+            FakeMember("gpu-a", "http://127.0.0.1:9001/v1", outstanding=1, running=1),
+            FakeMember("gpu-b", "http://127.0.0.1:9002/v1"),
+        ]
+    )
 
 
 @pytest.fixture(scope="module")
 def fake_cache() -> FakeCache:
-    return FakeCache([
-        FakeEntry(1, "default", "auto", "What is the capital of France?", "Paris."),
-        FakeEntry(2, "default", "auto", "What is the capital of Spain?", "Madrid."),
-        FakeEntry(3, "other", "auto", "Define entropy", "A measure of disorder.", tier="cloud"),
-    ], evictions=2)
+    return FakeCache(
+        [
+            FakeEntry(1, "default", "auto", "What is the capital of France?", "Paris."),
+            FakeEntry(2, "default", "auto", "What is the capital of Spain?", "Madrid."),
+            FakeEntry(3, "other", "auto", "Define entropy", "A measure of disorder.", tier="cloud"),
+        ],
+        evictions=2,
+    )
 
 
 @pytest.fixture(scope="module")
@@ -201,8 +216,18 @@ def test_cache_hit_rows_show_as_such(tab: Page, base_url: str, node_app: Any) ->
     # The request path's cache is the lead's to wire: here the hit is recorded as the node would.
     page = tab.open(f"{base_url}/dashboard/feed")
     telemetry = node_app.state.node.telemetry
-    telemetry.record(event("hit-1", tenant="default", route="cache-semantic", reason="semantic",
-                           similarity=0.962, latency_ms=3.2, ttft_ms=3.0, prompt_preview="What's France's capital?"))
+    telemetry.record(
+        event(
+            "hit-1",
+            tenant="default",
+            route="cache-semantic",
+            reason="semantic",
+            similarity=0.962,
+            latency_ms=3.2,
+            ttft_ms=3.0,
+            prompt_preview="What's France's capital?",
+        )
+    )
     expect(page.locator('#feed-rows tr[data-request-id="hit-1"] .badge.r-cache-semantic')).to_have_count(
         1, timeout=LIVE_MS
     )
@@ -248,8 +273,11 @@ def test_metrics_of_the_running_node(base_url: str, client: openai.OpenAI, node_
     ask(client, "One more.")
     text = httpx.get(f"{base_url}/metrics", timeout=30).text
     names = {f.name: f for f in text_string_to_metric_families(text)}
-    requests = {tuple(sorted(s.labels.items())): s.value for s in names["edgeroute_requests"].samples
-                if s.name == "edgeroute_requests_total"}
+    requests = {
+        tuple(sorted(s.labels.items())): s.value
+        for s in names["edgeroute_requests"].samples
+        if s.name == "edgeroute_requests_total"
+    }
     assert requests[(("reason", "edge-only"), ("route", "edge"), ("status", "ok"))] >= 1
     capacity = node_app.state.node.edge.load().capacity
     assert [s.value for s in names["edgeroute_edge_capacity"].samples] == [capacity]

@@ -21,7 +21,9 @@ def live_node(tmp_path: Path) -> FakeNode:
     telemetry = make_telemetry(
         tmp_path / "data", bus_interval_ms=100, dashboard={"stats_interval_s": 0.3, "tick_s": 0.5}
     )
-    pool = FakePool([FakeMember("gpu-a", "http://127.0.0.1:9001/v1"), FakeMember("gpu-b", "http://127.0.0.1:9002/v1")])
+    pool = FakePool(
+        [FakeMember("gpu-a", "http://127.0.0.1:9001/v1"), FakeMember("gpu-b", "http://127.0.0.1:9002/v1")]
+    )
     return FakeNode(telemetry, FakeEdge(), pool, FakeCache([]))
 
 
@@ -58,14 +60,17 @@ def test_topics_parse() -> None:
 
 def test_feed_and_counters_arrive_within_two_seconds(base_url: str, live_node: FakeNode) -> None:
     assert live_node.telemetry is not None
-    with httpx.Client(timeout=httpx.Timeout(10.0)) as client, connect_sse(
-        client, "GET", f"{base_url}/dashboard/events?topics=feed,stats"
-    ) as source:
+    with (
+        httpx.Client(timeout=httpx.Timeout(10.0)) as client,
+        connect_sse(client, "GET", f"{base_url}/dashboard/events?topics=feed,stats") as source,
+    ):
         assert source.response.headers["content-type"].startswith("text/event-stream")
         events = source.iter_sse()
         wait_subscribed(live_node)
         sent = time.monotonic()
-        live_node.telemetry.record(event("live-1", route="cloud", reason="complex", prompt_preview="<script>x()</script>"))
+        live_node.telemetry.record(
+            event("live-1", route="cloud", reason="complex", prompt_preview="<script>x()</script>")
+        )
         rows, rows_at = wait_for(events, "feed", r'id="req-live-1"', timeout=10)
         stats, stats_at = wait_for(events, "stats", r'id="stat-total">1<', timeout=10)
     assert "&lt;script&gt;x()&lt;/script&gt;" in rows and "<script>" not in rows
@@ -76,9 +81,10 @@ def test_feed_and_counters_arrive_within_two_seconds(base_url: str, live_node: F
 
 def test_a_burst_arrives_batched_newest_first(base_url: str, live_node: FakeNode) -> None:
     assert live_node.telemetry is not None
-    with httpx.Client(timeout=httpx.Timeout(10.0)) as client, connect_sse(
-        client, "GET", f"{base_url}/dashboard/events?topics=feed"
-    ) as source:
+    with (
+        httpx.Client(timeout=httpx.Timeout(10.0)) as client,
+        connect_sse(client, "GET", f"{base_url}/dashboard/events?topics=feed") as source,
+    ):
         events = source.iter_sse()
         wait_subscribed(live_node)
         for i in range(50):
@@ -100,9 +106,10 @@ def test_a_burst_arrives_batched_newest_first(base_url: str, live_node: FakeNode
 
 def test_pool_panel_follows_member_health(base_url: str, live_node: FakeNode) -> None:
     assert live_node.pool is not None
-    with httpx.Client(timeout=httpx.Timeout(10.0)) as client, connect_sse(
-        client, "GET", f"{base_url}/dashboard/events?topics=pool"
-    ) as source:
+    with (
+        httpx.Client(timeout=httpx.Timeout(10.0)) as client,
+        connect_sse(client, "GET", f"{base_url}/dashboard/events?topics=pool") as source,
+    ):
         events = source.iter_sse()
         wait_for(events, "pool", r'data-member="gpu-b">', timeout=10)
         live_node.pool.kill("gpu-b")
@@ -112,8 +119,9 @@ def test_pool_panel_follows_member_health(base_url: str, live_node: FakeNode) ->
 
 def test_a_client_leaving_unsubscribes(base_url: str, live_node: FakeNode) -> None:
     assert live_node.telemetry is not None
-    with httpx.Client(timeout=httpx.Timeout(10.0)) as client, connect_sse(
-        client, "GET", f"{base_url}/dashboard/events?topics=feed,stats"
+    with (
+        httpx.Client(timeout=httpx.Timeout(10.0)) as client,
+        connect_sse(client, "GET", f"{base_url}/dashboard/events?topics=feed,stats"),
     ):
         wait_subscribed(live_node)
     deadline = time.monotonic() + 10

@@ -19,19 +19,41 @@ def families(text: str) -> dict[str, dict[tuple[tuple[str, str], ...], float]]:
 
 def test_metrics_scrape_parses(client: TestClient[Litestar], node: FakeNode) -> None:
     assert node.telemetry is not None and node.pool is not None
-    node.telemetry.record(event("r1", route="edge", reason="short-prompt", latency_ms=150.0, ttft_ms=30.0, cache="miss"))
-    node.telemetry.record(event("r2", route="cache-semantic", reason="semantic", latency_ms=4.0, similarity=0.95))
-    node.telemetry.record(event("r3", route="edge", reason="cloud-unhealthy", fallback="cloud->edge", cache="miss",
-                                cache_refusal="negation"))
+    node.telemetry.record(
+        event("r1", route="edge", reason="short-prompt", latency_ms=150.0, ttft_ms=30.0, cache="miss")
+    )
+    node.telemetry.record(
+        event("r2", route="cache-semantic", reason="semantic", latency_ms=4.0, similarity=0.95)
+    )
+    node.telemetry.record(
+        event(
+            "r3",
+            route="edge",
+            reason="cloud-unhealthy",
+            fallback="cloud->edge",
+            cache="miss",
+            cache_refusal="negation",
+        )
+    )
     node.pool.kill("gpu-b")
     response = client.get("/metrics")
     assert response.status_code == 200
     assert response.headers["content-type"] == "text/plain; version=0.0.4; charset=utf-8"
     got = families(response.text)
-    assert got["edgeroute_requests_total"][(("reason", "short-prompt"), ("route", "edge"), ("status", "ok"))] == 1
-    assert got["edgeroute_requests_total"][(("reason", "semantic"), ("route", "cache-semantic"), ("status", "ok"))] == 1
+    assert (
+        got["edgeroute_requests_total"][(("reason", "short-prompt"), ("route", "edge"), ("status", "ok"))]
+        == 1
+    )
+    assert (
+        got["edgeroute_requests_total"][
+            (("reason", "semantic"), ("route", "cache-semantic"), ("status", "ok"))
+        ]
+        == 1
+    )
     assert got["edgeroute_request_latency_seconds_count"][(("route", "edge"),)] == 2
-    assert got["edgeroute_request_latency_seconds_bucket"][(("le", "0.005"), ("route", "cache-semantic"))] == 1
+    assert (
+        got["edgeroute_request_latency_seconds_bucket"][(("le", "0.005"), ("route", "cache-semantic"))] == 1
+    )
     assert got["edgeroute_ttft_seconds_count"][(("route", "edge"),)] == 2
     assert got["edgeroute_cache_hits_total"][(("kind", "semantic"),)] == 1
     assert got["edgeroute_cache_misses_total"][()] == 2

@@ -17,7 +17,9 @@ def test_overview_shows_counters_and_charts(client: TestClient[Litestar], node: 
     assert node.telemetry is not None
     node.telemetry.record(event("r1", route="edge", cache="miss"))
     node.telemetry.record(event("r2", route="cache-exact"))
-    node.telemetry.record(event("r3", route="cloud", reason="complex", fallback="member-a->member-b", cache="miss"))
+    node.telemetry.record(
+        event("r3", route="cloud", reason="complex", fallback="member-a->member-b", cache="miss")
+    )
     page = client.get("/dashboard")
     assert page.status_code == 200
     assert page.headers["content-type"].startswith("text/html")
@@ -26,7 +28,7 @@ def test_overview_shows_counters_and_charts(client: TestClient[Litestar], node: 
     assert re.search(r'id="stat-exact">33\.3%<', html)
     assert re.search(r'id="split-cloud">1<', html)
     assert 'sse-connect="/dashboard/events?topics=stats,feed"' in html
-    assert html.count("<svg viewBox=\"0 0 1000 200\"") == 2  # route split over time, latency distribution
+    assert html.count('<svg viewBox="0 0 1000 200"') == 2  # route split over time, latency distribution
     assert 'class="r-cloud"' in html
     assert "member-a-&gt;member-b" in html
 
@@ -37,7 +39,9 @@ def test_pages_load_their_vendored_scripts_only(client: TestClient[Litestar]) ->
         assert page.status_code == 200, path
         scripts = re.findall(r'<script src="([^"]+)"', page.text)
         assert scripts == [
-            "/dashboard/static/vendor/htmx.min.js", "/dashboard/static/vendor/sse.js", "/dashboard/static/app.js"
+            "/dashboard/static/vendor/htmx.min.js",
+            "/dashboard/static/vendor/sse.js",
+            "/dashboard/static/app.js",
         ]
         assert "<script>" not in page.text
         assert "script-src 'self'" in page.headers["content-security-policy"]
@@ -58,8 +62,12 @@ def test_user_text_is_escaped_everywhere(client: TestClient[Litestar], node: Fak
 
 def test_feed_rows_open_their_details(client: TestClient[Litestar], node: FakeNode) -> None:
     assert node.telemetry is not None
-    node.telemetry.record(event("r1", route="cache-semantic", reason="semantic", similarity=0.9531, cache_refusal=None))
-    node.telemetry.record(event("r2", route="edge", private=True, prompt_preview="my secret", complexity=0.25))
+    node.telemetry.record(
+        event("r1", route="cache-semantic", reason="semantic", similarity=0.9531, cache_refusal=None)
+    )
+    node.telemetry.record(
+        event("r2", route="edge", private=True, prompt_preview="my secret", complexity=0.25)
+    )
     html = client.get("/dashboard/feed").text
     rows = re.findall(r'<tr id="req-([^"]+)"', html)
     assert rows == ["r2", "r1"]
@@ -103,7 +111,8 @@ def test_cache_page_stats_search_and_delete(client: TestClient[Litestar], node: 
     both = client.get("/dashboard/cache", params={"q": "tcp"}).text
     assert re.findall(r'data-entry-id="(\d+)"', both) == ["2"]
     assert "Explain &lt;b&gt;TCP&lt;/b&gt; slow start" in both
-    assert "No entry matches “nothing”" in client.get("/dashboard/cache/search", params={"q": "nothing"}).text
+    nothing = client.get("/dashboard/cache/search", params={"q": "nothing"}).text
+    assert "No entry matches “nothing”" in nothing
 
     refused = client.post("/dashboard/cache/entries/3/delete")
     assert refused.status_code == 403 and 3 in node.cache.entries

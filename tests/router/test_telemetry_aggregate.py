@@ -17,7 +17,9 @@ class Clock:
 
 
 def make(route: str = "edge", **fields: object) -> DecisionEvent:
-    base: dict[str, object] = dict(ts=0.0, request_id="r", tenant="t", model="auto", route=route, reason="why")
+    base: dict[str, object] = dict(
+        ts=0.0, request_id="r", tenant="t", model="auto", route=route, reason="why"
+    )
     base.update(fields)
     return DecisionEvent(**base)  # type: ignore[arg-type]
 
@@ -92,7 +94,9 @@ def test_no_lookups_means_no_hit_rate() -> None:
 
 
 def test_cost_saved_against_all_cloud() -> None:
-    prices = PriceSettings(cloud_prompt_per_1k=1.0, cloud_completion_per_1k=2.0, edge_per_1k=0.1, cache_per_1k=0.0)
+    prices = PriceSettings(
+        cloud_prompt_per_1k=1.0, cloud_completion_per_1k=2.0, edge_per_1k=0.1, cache_per_1k=0.0
+    )
     agg = Aggregator(prices, clock=Clock())
     agg.add(make("cloud", prompt_tokens=1000, completion_tokens=500))  # 1 + 1 = 2.0 either way
     agg.add(make("edge", prompt_tokens=1000, completion_tokens=1000))  # cloud 3.0, edge 0.2

@@ -11,7 +11,9 @@ from router.telemetry import DecisionEvent, EventBus, SubscriptionClosedError
 
 
 def make(i: int) -> DecisionEvent:
-    return DecisionEvent(ts=time.time(), request_id=f"r{i}", tenant="t", model="auto", route="edge", reason="x")
+    return DecisionEvent(
+        ts=time.time(), request_id=f"r{i}", tenant="t", model="auto", route="edge", reason="x"
+    )
 
 
 async def test_a_burst_arrives_as_one_batch_in_order() -> None:

@@ -12,14 +12,34 @@ from router.telemetry import DecisionEvent, InvalidEventError, Trace
 from router.telemetry.events import PREVIEW_CHARS
 
 CONTRACT_COLUMNS = [
-    "ts", "request_id", "tenant", "model", "route", "reason", "fallback", "degraded", "status", "error",
-    "prompt_tokens", "completion_tokens", "latency_ms", "ttft_ms", "similarity", "complexity", "member",
-    "stream", "private", "prompt_preview", "features",
+    "ts",
+    "request_id",
+    "tenant",
+    "model",
+    "route",
+    "reason",
+    "fallback",
+    "degraded",
+    "status",
+    "error",
+    "prompt_tokens",
+    "completion_tokens",
+    "latency_ms",
+    "ttft_ms",
+    "similarity",
+    "complexity",
+    "member",
+    "stream",
+    "private",
+    "prompt_preview",
+    "features",
 ]
 
 
 def make(**fields: object) -> DecisionEvent:
-    base: dict[str, object] = dict(ts=1000.0, request_id="r1", tenant="t", model="auto", route="edge", reason="short")
+    base: dict[str, object] = dict(
+        ts=1000.0, request_id="r1", tenant="t", model="auto", route="edge", reason="short"
+    )
     base.update(fields)
     return DecisionEvent(**base)  # type: ignore[arg-type]
 
@@ -39,9 +59,20 @@ def test_row_has_every_contract_column_in_order() -> None:
 
 def test_row_round_trip() -> None:
     event = make(
-        fallback="cloud->edge", degraded="cloud-unavailable", prompt_tokens=7, completion_tokens=9, latency_ms=12.5,
-        ttft_ms=3.25, similarity=0.97, complexity=0.12, member="m1", stream=True, prompt_preview="hi",
-        features={"prompt_tokens": 7, "hint": "auto"}, cache="miss", cache_refusal="negation",
+        fallback="cloud->edge",
+        degraded="cloud-unavailable",
+        prompt_tokens=7,
+        completion_tokens=9,
+        latency_ms=12.5,
+        ttft_ms=3.25,
+        similarity=0.97,
+        complexity=0.12,
+        member="m1",
+        stream=True,
+        prompt_preview="hi",
+        features={"prompt_tokens": 7, "hint": "auto"},
+        cache="miss",
+        cache_refusal="negation",
     )
     row = event.to_row()
     assert row["stream"] == 1 and row["private"] == 0

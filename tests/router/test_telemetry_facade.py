@@ -10,7 +10,13 @@ from router.telemetry import DecisionEvent, Telemetry, TelemetrySettings, read_d
 
 def make(i: int, **fields: object) -> DecisionEvent:
     base: dict[str, object] = dict(
-        ts=time.time(), request_id=f"r{i}", tenant="t", model="auto", route="edge", reason="short", latency_ms=10.0
+        ts=time.time(),
+        request_id=f"r{i}",
+        tenant="t",
+        model="auto",
+        route="edge",
+        reason="short",
+        latency_ms=10.0,
     )
     base.update(fields)
     return DecisionEvent(**base)  # type: ignore[arg-type]
@@ -28,7 +34,9 @@ async def test_record_goes_everywhere(tmp_path: Path) -> None:
     assert [e.request_id for e in telemetry.recent(2)] == ["r4", "r3"]
     await telemetry.flush()
     assert [e.request_id for e in read_decisions(telemetry.db_path)] == [f"r{i}" for i in range(5)]
-    assert b'edgeroute_requests_total{reason="short",route="edge",status="ok"} 3.0' in telemetry.render_metrics()
+    assert (
+        b'edgeroute_requests_total{reason="short",route="edge",status="ok"} 3.0' in telemetry.render_metrics()
+    )
     telemetry.unsubscribe(sub)
     await telemetry.aclose()
 

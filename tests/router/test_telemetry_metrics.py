@@ -14,7 +14,9 @@ from router.telemetry.metrics import Metrics
 
 
 def make(route: str, **fields: object) -> DecisionEvent:
-    base: dict[str, object] = dict(ts=time.time(), request_id="r", tenant="t", model="auto", route=route, reason="why")
+    base: dict[str, object] = dict(
+        ts=time.time(), request_id="r", tenant="t", model="auto", route=route, reason="why"
+    )
     base.update(fields)
     return DecisionEvent(**base)  # type: ignore[arg-type]
 
@@ -56,14 +58,37 @@ def samples(text: str) -> dict[tuple[str, tuple[tuple[str, str], ...]], float]:
 
 def test_decisions_feed_counters_and_histograms() -> None:
     m = Metrics()
-    m.observe(make("edge", reason="short", latency_ms=120.0, ttft_ms=20.0, prompt_tokens=5, completion_tokens=7, cache="miss"))
+    m.observe(
+        make(
+            "edge",
+            reason="short",
+            latency_ms=120.0,
+            ttft_ms=20.0,
+            prompt_tokens=5,
+            completion_tokens=7,
+            cache="miss",
+        )
+    )
     m.observe(make("cache-exact", reason="exact", latency_ms=2.0, ttft_ms=1.0, completion_tokens=7))
-    m.observe(make("cloud", reason="complex", fallback="member-a->member-b", latency_ms=900.0, cache="miss",
-                   cache_refusal="number-mismatch"))
+    m.observe(
+        make(
+            "cloud",
+            reason="complex",
+            fallback="member-a->member-b",
+            latency_ms=900.0,
+            cache="miss",
+            cache_refusal="number-mismatch",
+        )
+    )
     m.observe(make("error", reason="no-capacity", status="error", degraded="cloud-unavailable"))
     got = samples(m.render().decode())
     assert got[("edgeroute_requests_total", (("reason", "short"), ("route", "edge"), ("status", "ok")))] == 1
-    assert got[("edgeroute_requests_total", (("reason", "no-capacity"), ("route", "error"), ("status", "error")))] == 1
+    assert (
+        got[
+            ("edgeroute_requests_total", (("reason", "no-capacity"), ("route", "error"), ("status", "error")))
+        ]
+        == 1
+    )
     assert got[("edgeroute_request_latency_seconds_bucket", (("le", "0.25"), ("route", "edge")))] == 1
     assert got[("edgeroute_request_latency_seconds_bucket", (("le", "0.1"), ("route", "edge")))] == 0
     assert got[("edgeroute_request_latency_seconds_count", (("route", "cloud"),))] == 1
@@ -100,5 +125,10 @@ def test_live_gauges_come_from_edge_and_pool() -> None:
 def test_registry_is_private() -> None:
     m = Metrics()
     m.observe(make("edge"))
-    assert REGISTRY.get_sample_value("edgeroute_requests_total", {"route": "edge", "reason": "why", "status": "ok"}) is None
+    assert (
+        REGISTRY.get_sample_value(
+            "edgeroute_requests_total", {"route": "edge", "reason": "why", "status": "ok"}
+        )
+        is None
+    )
     Metrics()  # a second node in the same process registers without a clash

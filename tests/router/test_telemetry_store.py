@@ -15,8 +15,14 @@ from router.telemetry.store import MIGRATIONS, DecisionStore, connect, find_deci
 
 def make(i: int, **fields: object) -> DecisionEvent:
     base: dict[str, object] = dict(
-        ts=time.time(), request_id=f"r{i}", tenant="t", model="auto", route="edge", reason="short",
-        prompt_tokens=i, latency_ms=float(i),
+        ts=time.time(),
+        request_id=f"r{i}",
+        tenant="t",
+        model="auto",
+        route="edge",
+        reason="short",
+        prompt_tokens=i,
+        latency_ms=float(i),
     )
     base.update(fields)
     return DecisionEvent(**base)  # type: ignore[arg-type]
