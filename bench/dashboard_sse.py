@@ -107,6 +107,7 @@ def serve(port: int, rate: float, start_after: float, duration: float, data_dir:
 class ClientStats:
     messages: int = 0
     feed_messages: int = 0
+    stats_messages: int = 0
     rows: int = 0
     bytes: int = 0
     latencies_ms: list[float] = field(default_factory=list)
@@ -123,6 +124,8 @@ def sse_client(url: str, stop: threading.Event, stats: ClientStats) -> None:
                 now = time.time()
                 stats.messages += 1
                 stats.bytes += len(sse.data)
+                if sse.event == "stats":
+                    stats.stats_messages += 1
                 if sse.event == "feed":
                     stats.feed_messages += 1
                     for ts in re.findall(r'data-request-id="(\d+\.\d+)-\d+"', sse.data):
@@ -213,6 +216,7 @@ def main() -> None:
             cpu0 = cpu_seconds(server.pid)
             time.sleep(args.idle)
             cpu1, t1 = cpu_seconds(server.pid), time.monotonic()
+            at_load = [(c.feed_messages, c.stats_messages, c.bytes) for c in clients]
             page_ms: dict[str, list[float]] = {"/dashboard": [], "/dashboard/feed": [], "/metrics": []}
             with httpx.Client(timeout=30) as http:
                 while time.monotonic() - t1 < args.duration:
@@ -222,6 +226,7 @@ def main() -> None:
                         samples.append((time.perf_counter() - t) * 1000)
                     time.sleep(0.5)
             cpu2, t2 = cpu_seconds(server.pid), time.monotonic()
+            at_end = [(c.feed_messages, c.stats_messages, c.bytes) for c in clients]
             stop.set()
         finally:
             server.terminate()
@@ -235,14 +240,15 @@ def main() -> None:
         "duration_s": args.duration,
         "clients": args.clients,
         "rows_received_per_client": [c.rows for c in clients],
-        "sse_messages_per_client_per_s": round(
-            statistics.mean(c.messages for c in clients) / (args.idle + load_s), 2
+        # Per client, over the load window only.
+        "feed_messages_per_s": round(
+            statistics.mean(e[0] - b[0] for b, e in zip(at_load, at_end, strict=True)) / load_s, 2
         ),
-        "feed_messages_per_client_per_s": round(
-            statistics.mean(c.feed_messages for c in clients) / load_s, 2
+        "stats_messages_per_s": round(
+            statistics.mean(e[1] - b[1] for b, e in zip(at_load, at_end, strict=True)) / load_s, 2
         ),
-        "sse_kib_per_client_per_s": round(
-            statistics.mean(c.bytes for c in clients) / 1024 / (args.idle + load_s), 1
+        "sse_kib_per_s": round(
+            statistics.mean(e[2] - b[2] for b, e in zip(at_load, at_end, strict=True)) / 1024 / load_s, 1
         ),
         "delivery_ms_p50": round(pct(lat, 50), 1),
         "delivery_ms_p95": round(pct(lat, 95), 1),
@@ -258,9 +264,11 @@ def main() -> None:
         ("decisions/s recorded", f"{args.rate:g} for {args.duration:g} s"),
         ("SSE clients", str(args.clients)),
         ("rows received per client", ", ".join(str(c.rows) for c in clients)),
-        ("SSE messages/s per client", str(result["sse_messages_per_client_per_s"])),
-        ("feed messages/s per client", str(result["feed_messages_per_client_per_s"])),
-        ("SSE KiB/s per client", str(result["sse_kib_per_client_per_s"])),
+        (
+            "feed / stats SSE messages/s per client",
+            f"{result['feed_messages_per_s']} / {result['stats_messages_per_s']}",
+        ),
+        ("SSE KiB/s per client", str(result["sse_kib_per_s"])),
         (
             "delivery p50 / p95 / max (ms)",
             f"{result['delivery_ms_p50']} / {result['delivery_ms_p95']} / {result['delivery_ms_max']}",
