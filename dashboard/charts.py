@@ -128,7 +128,7 @@ def split_chart(snap: Snapshot) -> StackedChart:
     ticks = []
     if n:
         for i in (0, n // 2, n - 1):
-            ago = (n - 1 - i) * snap.series_step_s
+            ago = (n - i) * snap.series_step_s  # where the bar starts
             ticks.append((i, "now" if i == n - 1 else f"-{fmt_duration(ago)}"))
     title = f"Requests per {snap.series_step_s} s by route, last {fmt_duration(snap.window_s)}"
     return _stacked(title, columns, ticks)

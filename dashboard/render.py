@@ -37,7 +37,9 @@ def fmt_num(value: float | None, digits: int = 3) -> str:
 def fmt_money(value: float, currency: str = "USD") -> str:
     if abs(value) >= 100:
         return f"{value:,.2f} {currency}"
-    return f"{value:.4f} {currency}"
+    if abs(value) >= 0.01 or value == 0:
+        return f"{value:.4f} {currency}"
+    return f"{value:.6f} {currency}"
 
 
 def fmt_clock(ts: float | None) -> str:

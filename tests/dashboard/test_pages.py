@@ -149,3 +149,24 @@ def test_dashboard_path_and_switch(tmp_path: Path) -> None:
     with TestClient(fake_app(off)) as c:
         assert c.get("/dashboard").status_code == 404
         assert c.get("/metrics").status_code == 200
+
+
+def test_formatting_and_chart_geometry() -> None:
+    from dashboard.charts import nice_max, share_bar
+    from dashboard.render import fmt_duration, fmt_money, fmt_ms
+
+    assert [nice_max(v) for v in (0, 1, 3, 7, 12, 50, 51)] == [1, 1, 5, 10, 20, 50, 100]
+    assert [fmt_ms(v) for v in (None, 3.14159, 250.4, 1234.0, 12345.0)] == [
+        "–",
+        "3.1 ms",
+        "250 ms",
+        "1.23 s",
+        "12.3 s",
+    ]
+    assert [fmt_duration(v) for v in (45, 60, 150, 300, 3600)] == ["45s", "1m", "2m30s", "5m", "1h"]
+    assert fmt_money(0.0000625) == "0.000063 USD" and fmt_money(1234.5, "EUR") == "1,234.50 EUR"
+    segs = share_bar({"edge": 3, "cloud": 1}, width=1000)
+    assert [(s.route, s.x, s.width, s.pct) for s in segs] == [
+        ("edge", 0.0, 750.0, 75.0),
+        ("cloud", 750.0, 250.0, 25.0),
+    ]
