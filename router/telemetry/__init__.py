@@ -1,1 +1,37 @@
 """Telemetry of every routing decision: SQLite log, live event bus, Prometheus metrics."""
+
+from .aggregate import CostEstimate, Percentiles, RouteStats, SeriesPoint, Snapshot
+from .bus import EventBus, Subscription
+from .config import DashboardSettings, PriceSettings, TelemetrySettings
+from .errors import InvalidEventError, SubscriptionClosedError, TelemetryError
+from .events import ROUTES, DecisionEvent, Trace
+from .facade import Telemetry
+from .http import metrics_handler, telemetry_of
+from .sources import EdgeLoadView, MemberStatusLike, PoolView
+from .store import read_decisions
+
+__all__ = [
+    "ROUTES",
+    "CostEstimate",
+    "DashboardSettings",
+    "DecisionEvent",
+    "EdgeLoadView",
+    "EventBus",
+    "InvalidEventError",
+    "MemberStatusLike",
+    "Percentiles",
+    "PoolView",
+    "PriceSettings",
+    "RouteStats",
+    "SeriesPoint",
+    "Snapshot",
+    "Subscription",
+    "SubscriptionClosedError",
+    "Telemetry",
+    "TelemetryError",
+    "TelemetrySettings",
+    "Trace",
+    "metrics_handler",
+    "read_decisions",
+    "telemetry_of",
+]

@@ -1,0 +1,128 @@
+"""What the dashboard reads from the node, as small structural types, and how it finds them.
+
+The dashboard never imports the cache or the pool: ``app.state.node.pool`` and
+``app.state.node.cache`` are read through these protocols, and either may be absent (None),
+in which case the page says "not configured". Methods may be plain or ``async``.
+"""
+
+from __future__ import annotations
+
+import inspect
+from collections.abc import Awaitable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any, Protocol, TypeVar, runtime_checkable
+
+from litestar.datastructures import State
+
+from router.telemetry import EdgeLoadView, MemberStatusLike, PoolView, Telemetry, telemetry_of
+
+T = TypeVar("T")
+
+__all__ = [
+    "CacheEntryLike",
+    "CacheView",
+    "EntryRow",
+    "MemberStatusLike",
+    "NodeParts",
+    "PoolView",
+    "node_parts",
+]
+
+
+@runtime_checkable
+class CacheEntryLike(Protocol):
+    """One cache entry as the dashboard lists it (attributes or mapping keys)."""
+
+    id: int
+    tenant: str
+    model: str
+    prompt: str
+    text: str
+    tier: str
+
+
+@runtime_checkable
+class CacheView(Protocol):
+    """What the cache page needs from the edge cache."""
+
+    def stats(self) -> Mapping[str, Any] | Awaitable[Mapping[str, Any]]:
+        """Counters: ``entries``, ``size_bytes``, ``evictions``, ``refusals`` ({reason: n}); others as is."""
+        ...
+
+    def entries_per_tenant(self) -> Mapping[str, int] | Awaitable[Mapping[str, int]]: ...
+
+    def search(
+        self, text: str, tenant: str | None = None, limit: int = 20
+    ) -> Sequence[Any] | Awaitable[Sequence[Any]]:
+        """Entries whose prompt matches ``text`` (exact substring or nearest neighbours)."""
+        ...
+
+    def delete(self, entry_id: int) -> bool | Awaitable[bool]:
+        """Remove one entry; False when there was none with that id."""
+        ...
+
+
+async def resolve(value: T | Awaitable[T]) -> T:
+    """The value of a protocol method that may be sync or async."""
+    if inspect.isawaitable(value):
+        return await value
+    return value
+
+
+@dataclass(frozen=True, slots=True)
+class EntryRow:
+    """A cache entry normalised for the template."""
+
+    id: int
+    tenant: str
+    model: str
+    prompt: str
+    text: str
+    tier: str
+    hits: int | None
+    created_at: float | None
+    score: float | None
+
+    @classmethod
+    def of(cls, entry: Any) -> EntryRow:
+        def pick(*names: str) -> Any:
+            for name in names:
+                if isinstance(entry, Mapping):
+                    if name in entry:
+                        return entry[name]
+                elif hasattr(entry, name):
+                    return getattr(entry, name)
+            return None
+
+        return cls(
+            id=int(pick("id", "entry_id")),
+            tenant=str(pick("tenant") or ""),
+            model=str(pick("model") or ""),
+            prompt=str(pick("prompt", "prompt_text") or ""),
+            text=str(pick("text", "answer") or ""),
+            tier=str(pick("tier") or ""),
+            hits=pick("hits"),
+            created_at=pick("created_at", "ts"),
+            score=pick("score", "similarity"),
+        )
+
+
+@dataclass(frozen=True, slots=True)
+class NodeParts:
+    """The parts of the running node a page may show; any of them may be missing."""
+
+    telemetry: Telemetry | None
+    edge: EdgeLoadView | None
+    pool: PoolView | None
+    cache: CacheView | None
+
+
+def node_parts(state: State) -> NodeParts:
+    node = getattr(state, "node", None)
+    edge = getattr(node, "edge", None)
+    return NodeParts(
+        telemetry=telemetry_of(state),
+        edge=edge if isinstance(edge, EdgeLoadView) else None,
+        pool=getattr(node, "pool", None),
+        cache=getattr(node, "cache", None),
+    )

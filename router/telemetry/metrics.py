@@ -1,0 +1,192 @@
+"""Prometheus metrics of the node, on a private registry (never the process-global one)."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator
+from typing import Final
+
+from prometheus_client import CollectorRegistry, Counter, Histogram, generate_latest
+from prometheus_client.metrics_core import CounterMetricFamily, GaugeMetricFamily, Metric
+from prometheus_client.registry import Collector
+
+from .events import DecisionEvent
+from .sources import CIRCUIT_STATES, EdgeLoadView, PoolView
+
+# The text format 0.0.4; the server appends "; charset=utf-8" as it does for every text type.
+CONTENT_TYPE: Final = "text/plain; version=0.0.4"
+
+# Seconds; from a cache hit (~1 ms) to a long cloud generation.
+LATENCY_BUCKETS: Final = (
+    0.001,
+    0.0025,
+    0.005,
+    0.01,
+    0.025,
+    0.05,
+    0.1,
+    0.25,
+    0.5,
+    1.0,
+    2.5,
+    5.0,
+    10.0,
+    30.0,
+    60.0,
+)
+TTFT_BUCKETS: Final = (0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0)
+
+
+class _LiveCollector(Collector):
+    """Gauges read at scrape time from the edge engine and the cloud pool."""
+
+    def __init__(self, counts: Callable[[], dict[str, int]]) -> None:
+        self.edge: EdgeLoadView | None = None
+        self.pool: PoolView | None = None
+        self._counts = counts
+
+    def describe(self) -> Iterator[Metric]:
+        # Members come and go: nothing to announce up front (and no source to read at register).
+        return iter(())
+
+    def collect(self) -> Iterator[Metric]:
+        if self.edge is not None:
+            load = self.edge.load()
+            running = GaugeMetricFamily(
+                "edgeroute_edge_running", "Requests the edge engine is generating now"
+            )
+            running.add_metric([], load.running)
+            waiting = GaugeMetricFamily("edgeroute_edge_queue_depth", "Requests waiting in the edge queue")
+            waiting.add_metric([], load.waiting)
+            capacity = GaugeMetricFamily("edgeroute_edge_capacity", "Requests the edge engine runs at once")
+            capacity.add_metric([], load.capacity)
+            yield from (running, waiting, capacity)
+        if self.pool is not None:
+            yield from _pool_families(self.pool)
+        counts = self._counts()
+        written = CounterMetricFamily("edgeroute_telemetry_written", "Decisions written to the telemetry log")
+        written.add_metric([], counts.get("written", 0))
+        dropped = CounterMetricFamily(
+            "edgeroute_telemetry_dropped",
+            "Decisions lost (log write failed or live client too slow)",
+            labels=["where"],
+        )
+        dropped.add_metric(["log"], counts.get("dropped_log", 0))
+        dropped.add_metric(["live"], counts.get("dropped_live", 0))
+        yield from (written, dropped)
+
+
+def _pool_families(pool: PoolView) -> Iterator[Metric]:
+    members = list(pool.status())
+    up = GaugeMetricFamily("edgeroute_pool_member_up", "1 when the member is healthy", labels=["member"])
+    circuit = GaugeMetricFamily(
+        "edgeroute_pool_member_circuit",
+        "1 for the member's current circuit state",
+        labels=["member", "state"],
+    )
+    outstanding = GaugeMetricFamily(
+        "edgeroute_pool_member_outstanding", "Requests in flight or queued at the member", labels=["member"]
+    )
+    running = GaugeMetricFamily(
+        "edgeroute_pool_member_running", "Requests the member runs", labels=["member"]
+    )
+    waiting = GaugeMetricFamily(
+        "edgeroute_pool_member_waiting", "Requests queued at the member", labels=["member"]
+    )
+    failures = GaugeMetricFamily(
+        "edgeroute_pool_member_failures", "Recent failures counted by the breaker", labels=["member"]
+    )
+    latency = GaugeMetricFamily(
+        "edgeroute_pool_member_latency_p50_seconds", "Median request latency of the member", labels=["member"]
+    )
+    ttft = GaugeMetricFamily(
+        "edgeroute_pool_member_ttft_p50_seconds", "Median TTFT of the member", labels=["member"]
+    )
+    healthy = GaugeMetricFamily("edgeroute_pool_healthy_members", "Members able to take requests")
+    healthy.add_metric([], sum(1 for m in members if m.healthy))
+    for m in members:
+        up.add_metric([m.name], 1.0 if m.healthy else 0.0)
+        for state in CIRCUIT_STATES:
+            circuit.add_metric([m.name, state], 1.0 if m.circuit == state else 0.0)
+        outstanding.add_metric([m.name], m.outstanding)
+        running.add_metric([m.name], m.running)
+        waiting.add_metric([m.name], m.waiting)
+        failures.add_metric([m.name], m.failures)
+        if m.latency_ms_p50 is not None:
+            latency.add_metric([m.name], m.latency_ms_p50 / 1000)
+        if m.ttft_ms_p50 is not None:
+            ttft.add_metric([m.name], m.ttft_ms_p50 / 1000)
+    yield from (healthy, up, circuit, outstanding, running, waiting, failures, latency, ttft)
+
+
+class Metrics:
+    """Counters and histograms fed by decisions, and gauges read live at scrape time."""
+
+    def __init__(self, counts: Callable[[], dict[str, int]] | None = None) -> None:
+        self.registry = CollectorRegistry(auto_describe=True)
+        r = self.registry
+        self.requests = Counter(
+            "edgeroute_requests",
+            "Requests by route, reason and status",
+            ["route", "reason", "status"],
+            registry=r,
+        )
+        self.latency = Histogram(
+            "edgeroute_request_latency_seconds",
+            "End-to-end latency by route",
+            ["route"],
+            buckets=LATENCY_BUCKETS,
+            registry=r,
+        )
+        self.ttft = Histogram(
+            "edgeroute_ttft_seconds",
+            "Time to first token by route",
+            ["route"],
+            buckets=TTFT_BUCKETS,
+            registry=r,
+        )
+        self.tokens = Counter("edgeroute_tokens", "Tokens by route and kind", ["route", "kind"], registry=r)
+        self.fallbacks = Counter(
+            "edgeroute_fallbacks", "Fallbacks by kind (from->to)", ["fallback"], registry=r
+        )
+        self.degraded = Counter("edgeroute_degraded", "Degraded answers by cause", ["degraded"], registry=r)
+        self.cache_hits = Counter("edgeroute_cache_hits", "Cache hits by kind", ["kind"], registry=r)
+        self.cache_misses = Counter(
+            "edgeroute_cache_misses", "Cache lookups that found nothing to serve", registry=r
+        )
+        self.cache_refusals = Counter(
+            "edgeroute_cache_refusals",
+            "Near-duplicates refused by a guard, by reason",
+            ["reason"],
+            registry=r,
+        )
+        self._live = _LiveCollector(counts or dict)
+        r.register(self._live)
+
+    def observe(self, event: DecisionEvent) -> None:
+        """Count one decision."""
+        self.requests.labels(event.route, event.reason, event.status).inc()
+        self.latency.labels(event.route).observe(event.latency_ms / 1000)
+        if event.ttft_ms is not None:
+            self.ttft.labels(event.route).observe(event.ttft_ms / 1000)
+        if event.prompt_tokens:
+            self.tokens.labels(event.route, "prompt").inc(event.prompt_tokens)
+        if event.completion_tokens:
+            self.tokens.labels(event.route, "completion").inc(event.completion_tokens)
+        if event.fallback:
+            self.fallbacks.labels(event.fallback).inc()
+        if event.degraded:
+            self.degraded.labels(event.degraded).inc()
+        if event.is_cache_hit:
+            self.cache_hits.labels(event.route.removeprefix("cache-")).inc()
+        elif event.cache == "miss":
+            self.cache_misses.inc()
+        if event.cache_refusal:
+            self.cache_refusals.labels(event.cache_refusal).inc()
+
+    def render(self, edge: EdgeLoadView | None = None, pool: PoolView | None = None) -> bytes:
+        """The Prometheus text exposition, with the live gauges of ``edge`` and ``pool``."""
+        self._live.edge, self._live.pool = edge, pool
+        try:
+            return generate_latest(self.registry)
+        finally:
+            self._live.edge = self._live.pool = None

@@ -1,0 +1,45 @@
+"""What telemetry reads from the rest of the node at scrape time, as small structural types.
+
+Telemetry never imports the cloud pool; anything with these attributes will do (``cloud``'s
+``MemberStatus`` and ``CloudPool`` are meant to fit).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Protocol, runtime_checkable
+
+from models import EngineLoad
+
+
+@runtime_checkable
+class MemberStatusLike(Protocol):
+    """One cloud pool member as the pool reports it."""
+
+    name: str
+    base_url: str
+    healthy: bool
+    circuit: str  # "closed" | "open" | "half-open"
+    outstanding: int
+    running: int
+    waiting: int
+    latency_ms_p50: float | None
+    ttft_ms_p50: float | None
+    failures: int
+
+
+@runtime_checkable
+class PoolView(Protocol):
+    """The cloud pool's live status, one entry per member."""
+
+    def status(self) -> Sequence[MemberStatusLike]: ...
+
+
+@runtime_checkable
+class EdgeLoadView(Protocol):
+    """The edge engine's queue."""
+
+    def load(self) -> EngineLoad: ...
+
+
+CIRCUIT_STATES = ("closed", "half-open", "open")

@@ -1,0 +1,278 @@
+"""The decision log: ``decisions`` in ``<data_dir>/telemetry.db``, written in batches by one thread."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import queue
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Final
+
+import pysqlite3 as sqlite3
+import sqlite_utils
+
+from .errors import TelemetryError
+from .events import DecisionEvent
+
+log = logging.getLogger(__name__)
+
+_PRUNE_EVERY_S: Final = 60.0
+
+
+def _m0001_decisions(db: sqlite_utils.Database) -> None:
+    db["decisions"].create(
+        {
+            "id": int,
+            "ts": float,
+            "request_id": str,
+            "tenant": str,
+            "model": str,
+            "route": str,
+            "reason": str,
+            "fallback": str,
+            "degraded": str,
+            "status": str,
+            "error": str,
+            "prompt_tokens": int,
+            "completion_tokens": int,
+            "latency_ms": float,
+            "ttft_ms": float,
+            "similarity": float,
+            "complexity": float,
+            "member": str,
+            "stream": int,
+            "private": int,
+            "prompt_preview": str,
+            "features": str,
+        },
+        pk="id",
+        not_null={"ts", "request_id", "tenant", "model", "route", "reason", "status"},
+        if_not_exists=True,
+    )
+    db["decisions"].create_index(["ts"], if_not_exists=True)
+    db["decisions"].create_index(["request_id"], if_not_exists=True)
+
+
+def _m0002_cache_outcome(db: sqlite_utils.Database) -> None:
+    columns = db["decisions"].columns_dict
+    if "cache" not in columns:
+        db["decisions"].add_column("cache", str)
+    if "cache_refusal" not in columns:
+        db["decisions"].add_column("cache_refusal", str)
+
+
+# Applied in this order, each once, recorded by name in ``_migrations``; append, never reorder.
+MIGRATIONS: Final[tuple[tuple[str, Callable[[sqlite_utils.Database], None]], ...]] = (
+    ("0001_decisions", _m0001_decisions),
+    ("0002_cache_outcome", _m0002_cache_outcome),
+)
+
+
+def migrate(db: sqlite_utils.Database) -> list[str]:
+    """Apply the migrations this database lacks; return the names applied."""
+    db["_migrations"].create({"name": str, "applied_at": float}, pk="name", if_not_exists=True)
+    done = {row["name"] for row in db["_migrations"].rows}
+    applied = []
+    for name, step in MIGRATIONS:
+        if name in done:
+            continue
+        with db.atomic():
+            step(db)
+            db["_migrations"].insert({"name": name, "applied_at": time.time()})
+        applied.append(name)
+    return applied
+
+
+def connect(path: Path) -> sqlite_utils.Database:
+    """Open (creating if needed) and migrate the log; WAL so readers never block the writer."""
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        conn = sqlite3.connect(str(path), check_same_thread=False, timeout=5.0)
+        db = sqlite_utils.Database(conn)
+        db.enable_wal()
+        db.execute("PRAGMA synchronous=NORMAL")
+        migrate(db)
+    except (sqlite3.Error, OSError) as exc:
+        raise TelemetryError(
+            f"cannot open the telemetry log {path}: {exc}", code="telemetry_unavailable"
+        ) from exc
+    return db
+
+
+def _open_readonly(path: Path) -> sqlite3.Connection:
+    if not path.is_file():
+        raise TelemetryError(f"no telemetry log at {path}", code="telemetry_not_found")
+    try:
+        conn = sqlite3.connect(f"file:{path}?mode=ro", uri=True, timeout=5.0)
+    except sqlite3.Error as exc:
+        raise TelemetryError(
+            f"cannot open the telemetry log {path}: {exc}", code="telemetry_unavailable"
+        ) from exc
+    conn.row_factory = sqlite3.Row
+    return conn
+
+
+def _query(path: Path, sql: str, params: tuple[Any, ...]) -> list[DecisionEvent]:
+    conn = _open_readonly(path)
+    try:
+        rows = conn.execute(sql, params).fetchall()
+    except sqlite3.Error as exc:
+        raise TelemetryError(
+            f"cannot read the telemetry log {path}: {exc}", code="telemetry_unavailable"
+        ) from exc
+    finally:
+        conn.close()
+    return [DecisionEvent.from_row(dict(row)) for row in rows]
+
+
+def read_decisions(db_path: Path | str, limit: int | None = None) -> list[DecisionEvent]:
+    """The logged decisions, oldest first; with ``limit``, only the most recent ``limit`` of them."""
+    path = Path(db_path)
+    if limit is None:
+        return _query(path, "SELECT * FROM decisions ORDER BY id", ())
+    inner = "SELECT * FROM decisions ORDER BY id DESC LIMIT ?"
+    return _query(path, f"SELECT * FROM ({inner}) ORDER BY id", (int(limit),))
+
+
+def find_decision(db_path: Path | str, request_id: str) -> DecisionEvent | None:
+    """The most recent logged decision of one request, or None."""
+    found = _query(
+        Path(db_path), "SELECT * FROM decisions WHERE request_id = ? ORDER BY id DESC LIMIT 1", (request_id,)
+    )
+    return found[0] if found else None
+
+
+@dataclass(slots=True)
+class _Flush:
+    done: threading.Event = field(default_factory=threading.Event)
+
+
+_STOP: Final = object()
+
+
+class DecisionStore:
+    """Queues decisions and writes them from one thread, many rows per transaction.
+
+    ``put`` never blocks and never raises: the request path must not wait on the disk. A write
+    that fails is logged and its rows are counted in ``dropped``.
+    """
+
+    def __init__(
+        self,
+        path: Path,
+        *,
+        write_interval_s: float = 0.5,
+        write_batch: int = 500,
+        retention_s: float = 30 * 86400,
+        max_rows: int = 1_000_000,
+    ) -> None:
+        self.path = path
+        self.db = connect(path)
+        self._interval = write_interval_s
+        self._batch = write_batch
+        self._retention_s = retention_s
+        self._max_rows = max_rows
+        self._queue: queue.SimpleQueue[Any] = queue.SimpleQueue()
+        self._columns = [c for c in self.db["decisions"].columns_dict if c != "id"]
+        self.written = 0
+        self.dropped = 0
+        self._last_prune = 0.0
+        self._closed = False
+        self._prune()
+        self._thread = threading.Thread(target=self._run, name="telemetry-writer", daemon=True)
+        self._thread.start()
+
+    def put(self, event: DecisionEvent) -> None:
+        if self._closed:
+            self.dropped += 1
+            return
+        self._queue.put(event)
+
+    async def flush(self) -> None:
+        """Wait until every decision put before this call is written."""
+        if self._closed:
+            return
+        marker = _Flush()
+        self._queue.put(marker)
+        await asyncio.to_thread(marker.done.wait)
+
+    async def aclose(self) -> None:
+        """Write what is queued, stop the writer thread, close the database."""
+        if self._closed:
+            return
+        self._closed = True
+        self._queue.put(_STOP)
+        await asyncio.to_thread(self._thread.join)
+        self.db.conn.close()
+
+    def _run(self) -> None:
+        stop = False
+        while not stop:
+            item = self._queue.get()
+            pending: list[DecisionEvent] = []
+            markers: list[_Flush] = []
+            deadline = time.monotonic() + self._interval
+            while True:
+                if item is _STOP:
+                    stop = True
+                    break
+                if isinstance(item, _Flush):
+                    markers.append(item)
+                    break
+                pending.append(item)
+                if len(pending) >= self._batch:
+                    break
+                remaining = deadline - time.monotonic()
+                if remaining <= 0:
+                    break
+                try:
+                    item = self._queue.get(timeout=remaining)
+                except queue.Empty:
+                    break
+            self._write(pending)
+            for marker in markers:
+                marker.done.set()
+        # Anything queued behind the stop marker (put raced with close) is still written.
+        rest: list[DecisionEvent] = []
+        while True:
+            try:
+                item = self._queue.get_nowait()
+            except queue.Empty:
+                break
+            if isinstance(item, DecisionEvent):
+                rest.append(item)
+            elif isinstance(item, _Flush):
+                item.done.set()
+        self._write(rest)
+
+    def _write(self, events: list[DecisionEvent]) -> None:
+        if not events:
+            return
+        rows = [event.to_row() for event in events]
+        placeholders = ", ".join("?" for _ in self._columns)
+        sql = f"INSERT INTO decisions ({', '.join(self._columns)}) VALUES ({placeholders})"
+        try:
+            with self.db.atomic():
+                self.db.conn.executemany(sql, [tuple(r.get(c) for c in self._columns) for r in rows])
+            self.written += len(rows)
+        except sqlite3.Error:
+            self.dropped += len(rows)
+            log.exception("telemetry: %d decisions could not be written to %s", len(rows), self.path)
+        if time.monotonic() - self._last_prune > _PRUNE_EVERY_S:
+            self._prune()
+
+    def _prune(self) -> None:
+        """Keep the log within its retention age and row cap."""
+        self._last_prune = time.monotonic()
+        try:
+            with self.db.atomic():
+                self.db.execute("DELETE FROM decisions WHERE ts < ?", [time.time() - self._retention_s])
+                self.db.execute(
+                    "DELETE FROM decisions WHERE id <= (SELECT max(id) FROM decisions) - ?", [self._max_rows]
+                )
+        except sqlite3.Error:
+            log.exception("telemetry: pruning %s failed", self.path)
