@@ -15,7 +15,8 @@ from litestar.response import Stream
 from models import Completion, GenerationRequest, Usage
 
 from .errors import AuthenticationError
-from .node import Node, RequestContext, RoutedStream
+from .node import Node, RequestContext
+from .pipeline import RoutedStream
 from .openai_format import ChunkWriter, Kind, completion_body, new_id
 from .schemas import ChatCompletionRequest, CompletionRequest
 
@@ -50,7 +51,7 @@ def request_context(request: Request[Any, Any, State], body: ChatCompletionReque
     header_private = _flag(request.headers.get("x-edgeroute-private"))
     cache = body.cache if body.cache is not None else header_cache
     private = bool(body.private) or bool(header_private)
-    return RequestContext(tenant=tenant, cache=cache, private=private)
+    return RequestContext(tenant=tenant, cache=cache, private=private, stream=body.stream)
 
 
 def _headers(routed: RoutedStream) -> dict[str, str]:
@@ -126,4 +127,11 @@ class OpenAIController(Controller):
 async def healthz(request: Request[Any, Any, State]) -> dict[str, Any]:
     node: Node = request.app.state.node
     load = node.edge.load()
-    return {"status": "ok", "edge": {"model": node.edge_model, "running": load.running, "waiting": load.waiting}}
+    body: dict[str, Any] = {
+        "status": "ok",
+        "edge": {"model": node.edge_model, "running": load.running, "waiting": load.waiting},
+    }
+    if node.pool is not None:
+        members = node.pool.status()
+        body["cloud"] = {"members": len(members), "healthy": sum(1 for m in members if m.healthy)}
+    return body

@@ -17,14 +17,13 @@ from edge import (
     EngineClosedError,
     EngineLoadError,
     GenerationError,
-    LlamaEngine,
     PromptTooLongError,
 )
-from models import EdgerouteError, UnknownModelError, resolve
+from models import EdgerouteError, UnknownModelError
 
 from .api import OpenAIController, healthz
 from .errors import AuthenticationError, ConfigError, InvalidRequestError, NoCapacityError
-from .node import Node
+from .node import build_node
 from .openai_format import error_body
 from .settings import Settings
 
@@ -111,13 +110,12 @@ def _unexpected(_: Request[Any, Any, Any], exc: Exception) -> Response[Any]:
 
 def create_app(settings: Settings) -> Litestar:
     """Build the node's ASGI app; the engine is loaded when the app starts, closed when it stops."""
+    # The factory is the one place that knows the dashboard (it depends on router.telemetry).
+    from dashboard import DashboardPlugin
 
     @asynccontextmanager
     async def lifespan(app: Litestar) -> AsyncIterator[None]:
-        settings.data_dir.mkdir(parents=True, exist_ok=True)
-        spec = resolve(settings.edge.model, settings.models_dir)
-        engine = LlamaEngine(spec, settings.edge)
-        node = Node(settings, engine, spec.alias)
+        node = await build_node(settings)
         app.state.node = node
         try:
             yield
@@ -126,6 +124,7 @@ def create_app(settings: Settings) -> Litestar:
 
     return Litestar(
         route_handlers=[OpenAIController, healthz],
+        plugins=[DashboardPlugin(settings.telemetry)],
         lifespan=[lifespan],
         exception_handlers={
             EdgerouteError: _edgeroute_error,

@@ -54,7 +54,10 @@ def serve(
     )
     settings = settings.model_copy(update={"server": server})
     logging.basicConfig(level=log_level.upper(), format="%(asctime)s %(levelname)s %(name)s: %(message)s")
-    uvicorn.run(create_app(settings), host=server.host, port=server.port, log_level=log_level)
+    # An open dashboard tab holds an SSE connection; do not let it block shutdown.
+    uvicorn.run(
+        create_app(settings), host=server.host, port=server.port, log_level=log_level, timeout_graceful_shutdown=5
+    )
 
 
 @models_app.command("list")

@@ -8,7 +8,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from cloud import CloudError
-from edge import CacheHit, CacheKey, EdgeSaturatedError, EngineClosedError, GenerationError, Lookup
+from edge import EdgeSaturatedError, EngineClosedError, GenerationError
 from models import Chunk, Engine, GenerationRequest, Usage
 
 from .errors import NoCapacityError
@@ -17,6 +17,8 @@ from .policy import Decision, Features
 from .telemetry import Trace
 
 if TYPE_CHECKING:
+    from edge import CacheHit, CacheKey
+
     from .node import Node, RequestContext
 
 log = logging.getLogger(__name__)
@@ -71,12 +73,16 @@ async def route(node: Node, gen: GenerationRequest, ctx: RequestContext, stream:
     trace = Trace(gen.request_id, ctx.tenant, gen.model, prompt=text, stream=stream, private=private)
 
     key: CacheKey | None = None
-    lookup = Lookup(hit=None, embedding=None, refusal=None)
+    hit: CacheHit | None = None
+    refusal: str | None = None
+    embedding = None
     cacheable = node.cache is not None and ctx.cache is not False and (gen.params.deterministic or ctx.cache is True)
     if cacheable:
+        from edge import CacheKey
+
         key = CacheKey(ctx.tenant, gen.model, gen.messages, gen.prompt, gen.params, {})
         lookup = await node.cache.lookup(key)  # type: ignore[union-attr]
-    embedding = lookup.embedding
+        hit, refusal, embedding = lookup.hit, lookup.refusal, lookup.embedding
     if embedding is None and node.embedder is not None:
         embedding = await node.embedder.embed(text)
 
@@ -85,11 +91,10 @@ async def route(node: Node, gen: GenerationRequest, ctx: RequestContext, stream:
     common: dict[str, Any] = {
         "features": features,
         "complexity": features.complexity,
-        "cache": None if not cacheable else ("hit" if lookup.hit else "miss"),
-        "cache_refusal": lookup.refusal,
+        "cache": None if not cacheable else ("hit" if hit else "miss"),
+        "cache_refusal": refusal,
     }
 
-    hit = lookup.hit
     if hit is not None and not (hit.tier == "edge" and decision.target == "cloud"):
         route_name = f"cache-{hit.kind}"
         trace.first_token()
