@@ -23,6 +23,7 @@ from .errors import (
 from .events import MemberStatus, PoolEvent
 from .local import LocalMember
 from .pool import CloudPool
+from .runtime import open_pool
 
 __all__ = [
     "CloudError",
@@ -43,6 +44,7 @@ __all__ = [
     "PoolSettings",
     "PoolUnavailableError",
     "StreamBrokenError",
+    "open_pool",
 ]
 
 

@@ -63,8 +63,12 @@ class Member:
             base_url=settings.base_url,
             headers=headers,
             # Read deadlines are enforced per phase (first token, stall) around the stream itself.
-            timeout=httpx.Timeout(connect=pool.connect_timeout_s, read=None, write=pool.connect_timeout_s, pool=None),
-            limits=httpx.Limits(max_connections=pool.max_connections, max_keepalive_connections=pool.max_connections),
+            timeout=httpx.Timeout(
+                connect=pool.connect_timeout_s, read=None, write=pool.connect_timeout_s, pool=None
+            ),
+            limits=httpx.Limits(
+                max_connections=pool.max_connections, max_keepalive_connections=pool.max_connections
+            ),
         )
         self.breaker = CircuitBreaker(pool.failure_threshold, pool.cooldown_s, pool.max_cooldown_s)
         self.outstanding = 0
@@ -139,12 +143,19 @@ class Member:
         self._transition(transition)
         return allowed
 
-    def _failed(self, exc: MemberError | StreamBrokenError, request_id: str, attempt: int, started: float) -> None:
+    def _failed(
+        self, exc: MemberError | StreamBrokenError, request_id: str, attempt: int, started: float
+    ) -> None:
         self.last_error = exc.message
         transition = self.breaker.failure()
         kind: EventKind = "stream_broken" if isinstance(exc, StreamBrokenError) else "failure"
-        self._emit(kind, request_id, attempt=attempt, error=exc.message,
-                   latency_ms=(time.perf_counter() - started) * 1000)
+        self._emit(
+            kind,
+            request_id,
+            attempt=attempt,
+            error=exc.message,
+            latency_ms=(time.perf_counter() - started) * 1000,
+        )
         self._transition(transition, exc.message)
 
     def apply_probe(self, result: Probe) -> None:
@@ -162,7 +173,11 @@ class Member:
 
     async def check(self) -> Probe:
         result = await probe(
-            self._client, self.settings.root_url, self.settings.model, self._pool.health_timeout_s, self.outstanding
+            self._client,
+            self.settings.root_url,
+            self.settings.model,
+            self._pool.health_timeout_s,
+            self.outstanding,
         )
         self.apply_probe(result)
         return result
@@ -180,10 +195,13 @@ class Member:
         first_at: float | None = None
         verdict = False
         self.outstanding += 1
+        counted = True
         try:
             async with contextlib.AsyncExitStack() as stack:
                 async with asyncio.timeout_at(deadline):  # connect, send, and wait for the headers
-                    source = await stack.enter_async_context(aconnect_sse(self._client, "POST", path, json=body))
+                    source = await stack.enter_async_context(
+                        aconnect_sse(self._client, "POST", path, json=body)
+                    )
                     await self._check_status(source.response)
                 events = source.aiter_sse()
                 finish: str | None = None
@@ -217,6 +235,9 @@ class Member:
                 first_at = time.perf_counter()
                 self._started(request.request_id, attempt, started, first_at)
             verdict = True
+            # Done on the member: stop counting it now, not when the consumer lets go of the generator.
+            self.outstanding -= 1
+            counted = False
             self._succeeded(request.request_id, attempt, started, first_at)
             yield Chunk("", finish_reason=finish, usage=usage or Usage(0, n_text))
         except CloudRequestError:
@@ -232,7 +253,8 @@ class Member:
                 raise
             raise error from exc
         finally:
-            self.outstanding -= 1
+            if counted:
+                self.outstanding -= 1
             if not verdict:  # the consumer left (cancelled, hedged, client gone): no verdict on the member
                 self.breaker.release()
 
@@ -245,7 +267,9 @@ class Member:
         latency = (time.perf_counter() - started) * 1000
         self.latency.add(latency)
         transition = self.breaker.success()
-        self._emit("success", request_id, attempt=attempt, latency_ms=latency, ttft_ms=(first_at - started) * 1000)
+        self._emit(
+            "success", request_id, attempt=attempt, latency_ms=latency, ttft_ms=(first_at - started) * 1000
+        )
         self._transition(transition)
 
     async def _check_status(self, response: httpx.Response) -> None:
@@ -258,15 +282,22 @@ class Member:
             raise CloudRequestError(message, param=param, code=code)
         raise MemberHTTPError(text, member=self.name, status=response.status_code, code=code)
 
-    def _translate(self, exc: Exception, parts: list[str], after_first: bool) -> MemberError | StreamBrokenError:
+    def _translate(
+        self, exc: Exception, parts: list[str], after_first: bool
+    ) -> MemberError | StreamBrokenError:
         if isinstance(exc, MemberError):
             reason = exc.message
         elif isinstance(exc, TimeoutError):
             phase = "after a chunk" if after_first else "before the first token"
             limit = self._pool.stall_timeout_s if after_first else self._pool.first_token_timeout_s
             reason = f"member {self.name} was silent for {limit:g}s {phase}"
+        elif isinstance(exc, SSEError):  # an httpx.TransportError subclass, but the answer's fault
+            reason = f"member {self.name} did not answer with an event stream: {exc}"
+        elif isinstance(exc, httpx.ConnectError | httpx.ConnectTimeout):
+            reason = f"member {self.name} is unreachable ({type(exc).__name__}: {exc})"
         elif isinstance(exc, httpx.HTTPError):
-            reason = f"member {self.name}: {type(exc).__name__}: {exc or 'connection failed'}"
+            detail = f": {exc}" if str(exc) else ""
+            reason = f"member {self.name}: connection lost ({type(exc).__name__}{detail})"
         elif isinstance(exc, Refused):
             reason = f"member {self.name} sent an error event: {exc}"
         else:
@@ -277,7 +308,7 @@ class Member:
             return exc
         if isinstance(exc, TimeoutError):
             return MemberTimeoutError(reason, member=self.name, code="member_timeout")
-        if isinstance(exc, httpx.TransportError):
+        if isinstance(exc, httpx.TransportError) and not isinstance(exc, SSEError):
             return MemberConnectError(reason, member=self.name, code="member_unreachable")
         return MemberProtocolError(reason, member=self.name, code="member_protocol")
 

@@ -38,8 +38,12 @@ class PoolSettings(BaseModel):
     local_member: bool = Field(True, description="start one local member when none is configured")
     local_model: str = Field(EDGE_DEFAULT, description="registry alias the local member serves (fp32 twin)")
     local_tensor_parallel: int = Field(1, ge=1, description="ranks of the local member")
-    local_port: int | None = Field(None, ge=1, le=65535, description="port of the local member (default: free)")
-    local_startup_timeout_s: float = Field(300.0, gt=0, description="how long the local member may take to load")
+    local_port: int | None = Field(
+        None, ge=1, le=65535, description="port of the local member (default: free)"
+    )
+    local_startup_timeout_s: float = Field(
+        300.0, gt=0, description="how long the local member may take to load"
+    )
 
     connect_timeout_s: float = Field(2.0, gt=0, description="TCP connect timeout per attempt")
     first_token_timeout_s: float = Field(
@@ -53,11 +57,15 @@ class PoolSettings(BaseModel):
     cooldown_s: float = Field(5.0, gt=0, description="open circuit wait before a half-open probe")
     max_cooldown_s: float = Field(60.0, gt=0, description="cooldown cap (it doubles after each failed probe)")
 
-    retries: int = Field(2, ge=0, description="extra attempts before the first token (connect errors, 429, 5xx)")
+    retries: int = Field(
+        2, ge=0, description="extra attempts before the first token (connect errors, 429, 5xx)"
+    )
     backoff_initial_s: float = Field(0.05, ge=0, description="first retry backoff; doubles, with jitter")
     backoff_max_s: float = Field(1.0, ge=0)
 
-    hedging: bool = Field(False, description="send a second attempt when the first is slow to its first token")
+    hedging: bool = Field(
+        False, description="send a second attempt when the first is slow to its first token"
+    )
     hedge_after_s: float = Field(2.0, gt=0, description="delay before the hedged attempt")
 
     max_connections: int = Field(64, ge=1, description="HTTP connections per member")

@@ -58,7 +58,9 @@ class MemberProtocolError(MemberError):
 class StreamBrokenError(CloudError):
     """A stream broke after its first token; ``partial`` is the text received so far."""
 
-    def __init__(self, message: str, *, partial: str, member: str, code: str | None = "stream_broken") -> None:
+    def __init__(
+        self, message: str, *, partial: str, member: str, code: str | None = "stream_broken"
+    ) -> None:
         super().__init__(message, code=code)
         self.partial = partial
         self.member = member

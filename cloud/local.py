@@ -160,12 +160,19 @@ class LocalMember(ServerProcess):
         self.host = host
         self.port = port or free_port(host)
         argv = [
-            sys.executable, "-m", "cloud.member",
-            "--model", model,
-            "--tensor-parallel", str(tensor_parallel),
-            "--host", host,
-            "--port", str(self.port),
-            "--parent-pid", str(os.getpid()),
+            sys.executable,
+            "-m",
+            "cloud.member",
+            "--model",
+            model,
+            "--tensor-parallel",
+            str(tensor_parallel),
+            "--host",
+            host,
+            "--port",
+            str(self.port),
+            "--parent-pid",
+            str(os.getpid()),
         ]
         if threads is not None:
             argv += ["--threads", str(threads)]

@@ -9,14 +9,21 @@ import statistics
 from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass
 
-from tenacity import AsyncRetrying, RetryCallState, retry_if_exception, stop_after_attempt, wait_exponential_jitter
+from tenacity import (
+    AsyncRetrying,
+    RetryCallState,
+    retry_if_exception,
+    stop_after_attempt,
+    wait_exponential_jitter,
+)
 
 from models import Chunk, EngineLoad, GenerationRequest
 
 from .client import Member
 from .config import MemberSettings, PoolSettings
-from .errors import MemberError, PoolUnavailableError
+from .errors import CloudError, MemberError, PoolUnavailableError
 from .events import MemberStatus, PoolEvent
+from .local import LocalMember
 
 log = logging.getLogger(__name__)
 
@@ -51,6 +58,17 @@ class CloudPool:
         self.members = [Member(m, settings, self._emit) for m in chosen]
         self._rr = 0
         self._health_task: asyncio.Task[None] | None = None
+        self.local_member: LocalMember | None = None  # set by open_pool when it started one
+
+    def add_member(self, settings: MemberSettings) -> Member:
+        """Add a member at run time (e.g. a local member once it is ready); the health loop picks it up."""
+        if any(m.name == settings.name for m in self.members):
+            raise CloudError(
+                f"a cloud member named {settings.name!r} already exists", code="duplicate_member"
+            )
+        member = Member(settings, self.settings, self._emit)
+        self.members.append(member)
+        return member
 
     # -- lifecycle -------------------------------------------------------------------------
 
@@ -178,7 +196,9 @@ class CloudPool:
     ) -> _Opened:
         member = self._choose(tried)
         if member is None:
-            states = ", ".join(f"{m.name}: {m.breaker.state}" for m in self.members) or "no members configured"
+            states = (
+                ", ".join(f"{m.name}: {m.breaker.state}" for m in self.members) or "no members configured"
+            )
             message = f"no cloud member is available ({states})"
             if failures:
                 message += f"; last failure: {failures[-1]}"
@@ -189,27 +209,28 @@ class CloudPool:
             return await _first(member, request, attempt)
         return await self._hedged(member, request, attempt, tried)
 
-    async def _hedged(self, member: Member, request: GenerationRequest, attempt: int, tried: list[str]) -> _Opened:
+    async def _hedged(
+        self, member: Member, request: GenerationRequest, attempt: int, tried: list[str]
+    ) -> _Opened:
         """Race a second member against a first one slow to its first token; the loser is cancelled."""
-        primary = asyncio.create_task(_first(member, request, attempt))
-        done, _ = await asyncio.wait({primary}, timeout=self.settings.hedge_after_s)
-        if done:
-            return primary.result()
-        other = self._choose(tried)
-        if other is None or other.name in tried:
-            if other is not None:
-                other.breaker.release()
-            return await primary
-        tried.append(other.name)
-        self._emit(PoolEvent("hedge", other.name, request.request_id, attempt))
-        pending = {primary, asyncio.create_task(_first(other, request, attempt))}
-        error: BaseException | None = None
+        tasks = [asyncio.create_task(_first(member, request, attempt))]
         try:
+            done, _ = await asyncio.wait(tasks, timeout=self.settings.hedge_after_s)
+            if not done:
+                other = self._choose(tried)
+                if other is not None and other.name not in tried:
+                    tried.append(other.name)
+                    self._emit(PoolEvent("hedge", other.name, request.request_id, attempt))
+                    tasks.append(asyncio.create_task(_first(other, request, attempt)))
+                elif other is not None:
+                    other.breaker.release()
+            pending: set[asyncio.Task[_Opened]] = set(tasks)
+            error: BaseException | None = None
             while pending:
                 done, pending = await asyncio.wait(pending, return_when=asyncio.FIRST_COMPLETED)
                 winners = [t for t in done if t.exception() is None]
-                for t in done:
-                    error = t.exception() or error
+                for task in done:
+                    error = task.exception() or error
                 if winners:
                     for extra in winners[1:]:
                         await extra.result().chunks.aclose()  # type: ignore[attr-defined]
@@ -217,16 +238,20 @@ class CloudPool:
             assert error is not None
             raise error
         finally:
-            for task in pending:
+            losers = [t for t in tasks if not t.done()]
+            for task in losers:
                 task.cancel()
-            await asyncio.gather(*pending, return_exceptions=True)
+            await asyncio.gather(*losers, return_exceptions=True)
 
     def _retrying(self, request: GenerationRequest, state: RetryCallState, failures: list[str]) -> None:
         exc = state.outcome.exception() if state.outcome is not None else None
         message = getattr(exc, "message", str(exc))
         failures.append(message)
-        self._emit(PoolEvent("retry", getattr(exc, "member", None), request.request_id, state.attempt_number,
-                             error=message))
+        self._emit(
+            PoolEvent(
+                "retry", getattr(exc, "member", None), request.request_id, state.attempt_number, error=message
+            )
+        )
 
     def _emit(self, event: PoolEvent) -> None:
         if self._on_event is None:

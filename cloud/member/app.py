@@ -37,7 +37,9 @@ _STATUS: tuple[tuple[type[MemberServerError], int, str], ...] = (
 )
 
 
-def _error(message: str, err_type: str, status: int, param: str | None = None, code: str | None = None) -> Response[Any]:
+def _error(
+    message: str, err_type: str, status: int, param: str | None = None, code: str | None = None
+) -> Response[Any]:
     body = {"error": {"message": message, "type": err_type, "param": param, "code": code}}
     return Response(body, status_code=status)
 
@@ -137,7 +139,9 @@ def _usage(piece: Piece) -> dict[str, int]:
     }
 
 
-def create_member_app(engine: TorchEngine, metrics: MemberMetrics, settings: MemberServerSettings) -> Litestar:
+def create_member_app(
+    engine: TorchEngine, metrics: MemberMetrics, settings: MemberServerSettings
+) -> Litestar:
     """The ASGI app of rank 0."""
     served = settings.name
 
@@ -150,8 +154,11 @@ def create_member_app(engine: TorchEngine, metrics: MemberMetrics, settings: Mem
 
     def check_model(model: str) -> None:
         if model != served:
-            raise BadRequestError(f"the model `{model}` does not exist; this member serves `{served}`",
-                                  param="model", code="model_not_found")
+            raise BadRequestError(
+                f"the model `{model}` does not exist; this member serves `{served}`",
+                param="model",
+                code="model_not_found",
+            )
 
     async def respond(kind: Kind, body: ChatBody | CompletionBody, plan: Plan) -> Response[Any]:
         job = engine.submit(plan)
@@ -212,8 +219,13 @@ def create_member_app(engine: TorchEngine, metrics: MemberMetrics, settings: Mem
 
     @get("/v1/models", guards=[api_key_guard])
     async def list_models() -> dict[str, Any]:
-        card = {"id": served, "object": "model", "created": 0, "owned_by": "edgeroute",
-                "max_model_len": settings.max_model_len}
+        card = {
+            "id": served,
+            "object": "model",
+            "created": 0,
+            "owned_by": "edgeroute",
+            "max_model_len": settings.max_model_len,
+        }
         return {"object": "list", "data": [card]}
 
     @get("/health")

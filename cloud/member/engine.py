@@ -163,7 +163,9 @@ class TorchEngine:
             raise RankFailureError(f"the member is going down: {self.fatal_reason}", code="rank_failure")
         with self._lock:
             if self._waiting >= self._settings.max_waiting:
-                raise OverloadedError(f"the member's queue is full ({self._waiting} waiting)", code="overloaded")
+                raise OverloadedError(
+                    f"the member's queue is full ({self._waiting} waiting)", code="overloaded"
+                )
             self._waiting += 1
         job = _Job(plan, asyncio.get_running_loop())
         self._jobs.put(job)
@@ -209,7 +211,9 @@ class TorchEngine:
                     self._serve(job)
                 except Exception as exc:  # noqa: BLE001 - every failure must reach the requests
                     if self._group.world_size > 1:
-                        self._die(f"tensor-parallel step failed: {exc}", job if isinstance(job, _Job) else None)
+                        self._die(
+                            f"tensor-parallel step failed: {exc}", job if isinstance(job, _Job) else None
+                        )
                         return
                     log.exception("generation failed")
                     if isinstance(job, _Job):
@@ -237,7 +241,9 @@ class TorchEngine:
         self._group.send(Command("generate", plan.ids))
         seq = Sequence(self._model)
         logits = seq.prefill(list(plan.ids))
-        generator = torch.Generator().manual_seed(plan.seed if plan.seed is not None else random.getrandbits(63))
+        generator = torch.Generator().manual_seed(
+            plan.seed if plan.seed is not None else random.getrandbits(63)
+        )
         decoder = DeltaDecoder(self._tok)
         cutter = StopCutter(plan.stops)
         n_out = 0

@@ -16,7 +16,9 @@ log = logging.getLogger(__name__)
 
 def serve(settings: MemberServerSettings, models_dir: Path) -> None:
     """Run a member until it is stopped (SIGINT/SIGTERM) or one of its ranks dies."""
-    logging.basicConfig(level=settings.log_level.upper(), format="%(asctime)s rank0 %(levelname)s %(message)s")
+    logging.basicConfig(
+        level=settings.log_level.upper(), format="%(asctime)s rank0 %(levelname)s %(message)s"
+    )
     if settings.parent_pid is not None:
         exit_with_parent(settings.parent_pid)
     if settings.engine == "vllm":
@@ -45,15 +47,30 @@ def serve(settings: MemberServerSettings, models_dir: Path) -> None:
     model, tokenizer = load_model(weights, device, tensor_parallel=world > 1)
     metrics = MemberMetrics(settings.name)
     engine = TorchEngine(
-        model, tokenizer, Lockstep(world, device), settings, metrics,
+        model,
+        tokenizer,
+        Lockstep(world, device),
+        settings,
+        metrics,
         on_fatal=ranks.fatal if ranks is not None else _no_group,
     )
     app = create_member_app(engine, metrics, settings)
-    log.warning("member %s (%d rank%s) on http://%s:%d", settings.name, world, "s" * (world > 1),
-                settings.host, settings.port)
+    log.warning(
+        "member %s (%d rank%s) on http://%s:%d",
+        settings.name,
+        world,
+        "s" * (world > 1),
+        settings.host,
+        settings.port,
+    )
     try:
-        uvicorn.run(app, host=settings.host, port=settings.port, log_level=settings.log_level,
-                    timeout_graceful_shutdown=5)
+        uvicorn.run(
+            app,
+            host=settings.host,
+            port=settings.port,
+            log_level=settings.log_level,
+            timeout_graceful_shutdown=5,
+        )
     finally:
         if ranks is not None:
             ranks.quiesce()

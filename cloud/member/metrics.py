@@ -25,16 +25,25 @@ class MemberMetrics:
             "vllm:num_requests_waiting", "Requests waiting to be decoded.", labels, registry=self.registry
         ).labels(model_name)
         self._ttft = Histogram(
-            "vllm:time_to_first_token_seconds", "Time to first token.", labels,
-            buckets=_LATENCY_BUCKETS, registry=self.registry,
+            "vllm:time_to_first_token_seconds",
+            "Time to first token.",
+            labels,
+            buckets=_LATENCY_BUCKETS,
+            registry=self.registry,
         ).labels(model_name)
         self._e2e = Histogram(
-            "vllm:e2e_request_latency_seconds", "Request latency, queueing included.", labels,
-            buckets=_LATENCY_BUCKETS, registry=self.registry,
+            "vllm:e2e_request_latency_seconds",
+            "Request latency, queueing included.",
+            labels,
+            buckets=_LATENCY_BUCKETS,
+            registry=self.registry,
         ).labels(model_name)
         self._queue = Histogram(
-            "vllm:request_queue_time_seconds", "Time spent waiting in the queue.", labels,
-            buckets=_LATENCY_BUCKETS, registry=self.registry,
+            "vllm:request_queue_time_seconds",
+            "Time spent waiting in the queue.",
+            labels,
+            buckets=_LATENCY_BUCKETS,
+            registry=self.registry,
         ).labels(model_name)
         self._prompt = Counter(
             "vllm:prompt_tokens", "Prompt tokens processed.", labels, registry=self.registry
@@ -55,7 +64,9 @@ class MemberMetrics:
     def queued(self, seconds: float) -> None:
         self._queue.observe(seconds)
 
-    def finished(self, reason: str, prompt_tokens: int, completion_tokens: int, *, ttft: float, e2e: float) -> None:
+    def finished(
+        self, reason: str, prompt_tokens: int, completion_tokens: int, *, ttft: float, e2e: float
+    ) -> None:
         self._prompt.inc(prompt_tokens)
         self._generated.inc(completion_tokens)
         self._ttft.observe(ttft)

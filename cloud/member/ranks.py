@@ -86,7 +86,9 @@ class Ranks:
         for rank in range(1, self.settings.tensor_parallel):
             env = child_env(
                 {
-                    SETTINGS_ENV: self.settings.model_copy(update={"parent_pid": os.getpid()}).model_dump_json(),
+                    SETTINGS_ENV: self.settings.model_copy(
+                        update={"parent_pid": os.getpid()}
+                    ).model_dump_json(),
                     WEIGHTS_ENV: str(self.weights),
                     "RANK": str(rank),
                     "LOCAL_RANK": str(rank),

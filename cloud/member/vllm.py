@@ -13,13 +13,21 @@ from ..errors import VllmUnavailableError
 def vllm_command(settings: MemberServerSettings, weights: Path, executable: str = "vllm") -> list[str]:
     """The `vllm serve` command line equivalent to these member settings."""
     cmd = [
-        executable, "serve", str(weights),
-        "--served-model-name", settings.name,
-        "--tensor-parallel-size", str(settings.tensor_parallel),
-        "--host", settings.host,
-        "--port", str(settings.port),
-        "--max-model-len", str(settings.max_model_len),
-        "--dtype", "float32",
+        executable,
+        "serve",
+        str(weights),
+        "--served-model-name",
+        settings.name,
+        "--tensor-parallel-size",
+        str(settings.tensor_parallel),
+        "--host",
+        settings.host,
+        "--port",
+        str(settings.port),
+        "--max-model-len",
+        str(settings.max_model_len),
+        "--dtype",
+        "float32",
     ]
     if settings.api_key:
         cmd += ["--api-key", settings.api_key]

@@ -41,7 +41,9 @@ def ensure_weights(model: str, models_dir: Path) -> Path:
     except EdgerouteError as exc:
         raise WeightsError(exc.message, param="model", code=exc.code) from exc
     if spec.kind == "embedding":
-        raise WeightsError(f"{model!r} is an embedding model; a member serves a generative model", param="model")
+        raise WeightsError(
+            f"{model!r} is an embedding model; a member serves a generative model", param="model"
+        )
     target = twin_dir(spec.alias, models_dir)
     if _complete(target, spec.sha256):
         return target

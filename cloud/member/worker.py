@@ -17,7 +17,9 @@ def main() -> None:
     rank = int(os.environ["RANK"])
     # Ctrl-C reaches the whole process group; rank 0 decides when the ranks stop.
     signal.signal(signal.SIGINT, signal.SIG_IGN)
-    logging.basicConfig(level=settings.log_level.upper(), format=f"%(asctime)s rank{rank} %(levelname)s %(message)s")
+    logging.basicConfig(
+        level=settings.log_level.upper(), format=f"%(asctime)s rank{rank} %(levelname)s %(message)s"
+    )
     if settings.parent_pid is not None:
         exit_with_parent(settings.parent_pid)
 

@@ -3,6 +3,7 @@ raw TCP servers that misbehave on purpose (one never answers, one plays a script
 
 from __future__ import annotations
 
+import contextlib
 import json
 import socket
 import sys
@@ -43,18 +44,28 @@ def llama_server(log_dir: Path, name: str = "llama") -> ServerProcess:
     port = free_port()
     gguf = resolve(EDGE_DEFAULT, default_models_dir()).path
     argv = [
-        sys.executable, "-m", "llama_cpp.server",
-        "--model", str(gguf),
-        "--model_alias", LLAMA_ALIAS,
-        "--host", "127.0.0.1",
-        "--port", str(port),
-        "--n_threads", "1",
-        "--n_ctx", "2048",
+        sys.executable,
+        "-m",
+        "llama_cpp.server",
+        "--model",
+        str(gguf),
+        "--model_alias",
+        LLAMA_ALIAS,
+        "--host",
+        "127.0.0.1",
+        "--port",
+        str(port),
+        "--n_threads",
+        "1",
+        "--n_ctx",
+        "2048",
         # By default a new request cuts the running stream short; a pool member must queue instead.
-        "--interrupt_requests", "False",
+        "--interrupt_requests",
+        "False",
     ]
-    proc = ServerProcess(argv, f"http://127.0.0.1:{port}/v1/models", log_path=log_dir / f"{name}.log",
-                         startup_timeout_s=120)
+    proc = ServerProcess(
+        argv, f"http://127.0.0.1:{port}/v1/models", log_path=log_dir / f"{name}.log", startup_timeout_s=120
+    )
     proc.port = port  # type: ignore[attr-defined]
     return proc
 
@@ -105,10 +116,8 @@ class _TCPServer:
         self._closed.set()
         self.sock.close()
         for conn in self._conns:
-            try:
+            with contextlib.suppress(OSError):
                 conn.close()
-            except OSError:
-                pass
 
 
 class HangingServer(_TCPServer):
@@ -123,10 +132,10 @@ def sse(*payloads: str) -> bytes:
 
 
 def chat_chunk(text: str | None = None, finish: str | None = None) -> str:
-    delta = "{}" if text is None else '{"content": %s}' % json.dumps(text)
-    fin = "null" if finish is None else f'"{finish}"'
-    return '{"id":"x","object":"chat.completion.chunk","choices":[{"index":0,"delta":%s,"finish_reason":%s}]}' % (
-        delta, fin)
+    """One chat completion chunk as vLLM sends it (``text=None``: an empty delta)."""
+    delta = {} if text is None else {"content": text}
+    choice = {"index": 0, "delta": delta, "finish_reason": finish}
+    return json.dumps({"id": "x", "object": "chat.completion.chunk", "choices": [choice]})
 
 
 class ScriptedServer(_TCPServer):
@@ -135,8 +144,12 @@ class ScriptedServer(_TCPServer):
     The response is chunked so a 'cut' ends the connection mid-body, as a dying server does.
     """
 
-    def __init__(self, script: Sequence[tuple[object, ...]], status: str = "200 OK",
-                 content_type: str = "text/event-stream") -> None:
+    def __init__(
+        self,
+        script: Sequence[tuple[object, ...]],
+        status: str = "200 OK",
+        content_type: str = "text/event-stream",
+    ) -> None:
         self.script = list(script)
         self.status = status
         self.content_type = content_type
@@ -160,8 +173,10 @@ class ScriptedServer(_TCPServer):
     def handle(self, conn: socket.socket) -> None:
         try:
             self._read_request(conn)
-            head = (f"HTTP/1.1 {self.status}\r\ncontent-type: {self.content_type}\r\n"
-                    "transfer-encoding: chunked\r\nconnection: close\r\n\r\n")
+            head = (
+                f"HTTP/1.1 {self.status}\r\ncontent-type: {self.content_type}\r\n"
+                "transfer-encoding: chunked\r\nconnection: close\r\n\r\n"
+            )
             conn.sendall(head.encode())
             for step in self.script:
                 if step[0] == "send":

@@ -6,10 +6,9 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from cloud_servers import llama_server, running, torch_member
 
 from cloud.local import LocalMember, ServerProcess
-
-from cloud_servers import llama_server, running, torch_member
 
 
 @pytest.fixture(scope="session")

@@ -44,13 +44,15 @@ async def direct_deltas(base_url: str, model: str, request: GenerationRequest) -
 
     path, body = request_body(request, model)
     out: list[str] = []
-    async with httpx.AsyncClient(base_url=base_url, timeout=120) as client:
-        async with client.stream("POST", path, json=body) as resp:
-            async for line in resp.aiter_lines():
-                if line.startswith("data: ") and line != "data: [DONE]":
-                    event = json.loads(line[6:])
-                    if event["choices"] and event["choices"][0]["delta"].get("content"):
-                        out.append(event["choices"][0]["delta"]["content"])
+    async with (
+        httpx.AsyncClient(base_url=base_url, timeout=120) as client,
+        client.stream("POST", path, json=body) as resp,
+    ):
+        async for line in resp.aiter_lines():
+            if line.startswith("data: ") and line != "data: [DONE]":
+                event = json.loads(line[6:])
+                if event["choices"] and event["choices"][0]["delta"].get("content"):
+                    out.append(event["choices"][0]["delta"]["content"])
     return out
 
 
@@ -77,7 +79,9 @@ async def test_continuation_through_the_pool(member: LocalMember) -> None:
 
 async def test_requests_spread_across_members(member: LocalMember, llama: ServerProcess) -> None:
     events: list[PoolEvent] = []
-    async with CloudPool(settings(), members=[member.settings, llama_settings(llama)], on_event=events.append) as pool:
+    async with CloudPool(
+        settings(), members=[member.settings, llama_settings(llama)], on_event=events.append
+    ) as pool:
         answers = await asyncio.gather(*(collect(pool.stream(greedy(4))) for _ in range(6)))
         assert all(a.text for a in answers)
         served = Counter(e.member for e in events if e.kind == "success")
@@ -85,10 +89,14 @@ async def test_requests_spread_across_members(member: LocalMember, llama: Server
         assert [s.outstanding for s in pool.status()] == [0, 0]
 
 
-async def test_metrics_steer_requests_away_from_a_busy_member(member: LocalMember, llama: ServerProcess) -> None:
+async def test_metrics_steer_requests_away_from_a_busy_member(
+    member: LocalMember, llama: ServerProcess
+) -> None:
     """Another client's request shows in the member's vLLM gauges: the pool sends ours elsewhere."""
     events: list[PoolEvent] = []
-    async with CloudPool(settings(), members=[member.settings, llama_settings(llama)], on_event=events.append) as pool:
+    async with CloudPool(
+        settings(), members=[member.settings, llama_settings(llama)], on_event=events.append
+    ) as pool:
         other = Member(member.settings, settings())  # a different client of the same member
         busy = other.stream(greedy(200))
         await anext(busy)  # decoding now
@@ -115,14 +123,20 @@ async def test_a_member_that_never_answers_is_timed_out(member: LocalMember) -> 
 
         events: list[PoolEvent] = []
         members = [hang.settings("hang"), member.settings]  # ties go to the first member: the hanging one
-        pool = CloudPool(ps, members=members, on_event=events.append)  # no health round yet: only requests tell
+        pool = CloudPool(
+            ps, members=members, on_event=events.append
+        )  # no health round yet: only requests tell
         try:
             answers = [await collect(pool.stream(greedy(4))) for _ in range(2)]
             assert all(a.text for a in answers)
             failures = [e for e in events if e.kind == "failure"]
             assert [e.member for e in failures] == ["hang"]
             assert "before the first token" in (failures[0].error or "")
-            assert [e.kind for e in events if e.kind in ("retry", "success")] == ["retry", "success", "success"]
+            assert [e.kind for e in events if e.kind in ("retry", "success")] == [
+                "retry",
+                "success",
+                "success",
+            ]
             # The active health check sees it too: accepting connections is not being alive.
             await pool.check_health()
             hang_row = pool.status()[0]
@@ -154,7 +168,10 @@ async def test_hedging_races_a_slow_first_token(member: LocalMember) -> None:
 
 
 async def test_all_members_down_is_one_clear_error_quickly() -> None:
-    down = [MemberSettings(name=f"down{i}", base_url=f"http://127.0.0.1:{free_port()}/v1", model="m") for i in range(2)]
+    down = [
+        MemberSettings(name=f"down{i}", base_url=f"http://127.0.0.1:{free_port()}/v1", model="m")
+        for i in range(2)
+    ]
     events: list[PoolEvent] = []
     async with CloudPool(settings(retries=2), members=down, on_event=events.append) as pool:
         started = time.monotonic()

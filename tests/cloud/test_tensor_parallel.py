@@ -17,8 +17,10 @@ pytestmark = pytest.mark.slow
 
 PROMPTS = [
     [{"role": "user", "content": "What is the capital of France?"}],
-    [{"role": "system", "content": "Answer in one short sentence."},
-     {"role": "user", "content": "Why is the sky blue?"}],
+    [
+        {"role": "system", "content": "Answer in one short sentence."},
+        {"role": "user", "content": "Why is the sky blue?"},
+    ],
 ]
 
 
@@ -43,7 +45,9 @@ def _gone(pid: int) -> bool:
     return stat.exists() and stat.read_text().split()[2] == "Z"
 
 
-def test_three_ranks_match_one_rank_then_a_dead_rank_stops_the_member(member: LocalMember, logs: Path) -> None:
+def test_three_ranks_match_one_rank_then_a_dead_rank_stops_the_member(
+    member: LocalMember, logs: Path
+) -> None:
     expected = [_greedy(member.port, member.model, p) for p in PROMPTS]
     with torch_member(logs, tensor_parallel=3, name="tp3") as tp3:
         assert tp3.pid is not None

@@ -18,7 +18,9 @@ def tokenizer() -> Any:
     return AutoTokenizer.from_pretrained(ensure_weights(EDGE_DEFAULT, default_models_dir()))
 
 
-@pytest.mark.parametrize("text", ["Hello, world! Paris is nice.", "Café ☕ — naïve 日本語 🤖🎉", "  two  spaces\n\nnew"])
+@pytest.mark.parametrize(
+    "text", ["Hello, world! Paris is nice.", "Café ☕ — naïve 日本語 🤖🎉", "  two  spaces\n\nnew"]
+)
 def test_deltas_rebuild_the_text_with_whole_characters(tokenizer: Any, text: str) -> None:
     ids = tokenizer(text, add_special_tokens=False).input_ids
     decoder = DeltaDecoder(tokenizer)
