@@ -6,7 +6,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import statistics
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator, Callable, Collection
 from dataclasses import dataclass
 
 from tenacity import (
@@ -127,8 +127,12 @@ class CloudPool:
 
     # -- requests --------------------------------------------------------------------------
 
-    async def stream(self, request: GenerationRequest) -> AsyncIterator[Chunk]:
-        opened = await self._open(request)
+    async def stream(
+        self, request: GenerationRequest, *, avoid: Collection[str] = ()
+    ) -> AsyncIterator[Chunk]:
+        """Chunks of the first member that answers; ``avoid`` names members to use only if no
+        other can serve (e.g. the one whose stream just broke, when continuing from its partial)."""
+        opened = await self._open(request, list(avoid))
         try:
             yield opened.first
             async for chunk in opened.chunks:
@@ -165,8 +169,7 @@ class CloudPool:
         self._rr += 1
         return member if member.acquire() else None
 
-    async def _open(self, request: GenerationRequest) -> _Opened:
-        tried: list[str] = []
+    async def _open(self, request: GenerationRequest, tried: list[str]) -> _Opened:
         failures: list[str] = []
         retrying = AsyncRetrying(
             stop=stop_after_attempt(self.settings.retries + 1),

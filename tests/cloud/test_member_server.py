@@ -116,11 +116,17 @@ def test_errors_use_openai_bodies_and_vllm_statuses(http: httpx.Client, member: 
 def test_health_and_vllm_metrics_follow_the_load(http: httpx.Client, member: LocalMember) -> None:
     assert http.get("/health").status_code == 200
     assert parse_load(http.get("/metrics").text) == (0, 0)
-    body = {"model": member.model, "messages": QUESTION, "max_tokens": 64, "temperature": 0, "stream": True}
-    with http.stream("POST", "/v1/chat/completions", json=body) as resp:
+    # A prompt that keeps going, so the request is still decoding when /metrics is read.
+    body = {
+        "model": member.model,
+        "prompt": "1, 2, 3, 4,",
+        "max_tokens": 300,
+        "temperature": 0,
+        "stream": True,
+    }
+    with http.stream("POST", "/v1/completions", json=body) as resp:
         lines = resp.iter_lines()
-        while '"content": ""' in (line := next(lines)) or not line:
-            pass  # past the opening chunk: the request is being decoded
+        assert next(lines).startswith("data: ")  # the first token: decoding now
         assert parse_load(http.get("/metrics").text) == (1, 0)
     # Leaving the stream early cancels the generation on the member.
     deadline = time.monotonic() + 60

@@ -24,7 +24,7 @@ from cloud import (
 )
 from cloud.local import LocalMember, ServerProcess
 from cloud.member.ranks import free_port
-from models import Chunk, GenerationRequest, SamplingParams, collect
+from models import Chunk, Engine, GenerationRequest, SamplingParams, collect
 
 QUESTION = ({"role": "user", "content": "What is the capital of France?"},)
 
@@ -94,11 +94,14 @@ async def test_metrics_steer_requests_away_from_a_busy_member(
 ) -> None:
     """Another client's request shows in the member's vLLM gauges: the pool sends ours elsewhere."""
     events: list[PoolEvent] = []
+    # Health rounds every minute: the scrape taken below stays fresh (3 intervals) for the whole test.
+    ps = settings(health_interval_s=60)
     async with CloudPool(
-        settings(), members=[member.settings, llama_settings(llama)], on_event=events.append
+        ps, members=[member.settings, llama_settings(llama)], on_event=events.append
     ) as pool:
         other = Member(member.settings, settings())  # a different client of the same member
-        busy = other.stream(greedy(200))
+        counting = GenerationRequest(SamplingParams(max_tokens=300, temperature=0.0), prompt="1, 2, 3, 4,")
+        busy = other.stream(counting)  # keeps decoding for the whole test
         await anext(busy)  # decoding now
         await pool.check_health()
         local = pool.status()[0]
@@ -114,6 +117,7 @@ async def test_a_member_that_never_answers_is_timed_out(member: LocalMember) -> 
     hang = HangingServer()
     try:
         ps = settings(first_token_timeout_s=1.0)
+        generous = settings(first_token_timeout_s=5.0)  # the live member must answer in time even under load
         lone = Member(hang.settings("hang"), ps)
         started = time.monotonic()
         with pytest.raises(MemberTimeoutError, match="silent for 1s before the first token"):
@@ -123,9 +127,8 @@ async def test_a_member_that_never_answers_is_timed_out(member: LocalMember) -> 
 
         events: list[PoolEvent] = []
         members = [hang.settings("hang"), member.settings]  # ties go to the first member: the hanging one
-        pool = CloudPool(
-            ps, members=members, on_event=events.append
-        )  # no health round yet: only requests tell
+        # No health round yet: only requests can tell.
+        pool = CloudPool(generous, members=members, on_event=events.append)
         try:
             answers = [await collect(pool.stream(greedy(4))) for _ in range(2)]
             assert all(a.text for a in answers)
@@ -205,6 +208,7 @@ async def test_the_requests_own_fault_is_not_retried_nor_held_against_the_member
 
 async def test_health_checks_scrape_and_status(member: LocalMember, llama: ServerProcess) -> None:
     async with CloudPool(settings(), members=[member.settings, llama_settings(llama)]) as pool:
+        assert isinstance(pool, Engine) and all(isinstance(m, Engine) for m in pool.members)
         await collect(pool.stream(greedy(3)))
         rows = {s.name: s for s in pool.status()}
         assert rows["torch"].healthy and rows["llama"].healthy

@@ -154,3 +154,18 @@ async def test_pool_does_not_retry_after_the_first_token() -> None:
         await pool.aclose()
         broken.close()
         good.close()
+
+
+async def test_a_continuation_avoids_the_member_whose_stream_broke() -> None:
+    first = ScriptedServer([*HELLO, ("send", sse(chat_chunk(None, "stop")))])
+    second = ScriptedServer([("send", sse(chat_chunk("ld"), chat_chunk(None, "stop")))])
+    pool = CloudPool(PS, members=[first.settings("a"), second.settings("b")])
+    try:
+        cont = GenerationRequest(REQ.params, messages=REQ.messages, assistant_prefix="Hello wor")
+        done = await collect(pool.stream(cont, avoid=("a",)))
+        assert done.text == "ld"
+        assert (first.connections, second.connections) == (0, 1)
+    finally:
+        await pool.aclose()
+        first.close()
+        second.close()
