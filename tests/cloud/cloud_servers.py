@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import contextlib
 import json
+import os
 import socket
 import sys
 import threading
@@ -39,14 +40,27 @@ def torch_member(log_dir: Path, *, tensor_parallel: int = 1, name: str = "torch"
         member.kill()
 
 
+# Runs a Python server module after arming the same parent watch the member server uses, so even a
+# test process killed outright leaves no server behind.
+_LIFELINE = (
+    "import os, runpy, sys\n"
+    "from cloud.member.ranks import exit_with_parent\n"
+    "exit_with_parent(int(sys.argv[1]))\n"
+    "sys.argv = [sys.argv[2], *sys.argv[3:]]\n"
+    "runpy.run_module(sys.argv[0], run_name='__main__', alter_sys=True)\n"
+)
+
+
+def _with_lifeline(module: str) -> list[str]:
+    return [sys.executable, "-c", _LIFELINE, str(os.getpid()), module]
+
+
 def llama_server(log_dir: Path, name: str = "llama") -> ServerProcess:
     """llama.cpp's OpenAI-compatible server on the edge GGUF (not started yet)."""
     port = free_port()
     gguf = resolve(EDGE_DEFAULT, default_models_dir()).path
     argv = [
-        sys.executable,
-        "-m",
-        "llama_cpp.server",
+        *_with_lifeline("llama_cpp.server"),
         "--model",
         str(gguf),
         "--model_alias",
