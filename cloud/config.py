@@ -1,22 +1,105 @@
-"""Typed settings of the cloud pool (the router composes them into the node's settings)."""
+"""Typed settings of the cloud pool and of the member server (the router composes the pool's)."""
 
 from __future__ import annotations
 
-from pydantic import BaseModel, Field
+from typing import Literal
+
+from pydantic import BaseModel, Field, field_validator, model_validator
+
+from models import EDGE_DEFAULT
 
 
 class MemberSettings(BaseModel):
     """One OpenAI-compatible pool member."""
 
-    name: str
+    name: str = Field(min_length=1)
     base_url: str = Field(description="e.g. http://10.0.0.5:8000/v1")
     api_key: str | None = None
     model: str = Field(description="model name the member serves")
     weight: float = Field(1.0, gt=0)
 
+    @field_validator("base_url")
+    @classmethod
+    def _http_url(cls, value: str) -> str:
+        if not value.startswith(("http://", "https://")):
+            raise ValueError("base_url must start with http:// or https://")
+        return value.rstrip("/")
+
+    @property
+    def root_url(self) -> str:
+        """The server root, where `/health` and `/metrics` live (base_url without its `/v1`)."""
+        return self.base_url[: -len("/v1")] if self.base_url.endswith("/v1") else self.base_url
+
 
 class PoolSettings(BaseModel):
-    """The cloud GPU pool."""
+    """The cloud GPU pool: its members, timeouts, circuit breaker, retries and health checks."""
 
     members: list[MemberSettings] = Field(default_factory=list)
     local_member: bool = Field(True, description="start one local member when none is configured")
+    local_model: str = Field(EDGE_DEFAULT, description="registry alias the local member serves (fp32 twin)")
+    local_tensor_parallel: int = Field(1, ge=1, description="ranks of the local member")
+    local_port: int | None = Field(
+        None, ge=1, le=65535, description="port of the local member (default: free)"
+    )
+    local_startup_timeout_s: float = Field(
+        300.0, gt=0, description="how long the local member may take to load"
+    )
+
+    connect_timeout_s: float = Field(2.0, gt=0, description="TCP connect timeout per attempt")
+    first_token_timeout_s: float = Field(
+        30.0, gt=0, description="from sending a request to its first token (queueing and prefill included)"
+    )
+    stall_timeout_s: float = Field(15.0, gt=0, description="longest silence allowed between two chunks")
+    health_interval_s: float = Field(5.0, ge=0, description="active health checks period; 0 turns them off")
+    health_timeout_s: float = Field(2.0, gt=0, description="timeout of one health probe")
+
+    failure_threshold: int = Field(3, ge=1, description="consecutive failures that open a member's circuit")
+    cooldown_s: float = Field(5.0, gt=0, description="open circuit wait before a half-open probe")
+    max_cooldown_s: float = Field(60.0, gt=0, description="cooldown cap (it doubles after each failed probe)")
+
+    retries: int = Field(
+        2, ge=0, description="extra attempts before the first token (connect errors, 429, 5xx)"
+    )
+    backoff_initial_s: float = Field(0.05, ge=0, description="first retry backoff; doubles, with jitter")
+    backoff_max_s: float = Field(1.0, ge=0)
+
+    hedging: bool = Field(
+        False, description="send a second attempt when the first is slow to its first token"
+    )
+    hedge_after_s: float = Field(2.0, gt=0, description="delay before the hedged attempt")
+
+    max_connections: int = Field(64, ge=1, description="HTTP connections per member")
+    stats_window: int = Field(200, ge=1, description="recent requests kept for p50 latency and TTFT")
+
+    @model_validator(mode="after")
+    def _unique_names(self) -> PoolSettings:
+        names = [m.name for m in self.members]
+        dupes = sorted({n for n in names if names.count(n) > 1})
+        if dupes:
+            raise ValueError(f"member names must be unique; repeated: {', '.join(dupes)}")
+        return self
+
+
+class MemberServerSettings(BaseModel):
+    """`edgeroute cloud serve`: one pool member serving a full-precision model."""
+
+    model: str = Field(EDGE_DEFAULT, description="registry alias (its fp32 twin is served) or a HF model dir")
+    served_model_name: str | None = Field(None, description="model id in the API (default: the alias)")
+    tensor_parallel: int = Field(1, ge=1, le=64)
+    host: str = "127.0.0.1"
+    port: int = Field(8000, ge=0, le=65535)
+    engine: Literal["torch", "vllm"] = "torch"
+    device: Literal["auto", "cpu", "cuda"] = "auto"
+    threads: int | None = Field(None, ge=1, description="torch threads per rank (default: cores / ranks)")
+    max_model_len: int = Field(2048, ge=16, description="prompt + completion tokens")
+    default_max_tokens: int = Field(256, ge=1, description="max_tokens when a request gives none")
+    max_waiting: int = Field(64, ge=1, description="queued requests beyond this bound are refused")
+    api_key: str | None = None
+    heartbeat_s: float = Field(2.0, gt=0, description="idle ranks hear from rank 0 this often")
+    collective_timeout_s: float = Field(60.0, gt=0, description="a rank silent this long is dead")
+    parent_pid: int | None = Field(None, description="exit when this process goes away")
+    log_level: str = "warning"
+
+    @property
+    def name(self) -> str:
+        return self.served_model_name or self.model

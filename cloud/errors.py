@@ -1,4 +1,4 @@
-"""Errors of the cloud pool."""
+"""Errors of the cloud pool (the client) and of the member server."""
 
 from __future__ import annotations
 
@@ -7,3 +7,91 @@ from models.errors import EdgerouteError
 
 class CloudError(EdgerouteError):
     """Base of the cloud pool's errors."""
+
+
+# -- the client ------------------------------------------------------------------------------
+
+
+class PoolUnavailableError(CloudError):
+    """No member can serve the request now (all down, ejected, or every attempt failed)."""
+
+    def __init__(self, message: str, *, retry_after: int = 1, code: str | None = "cloud_unavailable") -> None:
+        super().__init__(message, code=code)
+        self.retry_after = retry_after
+
+
+class CloudRequestError(CloudError):
+    """A member refused the request itself (e.g. the prompt does not fit): retrying elsewhere won't help."""
+
+
+class MemberError(CloudError):
+    """One member failed before the first token; ``retryable`` says whether another try may succeed."""
+
+    retryable = True
+
+    def __init__(self, message: str, *, member: str, code: str | None = None) -> None:
+        super().__init__(message, code=code)
+        self.member = member
+
+
+class MemberConnectError(MemberError):
+    """The member could not be reached (refused, reset, DNS)."""
+
+
+class MemberTimeoutError(MemberError):
+    """The member accepted the request but produced no first token in time."""
+
+
+class MemberHTTPError(MemberError):
+    """The member answered with an error status (429 or 5xx are retryable)."""
+
+    def __init__(self, message: str, *, member: str, status: int, code: str | None = None) -> None:
+        super().__init__(message, member=member, code=code)
+        self.status = status
+        self.retryable = status == 429 or status >= 500
+
+
+class MemberProtocolError(MemberError):
+    """The member's answer is not a valid OpenAI stream."""
+
+
+class StreamBrokenError(CloudError):
+    """A stream broke after its first token; ``partial`` is the text received so far."""
+
+    def __init__(
+        self, message: str, *, partial: str, member: str, code: str | None = "stream_broken"
+    ) -> None:
+        super().__init__(message, code=code)
+        self.partial = partial
+        self.member = member
+
+
+class LocalMemberError(CloudError):
+    """A local member process could not be started or died."""
+
+
+# -- the member server -----------------------------------------------------------------------
+
+
+class MemberServerError(CloudError):
+    """Base of the member server's errors."""
+
+
+class WeightsError(MemberServerError):
+    """The full-precision weights could not be prepared or loaded."""
+
+
+class BadRequestError(MemberServerError):
+    """The request is invalid for this member (unknown model, prompt too long, bad field)."""
+
+
+class OverloadedError(MemberServerError):
+    """The member's queue is full."""
+
+
+class RankFailureError(MemberServerError):
+    """A tensor-parallel rank died or stopped answering; the member is going down."""
+
+
+class VllmUnavailableError(MemberServerError):
+    """`--engine vllm` was asked for where vLLM is not installed."""

@@ -1,0 +1,235 @@
+"""What the cloud pool adds over calling a member directly: latency per request and TTFT.
+
+Two members, each started as a child process on loopback:
+  * ``echo``: a minimal OpenAI SSE server answering instantly (8 chunks), so the difference is
+    the pool's own overhead (choice, breaker, retries setup, parsing, events) and nothing else;
+  * ``torch``: this project's member server (1 rank, fp32 twin), for TTFT through the pool.
+"Direct" is the same streaming request read with httpx + httpx-sse, without the pool.
+Direct and pooled requests alternate, so machine noise hits both alike.
+
+    python -m bench.pool [--requests 300] [--torch-requests 20] [--json out.json]
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import statistics
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+import httpx
+from httpx_sse import aconnect_sse
+
+from cloud import CloudPool, LocalMember, MemberSettings, PoolSettings
+from cloud.local import ServerProcess
+from cloud.member.ranks import free_port
+from cloud.wire import request_body
+from models import GenerationRequest, SamplingParams
+
+ECHO_CHUNKS = 8
+
+
+def echo_app() -> Any:
+    """A raw ASGI app: the least work an OpenAI-compatible member can do."""
+
+    def chunk(text: str | None, finish: str | None = None) -> bytes:
+        delta = {} if text is None else {"content": text}
+        body = {
+            "id": "x",
+            "object": "chat.completion.chunk",
+            "created": 0,
+            "model": "echo",
+            "choices": [{"index": 0, "delta": delta, "finish_reason": finish}],
+        }
+        return b"data: " + json.dumps(body).encode() + b"\n\n"
+
+    counts = {"prompt_tokens": 5, "completion_tokens": ECHO_CHUNKS, "total_tokens": 5 + ECHO_CHUNKS}
+    usage = b"data: " + json.dumps({"id": "x", "choices": [], "usage": counts}).encode() + b"\n\n"
+    stream = (
+        chunk("")
+        + b"".join(chunk(f"tok{i} ") for i in range(ECHO_CHUNKS))
+        + chunk(None, "stop")
+        + usage
+        + b"data: [DONE]\n\n"
+    )
+    models = json.dumps({"object": "list", "data": [{"id": "echo", "object": "model"}]}).encode()
+
+    async def app(scope: dict[str, Any], receive: Any, send: Any) -> None:
+        if scope["type"] != "http":
+            return
+        while (await receive()).get("more_body"):
+            pass
+        path = scope["path"]
+        if path == "/v1/chat/completions":
+            await send(
+                {
+                    "type": "http.response.start",
+                    "status": 200,
+                    "headers": [(b"content-type", b"text/event-stream")],
+                }
+            )
+            await send({"type": "http.response.body", "body": stream})
+        elif path in ("/health", "/v1/models"):
+            await send(
+                {
+                    "type": "http.response.start",
+                    "status": 200,
+                    "headers": [(b"content-type", b"application/json")],
+                }
+            )
+            await send({"type": "http.response.body", "body": models if path == "/v1/models" else b""})
+        else:
+            await send({"type": "http.response.start", "status": 404, "headers": []})
+            await send({"type": "http.response.body", "body": b""})
+
+    return app
+
+
+async def direct(client: httpx.AsyncClient, request: GenerationRequest, model: str) -> tuple[float, float]:
+    """(total ms, ttft ms) of one streaming request read straight off the member."""
+    path, body = request_body(request, model)
+    started = time.perf_counter()
+    ttft = None
+    async with aconnect_sse(client, "POST", path, json=body) as source:
+        async for event in source.aiter_sse():
+            if event.data == "[DONE]":
+                break
+            data = json.loads(event.data)
+            if ttft is None and data["choices"] and data["choices"][0]["delta"].get("content"):
+                ttft = time.perf_counter()
+    done = time.perf_counter()
+    return (done - started) * 1000, ((ttft or done) - started) * 1000
+
+
+async def pooled(pool: CloudPool, request: GenerationRequest) -> tuple[float, float]:
+    started = time.perf_counter()
+    ttft = None
+    async for chunk in pool.stream(request):
+        if ttft is None and chunk.text:
+            ttft = time.perf_counter()
+    done = time.perf_counter()
+    return (done - started) * 1000, ((ttft or done) - started) * 1000
+
+
+async def measure(member: MemberSettings, request: GenerationRequest, n: int, warmup: int) -> dict[str, Any]:
+    settings = PoolSettings(members=[member])
+    async with (
+        CloudPool(settings) as pool,
+        httpx.AsyncClient(base_url=member.base_url, timeout=300) as client,
+    ):
+        for _ in range(warmup):
+            await direct(client, request, member.model)
+            await pooled(pool, request)
+        d_total, d_ttft, p_total, p_ttft, diffs = [], [], [], [], []
+        for i in range(n):
+            if i % 2 == 0:  # alternate the order so neither side always runs on a warmer cache
+                dt, df = await direct(client, request, member.model)
+                pt, pf = await pooled(pool, request)
+            else:
+                pt, pf = await pooled(pool, request)
+                dt, df = await direct(client, request, member.model)
+            (
+                d_total.append(dt),
+                d_ttft.append(df),
+                p_total.append(pt),
+                p_ttft.append(pf),
+                diffs.append(pt - dt),
+            )
+    q = lambda xs: statistics.quantiles(xs, n=100)[98] if len(xs) >= 2 else xs[0]  # noqa: E731
+    return {
+        "member": member.name,
+        "requests": n,
+        "direct_p50_ms": statistics.median(d_total),
+        "pool_p50_ms": statistics.median(p_total),
+        "added_p50_ms": statistics.median(p_total) - statistics.median(d_total),
+        "added_paired_p50_ms": statistics.median(diffs),
+        "pool_p99_ms": q(p_total),
+        "direct_ttft_p50_ms": statistics.median(d_ttft),
+        "pool_ttft_p50_ms": statistics.median(p_ttft),
+    }
+
+
+def table(rows: list[dict[str, Any]]) -> str:
+    cols = [
+        "member",
+        "requests",
+        "direct_p50_ms",
+        "pool_p50_ms",
+        "added_p50_ms",
+        "added_paired_p50_ms",
+        "pool_p99_ms",
+        "direct_ttft_p50_ms",
+        "pool_ttft_p50_ms",
+    ]
+    fmt = lambda v: f"{v:.3f}" if isinstance(v, float) else str(v)  # noqa: E731
+    widths = [max(len(c), *(len(fmt(r[c])) for r in rows)) for c in cols]
+    lines = ["  ".join(c.rjust(w) for c, w in zip(cols, widths, strict=True))]
+    lines += ["  ".join(fmt(r[c]).rjust(w) for c, w in zip(cols, widths, strict=True)) for r in rows]
+    return "\n".join(lines)
+
+
+async def main_async(args: argparse.Namespace) -> list[dict[str, Any]]:
+    rows = []
+    port = free_port()
+    echo = ServerProcess(
+        [sys.executable, "-m", "bench.pool", "--serve-echo", str(port)],
+        f"http://127.0.0.1:{port}/health",
+        startup_timeout_s=60,
+    )
+    echo.spawn()
+    try:
+        echo.wait_ready()
+        echo_member = MemberSettings(name="echo", base_url=f"http://127.0.0.1:{port}/v1", model="echo")
+        req = GenerationRequest(
+            SamplingParams(max_tokens=ECHO_CHUNKS, temperature=0.0),
+            messages=({"role": "user", "content": "hi"},),
+        )
+        rows.append(await measure(echo_member, req, args.requests, warmup=20))
+    finally:
+        echo.kill()
+    if args.torch_requests:
+        torch_member = LocalMember(name="torch", threads=args.threads)
+        try:
+            await torch_member.start()
+            req = GenerationRequest(
+                SamplingParams(max_tokens=4, temperature=0.0),
+                messages=({"role": "user", "content": "What is the capital of France?"},),
+            )
+            rows.append(await measure(torch_member.settings, req, args.torch_requests, warmup=2))
+        finally:
+            await torch_member.aclose()
+    return rows
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    parser.add_argument("--requests", type=int, default=300, help="requests per side against the echo member")
+    parser.add_argument(
+        "--torch-requests", type=int, default=20, help="requests per side against the torch member"
+    )
+    parser.add_argument("--threads", type=int, default=None, help="torch threads of the member")
+    parser.add_argument("--json", type=Path, default=None, help="also write the JSON here")
+    parser.add_argument("--serve-echo", type=int, default=None, help=argparse.SUPPRESS)
+    args = parser.parse_args()
+    if args.serve_echo is not None:
+        import uvicorn
+
+        uvicorn.run(echo_app(), host="127.0.0.1", port=args.serve_echo, log_level="warning")
+        return
+    rows = asyncio.run(main_async(args))
+    print(table(rows))
+    target = rows[0]["added_paired_p50_ms"] <= 2.0
+    result = {"rows": rows, "target_added_p50_ms": 2.0, "target_met": target}
+    print(json.dumps(result, indent=2))
+    if args.json is not None:
+        args.json.write_text(json.dumps(result, indent=2))
+
+
+if __name__ == "__main__":
+    main()

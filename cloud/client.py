@@ -1,0 +1,316 @@
+"""One pool member as an :class:`models.Engine`: streaming over httpx + httpx-sse, with its own
+circuit breaker, recent latencies, and load (this node's requests plus what the member publishes).
+
+The first token is the line between the two failure kinds: before it, a failure is a
+:class:`MemberError` (the pool may retry elsewhere); after it, :class:`StreamBrokenError` carries
+the text already delivered so the caller can continue from it.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import time
+from collections.abc import AsyncIterator, Callable
+
+import httpx
+from httpx_sse import SSEError, aconnect_sse
+
+from models import Chunk, EngineLoad, GenerationRequest, Usage
+
+from .breaker import CircuitBreaker, Transition
+from .config import MemberSettings, PoolSettings
+from .errors import (
+    CloudRequestError,
+    MemberConnectError,
+    MemberError,
+    MemberHTTPError,
+    MemberProtocolError,
+    MemberTimeoutError,
+    StreamBrokenError,
+)
+from .events import EventKind, MemberStatus, PoolEvent
+from .health import Probe, Scrape, probe
+from .stats import Window
+from .wire import Malformed, Refused, error_message, parse_event, request_body
+
+log = logging.getLogger(__name__)
+
+# The request's own fault: another member would refuse it too.
+_REQUEST_FAULT = frozenset({400, 413, 422})
+
+
+class _Truncated(Exception):
+    """The stream ended before a finish_reason."""
+
+
+class Member:
+    """An OpenAI-compatible member (vLLM, this project's member server, llama.cpp's server...)."""
+
+    def __init__(
+        self,
+        settings: MemberSettings,
+        pool: PoolSettings,
+        emit: Callable[[PoolEvent], None] | None = None,
+    ) -> None:
+        self.settings = settings
+        self.name = settings.name
+        self._pool = pool
+        self._emit_cb = emit
+        headers = {"authorization": f"Bearer {settings.api_key}"} if settings.api_key else {}
+        self._client = httpx.AsyncClient(
+            base_url=settings.base_url,
+            headers=headers,
+            # Read deadlines are enforced per phase (first token, stall) around the stream itself.
+            timeout=httpx.Timeout(
+                connect=pool.connect_timeout_s, read=None, write=pool.connect_timeout_s, pool=None
+            ),
+            limits=httpx.Limits(
+                max_connections=pool.max_connections, max_keepalive_connections=pool.max_connections
+            ),
+        )
+        self.breaker = CircuitBreaker(pool.failure_threshold, pool.cooldown_s, pool.max_cooldown_s)
+        self.outstanding = 0
+        self.health_ok: bool | None = None
+        self.last_error: str | None = None
+        self.scrape: Scrape | None = None
+        self.latency = Window(pool.stats_window)
+        self.ttft = Window(pool.stats_window)
+
+    # -- load ------------------------------------------------------------------------------
+
+    def _others(self) -> int:
+        """Requests on the member from other clients, per its last fresh `/metrics` scrape."""
+        s = self._fresh_scrape()
+        return 0 if s is None else max(0, s.running + s.waiting - s.ours)
+
+    def depth(self) -> int:
+        """Requests in flight or queued on the member: this node's plus everybody else's."""
+        return self.outstanding + self._others()
+
+    def score(self) -> float:
+        return self.depth() / self.settings.weight
+
+    def load(self) -> EngineLoad:
+        return EngineLoad(running=min(self.depth(), 1), waiting=max(self.depth() - 1, 0), capacity=1)
+
+    @property
+    def healthy(self) -> bool:
+        return self.breaker.state != "open" and self.health_ok is not False
+
+    def _fresh_scrape(self) -> Scrape | None:
+        s = self.scrape
+        if s is None or time.monotonic() - s.at > max(3 * self._pool.health_interval_s, 1.0):
+            return None
+        return s
+
+    def status(self) -> MemberStatus:
+        s = self._fresh_scrape()
+        return MemberStatus(
+            name=self.name,
+            base_url=self.settings.base_url,
+            model=self.settings.model,
+            healthy=self.healthy,
+            circuit=self.breaker.state,
+            outstanding=self.outstanding,
+            running=s.running if s is not None else min(self.outstanding, 1),
+            waiting=s.waiting if s is not None else max(self.outstanding - 1, 0),
+            latency_ms_p50=self.latency.p50(),
+            ttft_ms_p50=self.ttft.p50(),
+            failures=self.breaker.failures,
+            total_failures=self.breaker.total_failures,
+            last_error=self.last_error,
+        )
+
+    # -- outcomes --------------------------------------------------------------------------
+
+    def _emit(self, kind: EventKind, request_id: str | None = None, **fields: object) -> None:
+        if self._emit_cb is not None:
+            self._emit_cb(PoolEvent(kind, self.name, request_id, circuit=self.breaker.state, **fields))  # type: ignore[arg-type]
+
+    def _transition(self, transition: Transition | None, reason: str | None = None) -> None:
+        if transition is not None:
+            if transition == "ejected":
+                log.warning("cloud member %s ejected: %s", self.name, reason)
+            elif transition == "readmitted":
+                log.warning("cloud member %s readmitted", self.name)
+            self._emit(transition, error=reason)
+
+    def acquire(self) -> bool:
+        """Take a request slot from the breaker (a half-open member admits one probe)."""
+        allowed, transition = self.breaker.acquire()
+        self._transition(transition)
+        return allowed
+
+    def _failed(
+        self, exc: MemberError | StreamBrokenError, request_id: str, attempt: int, started: float
+    ) -> None:
+        self.last_error = exc.message
+        transition = self.breaker.failure()
+        kind: EventKind = "stream_broken" if isinstance(exc, StreamBrokenError) else "failure"
+        self._emit(
+            kind,
+            request_id,
+            attempt=attempt,
+            error=exc.message,
+            latency_ms=(time.perf_counter() - started) * 1000,
+        )
+        self._transition(transition, exc.message)
+
+    def apply_probe(self, result: Probe) -> None:
+        """Fold an active health check into the member's state."""
+        if result.scrape is not None:
+            self.scrape = result.scrape
+        if result.ok is None:
+            return
+        self.health_ok = result.ok
+        if result.ok:
+            self._transition(self.breaker.health_passed())
+        else:
+            self.last_error = result.error
+            self._transition(self.breaker.health_failed(), result.error)
+
+    async def check(self) -> Probe:
+        result = await probe(
+            self._client,
+            self.settings.root_url,
+            self.settings.model,
+            self._pool.health_timeout_s,
+            self.outstanding,
+        )
+        self.apply_probe(result)
+        return result
+
+    # -- streaming -------------------------------------------------------------------------
+
+    async def stream(self, request: GenerationRequest, *, attempt: int = 1) -> AsyncIterator[Chunk]:
+        """Yield the member's chunks unchanged (one per text delta), then a final one with
+        ``finish_reason`` and ``usage``; errors as described in the module docstring."""
+        path, body = request_body(request, self.settings.model)
+        loop = asyncio.get_running_loop()
+        started = time.perf_counter()
+        deadline = loop.time() + self._pool.first_token_timeout_s
+        parts: list[str] = []
+        first_at: float | None = None
+        verdict = False
+        self.outstanding += 1
+        counted = True
+        try:
+            async with contextlib.AsyncExitStack() as stack:
+                async with asyncio.timeout_at(deadline):  # connect, send, and wait for the headers
+                    source = await stack.enter_async_context(
+                        aconnect_sse(self._client, "POST", path, json=body)
+                    )
+                    await self._check_status(source.response)
+                events = source.aiter_sse()
+                finish: str | None = None
+                usage: Usage | None = None
+                n_text = 0
+                while True:
+                    limit = deadline if first_at is None else loop.time() + self._pool.stall_timeout_s
+                    async with asyncio.timeout_at(limit):
+                        event = await anext(events, None)
+                    if event is None:
+                        if finish is None:
+                            raise _Truncated("the stream ended without a finish_reason")
+                        break
+                    if event.data == "[DONE]":
+                        if finish is None:
+                            raise _Truncated("the stream ended ([DONE]) without a finish_reason")
+                        break
+                    if not event.data:
+                        continue  # comments and pings
+                    delta = parse_event(event.data)
+                    usage = delta.usage or usage
+                    finish = delta.finish_reason or finish
+                    if delta.text:
+                        if first_at is None:
+                            first_at = time.perf_counter()
+                            self._started(request.request_id, attempt, started, first_at)
+                        parts.append(delta.text)
+                        n_text += 1
+                        yield Chunk(delta.text)
+            if first_at is None:
+                first_at = time.perf_counter()
+                self._started(request.request_id, attempt, started, first_at)
+            verdict = True
+            # Done on the member: stop counting it now, not when the consumer lets go of the generator.
+            self.outstanding -= 1
+            counted = False
+            self._succeeded(request.request_id, attempt, started, first_at)
+            yield Chunk("", finish_reason=finish, usage=usage or Usage(0, n_text))
+        except CloudRequestError:
+            verdict = True
+            self._transition(self.breaker.success())  # the member answered: it is alive
+            self._emit("rejected", request.request_id, attempt=attempt)
+            raise
+        except (httpx.HTTPError, SSEError, TimeoutError, Malformed, Refused, _Truncated, MemberError) as exc:
+            verdict = True
+            error = self._translate(exc, parts, first_at is not None)
+            self._failed(error, request.request_id, attempt, started)
+            if error is exc:
+                raise
+            raise error from exc
+        finally:
+            if counted:
+                self.outstanding -= 1
+            if not verdict:  # the consumer left (cancelled, hedged, client gone): no verdict on the member
+                self.breaker.release()
+
+    def _started(self, request_id: str, attempt: int, started: float, first_at: float) -> None:
+        ttft = (first_at - started) * 1000
+        self.ttft.add(ttft)
+        self._emit("started", request_id, attempt=attempt, ttft_ms=ttft)
+
+    def _succeeded(self, request_id: str, attempt: int, started: float, first_at: float) -> None:
+        latency = (time.perf_counter() - started) * 1000
+        self.latency.add(latency)
+        transition = self.breaker.success()
+        self._emit(
+            "success", request_id, attempt=attempt, latency_ms=latency, ttft_ms=(first_at - started) * 1000
+        )
+        self._transition(transition)
+
+    async def _check_status(self, response: httpx.Response) -> None:
+        if response.status_code == 200:
+            return
+        body = await response.aread()
+        message, param, code = error_message(body)
+        text = f"member {self.name} answered {response.status_code}: {message}"
+        if response.status_code in _REQUEST_FAULT:
+            raise CloudRequestError(message, param=param, code=code)
+        raise MemberHTTPError(text, member=self.name, status=response.status_code, code=code)
+
+    def _translate(
+        self, exc: Exception, parts: list[str], after_first: bool
+    ) -> MemberError | StreamBrokenError:
+        if isinstance(exc, MemberError):
+            reason = exc.message
+        elif isinstance(exc, TimeoutError):
+            phase = "after a chunk" if after_first else "before the first token"
+            limit = self._pool.stall_timeout_s if after_first else self._pool.first_token_timeout_s
+            reason = f"member {self.name} was silent for {limit:g}s {phase}"
+        elif isinstance(exc, SSEError):  # an httpx.TransportError subclass, but the answer's fault
+            reason = f"member {self.name} did not answer with an event stream: {exc}"
+        elif isinstance(exc, httpx.ConnectError | httpx.ConnectTimeout):
+            reason = f"member {self.name} is unreachable ({type(exc).__name__}: {exc})"
+        elif isinstance(exc, httpx.HTTPError):
+            detail = f": {exc}" if str(exc) else ""
+            reason = f"member {self.name}: connection lost ({type(exc).__name__}{detail})"
+        elif isinstance(exc, Refused):
+            reason = f"member {self.name} sent an error event: {exc}"
+        else:
+            reason = f"member {self.name} sent a malformed stream: {exc}"
+        if after_first:
+            return StreamBrokenError(reason, partial="".join(parts), member=self.name)
+        if isinstance(exc, MemberError):
+            return exc
+        if isinstance(exc, TimeoutError):
+            return MemberTimeoutError(reason, member=self.name, code="member_timeout")
+        if isinstance(exc, httpx.TransportError) and not isinstance(exc, SSEError):
+            return MemberConnectError(reason, member=self.name, code="member_unreachable")
+        return MemberProtocolError(reason, member=self.name, code="member_protocol")
+
+    async def aclose(self) -> None:
+        await self._client.aclose()

@@ -1,0 +1,51 @@
+"""What the pool reports: one event per outcome (for telemetry) and a status row per member."""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, field
+from typing import Literal
+
+EventKind = Literal[
+    "started",  # first token (or an empty finished answer) arrived from ``member``
+    "success",  # the stream finished cleanly
+    "failure",  # an attempt failed before its first token
+    "stream_broken",  # the stream broke after its first token
+    "retry",  # another attempt follows a failure
+    "hedge",  # a second attempt was sent because the first was slow
+    "rejected",  # the member refused the request itself (4xx): not retried
+    "unavailable",  # no member could serve the request
+    "ejected",  # the member's circuit opened
+    "half_open",  # the member's cooldown ended and it may take one probe
+    "readmitted",  # the member's circuit closed again
+]
+
+
+@dataclass(frozen=True, slots=True)
+class PoolEvent:
+    kind: EventKind
+    member: str | None
+    request_id: str | None = None
+    attempt: int = 0
+    latency_ms: float | None = None
+    ttft_ms: float | None = None
+    error: str | None = None
+    circuit: str | None = None
+    ts: float = field(default_factory=time.time)
+
+
+@dataclass(frozen=True, slots=True)
+class MemberStatus:
+    name: str
+    base_url: str
+    model: str
+    healthy: bool
+    circuit: str  # closed | open | half-open
+    outstanding: int  # this node's requests in flight on the member
+    running: int  # the member's own numbers when it publishes vLLM metrics, else this node's view
+    waiting: int
+    latency_ms_p50: float | None
+    ttft_ms_p50: float | None
+    failures: int  # consecutive
+    total_failures: int
+    last_error: str | None

@@ -1,0 +1,83 @@
+"""Active health checks of one member: `/health`, `/v1/models`, and vLLM's load gauges from `/metrics`."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from dataclasses import dataclass
+
+import httpx
+from prometheus_client.parser import text_string_to_metric_families
+
+RUNNING = "vllm:num_requests_running"
+WAITING = "vllm:num_requests_waiting"
+
+
+@dataclass(frozen=True, slots=True)
+class Scrape:
+    """The member's own load numbers, and how many of them were this node's requests at the time."""
+
+    running: int
+    waiting: int
+    ours: int
+    at: float
+
+
+@dataclass(frozen=True, slots=True)
+class Probe:
+    ok: bool | None  # None: inconclusive (timed out while our requests were in flight)
+    error: str | None = None
+    scrape: Scrape | None = None
+
+
+def parse_load(text: str) -> tuple[int, int] | None:
+    """(running, waiting) summed over labels, or None when the member publishes neither gauge."""
+    running = waiting = 0.0
+    seen = False
+    try:
+        for family in text_string_to_metric_families(text):
+            if family.name in (RUNNING, WAITING):
+                seen = True
+                total = sum(s.value for s in family.samples if s.name == family.name)
+                if family.name == RUNNING:
+                    running += total
+                else:
+                    waiting += total
+    except ValueError:
+        return None
+    return (int(running), int(waiting)) if seen else None
+
+
+async def probe(
+    client: httpx.AsyncClient, root_url: str, model: str, timeout_s: float, outstanding: int
+) -> Probe:
+    """Check liveness (`/health`, absent on some servers), that ``model`` is served, and scrape load."""
+    try:
+        async with asyncio.timeout(timeout_s):
+            health = await client.get(f"{root_url}/health")
+            if health.status_code != 404 and health.status_code >= 400:
+                return Probe(False, f"/health answered {health.status_code}")
+            listing = await client.get("/models")
+            if listing.status_code != 200:
+                return Probe(False, f"/v1/models answered {listing.status_code}")
+            try:
+                ids = [m.get("id") for m in listing.json().get("data", [])]
+            except (ValueError, AttributeError):
+                return Probe(False, "/v1/models is not a model list")
+            if model not in ids:
+                return Probe(False, f"model {model!r} is not served (serves {ids})")
+            ours = outstanding
+            metrics = await client.get(f"{root_url}/metrics")
+            scrape = None
+            if metrics.status_code == 200:
+                load = parse_load(metrics.text)
+                if load is not None:
+                    scrape = Scrape(load[0], load[1], ours, time.monotonic())
+            return Probe(True, None, scrape)
+    except TimeoutError:
+        # A busy single-slot server (llama.cpp's) may hold probes behind a running request.
+        if outstanding > 0:
+            return Probe(None, "health check timed out while requests were in flight")
+        return Probe(False, f"health check timed out after {timeout_s:g}s")
+    except httpx.HTTPError as exc:
+        return Probe(False, f"health check failed: {type(exc).__name__}: {exc}")

@@ -1,0 +1,79 @@
+"""The model on one rank: loading (optionally sharded with ``tp_plan="auto"``), prefill, decode, sampling."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import Any
+
+from ..errors import WeightsError
+
+
+def pick_device(choice: str) -> Any:
+    """The torch device of this rank (``LOCAL_RANK`` picks the GPU under tensor parallelism)."""
+    import torch
+
+    if choice == "cpu" or (choice == "auto" and not torch.cuda.is_available()):
+        return torch.device("cpu")
+    if not torch.cuda.is_available():
+        raise WeightsError("--device cuda was asked for but CUDA is not available", param="device")
+    return torch.device("cuda", int(os.environ.get("LOCAL_RANK", "0")))
+
+
+def load_model(weights: Path, device: Any, *, tensor_parallel: bool) -> tuple[Any, Any]:
+    """The model (sharded across the process group when ``tensor_parallel``) and its tokenizer."""
+    import torch
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    try:
+        tokenizer = AutoTokenizer.from_pretrained(weights)
+        if tensor_parallel:
+            # transformers builds the device mesh on the process group we initialised (gloo on CPU).
+            model = AutoModelForCausalLM.from_pretrained(weights, dtype=torch.float32, tp_plan="auto")
+        else:
+            model = AutoModelForCausalLM.from_pretrained(weights, dtype=torch.float32).to(device)
+    except (OSError, ValueError, RuntimeError) as exc:
+        raise WeightsError(f"could not load {weights}: {exc}") from exc
+    model.eval()
+    return model, tokenizer
+
+
+class Sequence:
+    """One generation's KV cache on this rank; every rank runs the same calls in the same order."""
+
+    def __init__(self, model: Any) -> None:
+        from transformers import DynamicCache
+
+        self._model = model
+        self._cache = DynamicCache()
+        self._device = model.device
+
+    def _forward(self, ids: list[int]) -> Any:
+        import torch
+
+        x = torch.tensor([ids], dtype=torch.long, device=self._device)
+        out = self._model(input_ids=x, past_key_values=self._cache, use_cache=True, logits_to_keep=1)
+        return out.logits[0, -1]
+
+    def prefill(self, ids: list[int]) -> Any:
+        """Logits of the token after the prompt."""
+        return self._forward(ids)
+
+    def advance(self, token: int) -> Any:
+        """Logits of the token after ``token``."""
+        return self._forward([token])
+
+
+def choose_token(logits: Any, temperature: float, top_p: float, generator: Any) -> int:
+    """Greedy at temperature 0, else nucleus sampling from a seeded generator."""
+    import torch
+
+    if temperature <= 0.0:
+        return int(torch.argmax(logits))
+    probs = torch.softmax(logits.float().cpu() / temperature, dim=-1)
+    if top_p < 1.0:
+        sorted_probs, order = torch.sort(probs, descending=True)
+        beyond = torch.cumsum(sorted_probs, dim=-1) - sorted_probs > top_p
+        sorted_probs[beyond] = 0.0
+        probs = torch.zeros_like(probs).scatter_(0, order, sorted_probs)
+    return int(torch.multinomial(probs, 1, generator=generator))

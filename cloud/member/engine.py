@@ -1,0 +1,304 @@
+"""Rank 0's scheduler: requests queue FIFO and run one at a time on a worker thread.
+
+The worker thread owns the model (and, with tensor parallelism, the process group): it
+broadcasts each request to the other ranks, decodes in lockstep with them, and hands text pieces
+back to each request's event loop. Any failure inside a lockstep generation leaves the ranks out
+of step, so with more than one rank it is fatal and the member goes down (a supervisor restarts it).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import queue
+import random
+import threading
+import time
+from collections.abc import AsyncIterator, Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+from ..config import MemberServerSettings
+from ..errors import BadRequestError, OverloadedError, RankFailureError
+from .decode import Sequence, choose_token
+from .group import Command, Lockstep
+from .metrics import MemberMetrics
+from .text import DeltaDecoder, StopCutter
+
+log = logging.getLogger(__name__)
+
+_DONE = object()
+
+
+@dataclass(frozen=True, slots=True)
+class Plan:
+    """One validated generation: prompt token ids and sampling parameters."""
+
+    ids: tuple[int, ...]
+    max_tokens: int
+    temperature: float
+    top_p: float
+    seed: int | None
+    stops: tuple[str, ...]
+
+
+@dataclass(frozen=True, slots=True)
+class Piece:
+    """Text for the client; the last piece has ``finish_reason`` and the token counts."""
+
+    text: str
+    finish_reason: str | None = None
+    prompt_tokens: int = 0
+    completion_tokens: int = 0
+
+
+@dataclass
+class _Job:
+    plan: Plan
+    loop: asyncio.AbstractEventLoop
+    out: asyncio.Queue[Any] = field(default_factory=asyncio.Queue)
+    cancelled: threading.Event = field(default_factory=threading.Event)
+    queued_at: float = field(default_factory=time.perf_counter)
+
+    def emit(self, item: Any) -> None:
+        try:
+            self.loop.call_soon_threadsafe(self.out.put_nowait, item)
+        except RuntimeError:  # the request's loop is gone; nobody is listening
+            self.cancelled.set()
+
+
+class TorchEngine:
+    """The served model behind a FIFO queue, with vLLM-style load numbers for `/metrics`."""
+
+    def __init__(
+        self,
+        model: Any,
+        tokenizer: Any,
+        group: Lockstep,
+        settings: MemberServerSettings,
+        metrics: MemberMetrics,
+        on_fatal: Callable[[str], None],
+    ) -> None:
+        self._model = model
+        self._tok = tokenizer
+        self._group = group
+        self._settings = settings
+        self._metrics = metrics
+        self._on_fatal = on_fatal
+        eos = {tokenizer.eos_token_id} | set(_as_list(getattr(model.generation_config, "eos_token_id", None)))
+        self._eos = {int(t) for t in eos if t is not None}
+        self._jobs: queue.Queue[_Job | None] = queue.Queue()
+        self._lock = threading.Lock()
+        self._waiting = 0
+        self._running = 0
+        self.alive = True
+        self.fatal_reason: str | None = None
+        metrics.bind_load(lambda: self._running, lambda: self._waiting)
+        self._thread = threading.Thread(target=self._run, name="member-engine", daemon=True)
+        self._thread.start()
+
+    # -- prompts ---------------------------------------------------------------------------
+
+    @property
+    def has_chat_template(self) -> bool:
+        return bool(getattr(self._tok, "chat_template", None))
+
+    def encode_chat(
+        self, messages: list[dict[str, str]], *, add_generation_prompt: bool, continue_final_message: bool
+    ) -> list[int]:
+        """Apply the chat template; ``continue_final_message`` leaves the last assistant turn open."""
+        if not self.has_chat_template:
+            raise BadRequestError("this model has no chat template; use /v1/completions", param="messages")
+        if continue_final_message and (add_generation_prompt or messages[-1]["role"] != "assistant"):
+            raise BadRequestError(
+                "continue_final_message needs add_generation_prompt false and a final assistant message",
+                param="continue_final_message",
+            )
+        text = self._tok.apply_chat_template(
+            messages,
+            tokenize=False,
+            add_generation_prompt=add_generation_prompt,
+            continue_final_message=continue_final_message,
+        )
+        return list(self._tok(text, add_special_tokens=False).input_ids)
+
+    def encode_prompt(self, prompt: str) -> list[int]:
+        return list(self._tok(prompt).input_ids)
+
+    def plan(
+        self,
+        ids: list[int],
+        *,
+        max_tokens: int | None,
+        temperature: float,
+        top_p: float,
+        seed: int | None,
+        stops: tuple[str, ...],
+        param: str,
+    ) -> Plan:
+        """Check the prompt fits the context window, as vLLM does (a 400, never a truncation)."""
+        limit = self._settings.max_model_len
+        wanted = max_tokens if max_tokens is not None else self._settings.default_max_tokens
+        if not ids:
+            raise BadRequestError("the prompt is empty", param=param)
+        if len(ids) + (max_tokens or 0) > limit or len(ids) >= limit:
+            raise BadRequestError(
+                f"this model's maximum context length is {limit} tokens; the prompt has {len(ids)} tokens"
+                + (f" and max_tokens is {max_tokens}" if max_tokens is not None else ""),
+                param=param,
+                code="context_length_exceeded",
+            )
+        wanted = min(wanted, limit - len(ids))
+        return Plan(tuple(ids), wanted, temperature, top_p, seed, stops)
+
+    # -- requests --------------------------------------------------------------------------
+
+    def load(self) -> tuple[int, int]:
+        with self._lock:
+            return self._running, self._waiting
+
+    def submit(self, plan: Plan) -> _Job:
+        """Queue a generation now, so a full queue is refused before any byte is streamed."""
+        if not self.alive:
+            raise RankFailureError(f"the member is going down: {self.fatal_reason}", code="rank_failure")
+        with self._lock:
+            if self._waiting >= self._settings.max_waiting:
+                raise OverloadedError(
+                    f"the member's queue is full ({self._waiting} waiting)", code="overloaded"
+                )
+            self._waiting += 1
+        job = _Job(plan, asyncio.get_running_loop())
+        self._jobs.put(job)
+        return job
+
+    async def pieces(self, job: _Job) -> AsyncIterator[Piece]:
+        """The job's text as it is decoded; leaving early cancels the generation."""
+        try:
+            while True:
+                item = await job.out.get()
+                if item is _DONE:
+                    return
+                if isinstance(item, BaseException):
+                    raise item
+                yield item
+        finally:
+            job.cancelled.set()
+
+    def close(self, timeout: float = 30.0) -> None:
+        """Tell the other ranks to stop and wait for the worker thread."""
+        if self._thread.is_alive():
+            self._jobs.put(None)
+            self._thread.join(timeout)
+
+    # -- the worker thread -----------------------------------------------------------------
+
+    def _run(self) -> None:
+        import torch
+
+        with torch.inference_mode():
+            while True:
+                try:
+                    job = self._jobs.get(timeout=self._settings.heartbeat_s)
+                except queue.Empty:
+                    job = False  # type: ignore[assignment]
+                try:
+                    if job is None:
+                        self._group.send(Command("shutdown"))
+                        return
+                    if job is False:
+                        self._group.send(Command("heartbeat"))
+                        continue
+                    self._serve(job)
+                except Exception as exc:  # noqa: BLE001 - every failure must reach the requests
+                    if self._group.world_size > 1:
+                        self._die(
+                            f"tensor-parallel step failed: {exc}", job if isinstance(job, _Job) else None
+                        )
+                        return
+                    log.exception("generation failed")
+                    if isinstance(job, _Job):
+                        job.emit(RankFailureError(f"generation failed: {exc}", code="generation_failed"))
+                        job.emit(_DONE)
+
+    def _serve(self, job: _Job) -> None:
+        with self._lock:
+            self._waiting -= 1
+            self._running = 1
+        try:
+            if not job.cancelled.is_set():
+                self._metrics.queued(time.perf_counter() - job.queued_at)
+                self._generate(job)
+        finally:
+            with self._lock:
+                self._running = 0
+        job.emit(_DONE)
+
+    def _generate(self, job: _Job) -> None:
+        import torch
+
+        plan = job.plan
+        started = time.perf_counter()
+        self._group.send(Command("generate", plan.ids))
+        seq = Sequence(self._model)
+        logits = seq.prefill(list(plan.ids))
+        generator = torch.Generator().manual_seed(
+            plan.seed if plan.seed is not None else random.getrandbits(63)
+        )
+        decoder = DeltaDecoder(self._tok)
+        cutter = StopCutter(plan.stops)
+        n_out = 0
+        first_at: float | None = None
+        finish: str | None = "length"
+        while True:
+            if job.cancelled.is_set():
+                finish = None
+                break
+            token = choose_token(logits, plan.temperature, plan.top_p, generator)
+            if token in self._eos:
+                finish = "stop"
+                break
+            n_out += 1
+            text = cutter.feed(decoder.feed(token))
+            if text:
+                if first_at is None:
+                    first_at = time.perf_counter()
+                job.emit(Piece(text))
+            if cutter.hit:
+                finish = "stop"
+                break
+            if n_out >= plan.max_tokens:
+                break
+            self._group.step(token)
+            logits = seq.advance(token)
+        self._group.step(stop=True)
+        if finish is None:
+            return
+        tail = "" if cutter.hit else cutter.feed(decoder.flush()) + cutter.flush()
+        job.emit(Piece(tail, finish, len(plan.ids), n_out))
+        done = time.perf_counter()
+        self._metrics.finished(
+            finish, len(plan.ids), n_out, ttft=(first_at or done) - started, e2e=done - job.queued_at
+        )
+
+    def _die(self, reason: str, current: _Job | None) -> None:
+        log.error("member going down: %s", reason)
+        self.alive = False
+        self.fatal_reason = reason
+        doomed = [current] if current is not None else []
+        while True:
+            try:
+                item = self._jobs.get_nowait()
+            except queue.Empty:
+                break
+            if item is not None:
+                doomed.append(item)
+        for job in doomed:
+            job.emit(RankFailureError(f"the member is going down: {reason}", code="rank_failure"))
+            job.emit(_DONE)
+        self._on_fatal(reason)
+
+
+def _as_list(value: Any) -> list[Any]:
+    if value is None:
+        return []
+    return list(value) if isinstance(value, list | tuple | set) else [value]

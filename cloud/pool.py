@@ -1,0 +1,276 @@
+"""The pool: load-aware choice among members, retries before the first token, optional hedging,
+active health checks, and one event per outcome for telemetry."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import statistics
+from collections.abc import AsyncIterator, Callable, Collection
+from dataclasses import dataclass
+
+from tenacity import (
+    AsyncRetrying,
+    RetryCallState,
+    retry_if_exception,
+    stop_after_attempt,
+    wait_exponential_jitter,
+)
+
+from models import Chunk, EngineLoad, GenerationRequest
+
+from .client import Member
+from .config import MemberSettings, PoolSettings
+from .errors import CloudError, MemberError, PoolUnavailableError
+from .events import MemberStatus, PoolEvent
+from .local import LocalMember
+
+log = logging.getLogger(__name__)
+
+
+@dataclass(slots=True)
+class _Opened:
+    member: Member
+    chunks: AsyncIterator[Chunk]
+    first: Chunk
+
+
+class CloudPool:
+    """The cloud pool behind the :class:`models.Engine` interface (name ``"cloud"``).
+
+    ``stream()`` raises :class:`PoolUnavailableError` when no member could produce a first token,
+    :class:`CloudRequestError` when a member refused the request itself, and
+    :class:`StreamBrokenError` (with ``partial``) when a started stream broke.
+    """
+
+    name = "cloud"
+
+    def __init__(
+        self,
+        settings: PoolSettings,
+        *,
+        members: list[MemberSettings] | None = None,
+        on_event: Callable[[PoolEvent], None] | None = None,
+    ) -> None:
+        self.settings = settings
+        self._on_event = on_event
+        chosen = settings.members if members is None else members
+        self.members = [Member(m, settings, self._emit) for m in chosen]
+        self._rr = 0
+        self._health_task: asyncio.Task[None] | None = None
+        self.local_member: LocalMember | None = None  # set by open_pool when it started one
+
+    def add_member(self, settings: MemberSettings) -> Member:
+        """Add a member at run time (e.g. a local member once it is ready); the health loop picks it up."""
+        if any(m.name == settings.name for m in self.members):
+            raise CloudError(
+                f"a cloud member named {settings.name!r} already exists", code="duplicate_member"
+            )
+        member = Member(settings, self.settings, self._emit)
+        self.members.append(member)
+        return member
+
+    # -- lifecycle -------------------------------------------------------------------------
+
+    async def start(self) -> None:
+        """Run a first round of health checks, then keep checking every ``health_interval_s``."""
+        await self.check_health()
+        if self.settings.health_interval_s > 0 and self._health_task is None:
+            self._health_task = asyncio.create_task(self._health_loop(), name="cloud-health")
+
+    async def check_health(self) -> None:
+        """Probe every member once (concurrently)."""
+        await asyncio.gather(*(m.check() for m in self.members))
+
+    async def _health_loop(self) -> None:
+        while True:
+            await asyncio.sleep(self.settings.health_interval_s)
+            try:
+                await self.check_health()
+            except Exception:  # noqa: BLE001 - the loop must survive any single round
+                log.exception("cloud health check round failed")
+
+    async def aclose(self) -> None:
+        if self._health_task is not None:
+            self._health_task.cancel()
+            await asyncio.gather(self._health_task, return_exceptions=True)
+            self._health_task = None
+        await asyncio.gather(*(m.aclose() for m in self.members))
+
+    async def __aenter__(self) -> CloudPool:
+        await self.start()
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.aclose()
+
+    # -- what the router reads -------------------------------------------------------------
+
+    def status(self) -> list[MemberStatus]:
+        return [m.status() for m in self.members]
+
+    def healthy_count(self) -> int:
+        return sum(1 for m in self.members if m.healthy)
+
+    def outstanding(self) -> int:
+        """Requests in flight or queued across healthy members (this node's and others')."""
+        return sum(m.depth() for m in self.members if m.healthy)
+
+    def ttft_ms_p50(self) -> float | None:
+        samples = [v for m in self.members for v in m.ttft.values()]
+        return statistics.median(samples) if samples else None
+
+    def load(self) -> EngineLoad:
+        healthy = [m for m in self.members if m.healthy]
+        running = sum(min(m.depth(), 1) for m in healthy)
+        return EngineLoad(running=running, waiting=self.outstanding() - running, capacity=len(healthy))
+
+    # -- requests --------------------------------------------------------------------------
+
+    async def stream(
+        self, request: GenerationRequest, *, avoid: Collection[str] = ()
+    ) -> AsyncIterator[Chunk]:
+        """Chunks of the first member that answers; ``avoid`` names members to use only if no
+        other can serve (e.g. the one whose stream just broke, when continuing from its partial)."""
+        opened = await self._open(request, list(avoid))
+        try:
+            yield opened.first
+            async for chunk in opened.chunks:
+                yield chunk
+        finally:
+            await opened.chunks.aclose()  # type: ignore[attr-defined]
+
+    def _choose(self, tried: list[str]) -> Member | None:
+        """The member to try next: a half-open member's probe first, then the least loaded
+        (depth / weight), then the one with fewer recent failures; untried members before tried
+        ones; ties rotate."""
+        best: list[Member] = []
+        best_key: tuple[bool, int, float, int] | None = None
+        for m in self.members:
+            if not m.breaker.available():
+                continue
+            state, ok = m.breaker.state, m.health_ok
+            if state == "half-open" and ok is not False:
+                tier = 0
+            elif state == "closed":
+                tier = 1 if ok is not False else 3
+            elif ok is not False:  # open and cooled, health unknown or good: probe with a request
+                tier = 2
+            else:
+                continue
+            key = (m.name in tried, tier, m.score(), m.breaker.failures)
+            if best_key is None or key < best_key:
+                best, best_key = [m], key
+            elif key == best_key:
+                best.append(m)
+        if not best:
+            return None
+        member = best[self._rr % len(best)]
+        self._rr += 1
+        return member if member.acquire() else None
+
+    async def _open(self, request: GenerationRequest, tried: list[str]) -> _Opened:
+        failures: list[str] = []
+        retrying = AsyncRetrying(
+            stop=stop_after_attempt(self.settings.retries + 1),
+            wait=wait_exponential_jitter(
+                initial=self.settings.backoff_initial_s,
+                max=self.settings.backoff_max_s,
+                jitter=self.settings.backoff_initial_s,
+            ),
+            retry=retry_if_exception(lambda e: isinstance(e, MemberError) and e.retryable),
+            before_sleep=lambda state: self._retrying(request, state, failures),
+            reraise=True,
+        )
+        attempts = 0
+        try:
+            async for attempt in retrying:
+                with attempt:
+                    attempts = attempt.retry_state.attempt_number
+                    opened = await self._attempt(request, attempts, tried, failures)
+            return opened
+        except MemberError as exc:
+            message = f"no cloud member could serve the request ({attempts} attempt(s)); last: {exc.message}"
+            self._emit(PoolEvent("unavailable", None, request.request_id, attempts, error=message))
+            raise PoolUnavailableError(message) from exc
+
+    async def _attempt(
+        self, request: GenerationRequest, attempt: int, tried: list[str], failures: list[str]
+    ) -> _Opened:
+        member = self._choose(tried)
+        if member is None:
+            states = (
+                ", ".join(f"{m.name}: {m.breaker.state}" for m in self.members) or "no members configured"
+            )
+            message = f"no cloud member is available ({states})"
+            if failures:
+                message += f"; last failure: {failures[-1]}"
+            self._emit(PoolEvent("unavailable", None, request.request_id, attempt, error=message))
+            raise PoolUnavailableError(message)
+        tried.append(member.name)
+        if not self.settings.hedging:
+            return await _first(member, request, attempt)
+        return await self._hedged(member, request, attempt, tried)
+
+    async def _hedged(
+        self, member: Member, request: GenerationRequest, attempt: int, tried: list[str]
+    ) -> _Opened:
+        """Race a second member against a first one slow to its first token; the loser is cancelled."""
+        tasks = [asyncio.create_task(_first(member, request, attempt))]
+        try:
+            done, _ = await asyncio.wait(tasks, timeout=self.settings.hedge_after_s)
+            if not done:
+                other = self._choose(tried)
+                if other is not None and other.name not in tried:
+                    tried.append(other.name)
+                    self._emit(PoolEvent("hedge", other.name, request.request_id, attempt))
+                    tasks.append(asyncio.create_task(_first(other, request, attempt)))
+                elif other is not None:
+                    other.breaker.release()
+            pending: set[asyncio.Task[_Opened]] = set(tasks)
+            error: BaseException | None = None
+            while pending:
+                done, pending = await asyncio.wait(pending, return_when=asyncio.FIRST_COMPLETED)
+                winners = [t for t in done if t.exception() is None]
+                for task in done:
+                    error = task.exception() or error
+                if winners:
+                    for extra in winners[1:]:
+                        await extra.result().chunks.aclose()  # type: ignore[attr-defined]
+                    return winners[0].result()
+            assert error is not None
+            raise error
+        finally:
+            losers = [t for t in tasks if not t.done()]
+            for task in losers:
+                task.cancel()
+            await asyncio.gather(*losers, return_exceptions=True)
+
+    def _retrying(self, request: GenerationRequest, state: RetryCallState, failures: list[str]) -> None:
+        exc = state.outcome.exception() if state.outcome is not None else None
+        message = getattr(exc, "message", str(exc))
+        failures.append(message)
+        self._emit(
+            PoolEvent(
+                "retry", getattr(exc, "member", None), request.request_id, state.attempt_number, error=message
+            )
+        )
+
+    def _emit(self, event: PoolEvent) -> None:
+        if self._on_event is None:
+            return
+        try:
+            self._on_event(event)
+        except Exception:  # noqa: BLE001 - telemetry must never break a request
+            log.exception("cloud pool on_event callback failed")
+
+
+async def _first(member: Member, request: GenerationRequest, attempt: int) -> _Opened:
+    """Start a stream on ``member`` and wait for its first chunk."""
+    chunks = member.stream(request, attempt=attempt)
+    try:
+        first = await anext(chunks)
+    except BaseException:
+        await chunks.aclose()
+        raise
+    return _Opened(member, chunks, first)

@@ -1,0 +1,113 @@
+"""The OpenAI wire format as the pool speaks it: request bodies out, stream events in."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from typing import Any
+
+from models import GenerationRequest, Usage
+
+
+def request_body(request: GenerationRequest, model: str) -> tuple[str, dict[str, Any]]:
+    """The path (under ``/v1``) and the JSON body of a streaming request.
+
+    A continuation (``assistant_prefix``) is a final assistant message with vLLM's
+    ``continue_final_message: true, add_generation_prompt: false``; for a raw prompt it is appended.
+    """
+    params = request.params
+    body: dict[str, Any] = {
+        "model": model,
+        "stream": True,
+        "stream_options": {"include_usage": True},
+        "temperature": params.temperature,
+        "top_p": params.top_p,
+    }
+    if params.max_tokens is not None:
+        body["max_tokens"] = params.max_tokens
+    if params.stop:
+        body["stop"] = list(params.stop)
+    if params.seed is not None:
+        body["seed"] = params.seed
+    if request.messages is None:
+        body["prompt"] = (request.prompt or "") + request.assistant_prefix
+        return "/completions", body
+    messages = [dict(m) for m in request.messages]
+    if request.assistant_prefix:
+        messages.append({"role": "assistant", "content": request.assistant_prefix})
+        body["continue_final_message"] = True
+        body["add_generation_prompt"] = False
+    body["messages"] = messages
+    return "/chat/completions", body
+
+
+class Malformed(ValueError):
+    """A stream event that is not an OpenAI chunk."""
+
+
+class Refused(ValueError):
+    """An error event inside the stream."""
+
+
+@dataclass(frozen=True, slots=True)
+class Delta:
+    text: str
+    finish_reason: str | None
+    usage: Usage | None
+
+
+def parse_event(data: str) -> Delta:
+    """One ``data:`` payload (not ``[DONE]``) of a chat or text completion stream."""
+    try:
+        obj = json.loads(data)
+    except ValueError as exc:
+        raise Malformed(f"invalid JSON in stream event: {data[:80]!r}") from exc
+    if not isinstance(obj, dict):
+        raise Malformed(f"stream event is not an object: {data[:80]!r}")
+    if "error" in obj:
+        err = obj["error"]
+        message = err.get("message") if isinstance(err, dict) else err
+        raise Refused(str(message))
+    choices = obj.get("choices")
+    if not isinstance(choices, list):
+        raise Malformed(f"stream event without choices: {data[:80]!r}")
+    usage = _usage(obj.get("usage"))
+    if not choices:
+        return Delta("", None, usage)
+    choice = choices[0]
+    if not isinstance(choice, dict):
+        raise Malformed(f"stream choice is not an object: {data[:80]!r}")
+    if "delta" in choice:
+        delta = choice["delta"]
+        if not isinstance(delta, dict):
+            raise Malformed(f"stream delta is not an object: {data[:80]!r}")
+        text = delta.get("content")
+    else:
+        text = choice.get("text")
+    if text is not None and not isinstance(text, str):
+        raise Malformed(f"stream text is not a string: {data[:80]!r}")
+    finish = choice.get("finish_reason")
+    return Delta(text or "", finish if isinstance(finish, str) else None, usage)
+
+
+def _usage(value: Any) -> Usage | None:
+    if not isinstance(value, dict):
+        return None
+    try:
+        return Usage(int(value.get("prompt_tokens") or 0), int(value.get("completion_tokens") or 0))
+    except (TypeError, ValueError) as exc:
+        raise Malformed(f"invalid usage in stream event: {value!r}") from exc
+
+
+def error_message(body: bytes) -> tuple[str, str | None, str | None]:
+    """(message, param, code) from an error response body, OpenAI's or vLLM's shape."""
+    try:
+        obj = json.loads(body)
+    except ValueError:
+        return body[:200].decode("utf-8", "replace") or "(empty body)", None, None
+    err = obj.get("error", obj) if isinstance(obj, dict) else obj
+    if isinstance(err, dict):
+        message = err.get("message") or err.get("detail") or json.dumps(err)[:200]
+        code = err.get("code")
+        return str(message), err.get("param"), code if isinstance(code, str) else None
+    return str(err)[:200], None, None

@@ -1,0 +1,85 @@
+"""The OpenAI wire format as the pool speaks it."""
+
+from __future__ import annotations
+
+import pytest
+
+from cloud.wire import Malformed, Refused, error_message, parse_event, request_body
+from models import GenerationRequest, SamplingParams, Usage
+
+
+def test_chat_body_carries_sampling_and_usage_request() -> None:
+    req = GenerationRequest(
+        SamplingParams(max_tokens=7, temperature=0.0, top_p=0.9, stop=("\n",), seed=3),
+        messages=({"role": "user", "content": "hi"},),
+    )
+    path, body = request_body(req, "m")
+    assert path == "/chat/completions"
+    assert body == {
+        "model": "m",
+        "stream": True,
+        "stream_options": {"include_usage": True},
+        "temperature": 0.0,
+        "top_p": 0.9,
+        "max_tokens": 7,
+        "stop": ["\n"],
+        "seed": 3,
+        "messages": [{"role": "user", "content": "hi"}],
+    }
+
+
+def test_continuation_is_a_final_assistant_message_with_vllm_flags() -> None:
+    req = GenerationRequest(
+        SamplingParams(), messages=({"role": "user", "content": "hi"},), assistant_prefix="Hel"
+    )
+    _, body = request_body(req, "m")
+    assert body["messages"][-1] == {"role": "assistant", "content": "Hel"}
+    assert body["continue_final_message"] is True and body["add_generation_prompt"] is False
+    assert "max_tokens" not in body and "seed" not in body and "stop" not in body
+
+
+def test_prompt_continuation_appends_the_prefix() -> None:
+    path, body = request_body(
+        GenerationRequest(SamplingParams(), prompt="Once", assistant_prefix=" upon"), "m"
+    )
+    assert path == "/completions" and body["prompt"] == "Once upon"
+
+
+def test_parse_chat_text_and_usage_events() -> None:
+    assert (
+        parse_event('{"choices":[{"index":0,"delta":{"role":"assistant"},"finish_reason":null}]}').text == ""
+    )
+    d = parse_event('{"choices":[{"index":0,"delta":{"content":"Hi"},"finish_reason":"stop"}]}')
+    assert (d.text, d.finish_reason, d.usage) == ("Hi", "stop", None)
+    assert parse_event('{"choices":[{"index":0,"text":"yo","finish_reason":null}]}').text == "yo"
+    u = parse_event('{"choices":[],"usage":{"prompt_tokens":3,"completion_tokens":4,"total_tokens":7}}')
+    assert (u.text, u.usage) == ("", Usage(3, 4))
+
+
+@pytest.mark.parametrize(
+    "data",
+    [
+        '{"choices":[{"delta":',
+        "[1,2]",
+        '{"id":"x"}',
+        '{"choices":[{"delta":"x"}]}',
+        '{"choices":[{"delta":{"content":5}}]}',
+    ],
+)
+def test_malformed_events(data: str) -> None:
+    with pytest.raises(Malformed):
+        parse_event(data)
+
+
+def test_error_event_and_error_bodies() -> None:
+    with pytest.raises(Refused, match="boom"):
+        parse_event('{"error":{"message":"boom","type":"server_error"}}')
+    assert error_message(
+        b'{"error":{"message":"too long","param":"messages","code":"context_length_exceeded"}}'
+    ) == ("too long", "messages", "context_length_exceeded")
+    assert error_message(b'{"object":"error","message":"vllm says no","code":400}') == (
+        "vllm says no",
+        None,
+        None,
+    )
+    assert error_message(b"<html>bad gateway</html>") == ("<html>bad gateway</html>", None, None)
