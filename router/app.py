@@ -19,11 +19,12 @@ from edge import (
     GenerationError,
     PromptTooLongError,
 )
+from cloud import CloudRequestError, PoolUnavailableError
 from models import EdgerouteError, UnknownModelError
 
 from .api import OpenAIController, healthz
 from .errors import AuthenticationError, ConfigError, InvalidRequestError, NoCapacityError
-from .node import build_node
+from .node import open_node
 from .openai_format import error_body
 from .settings import Settings
 
@@ -39,6 +40,8 @@ _STATUS: tuple[tuple[type[EdgerouteError], int, str], ...] = (
     (EdgeSaturatedError, 503, "server_overloaded"),
     (NoCapacityError, 503, "server_overloaded"),
     (EngineClosedError, 503, "server_error"),
+    (PoolUnavailableError, 503, "server_overloaded"),
+    (CloudRequestError, 400, "invalid_request_error"),
     (EngineLoadError, 500, "server_error"),
     (GenerationError, 500, "server_error"),
 )
@@ -115,12 +118,9 @@ def create_app(settings: Settings) -> Litestar:
 
     @asynccontextmanager
     async def lifespan(app: Litestar) -> AsyncIterator[None]:
-        node = await build_node(settings)
-        app.state.node = node
-        try:
+        async with open_node(settings) as node:
+            app.state.node = node
             yield
-        finally:
-            await node.aclose()
 
     return Litestar(
         route_handlers=[OpenAIController, healthz],

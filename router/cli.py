@@ -42,6 +42,10 @@ def serve(
     config: ConfigOpt = None,
     data_dir: DataDirOpt = None,
     log_level: Annotated[str, typer.Option(help="uvicorn log level")] = "info",
+    local_member: Annotated[
+        Optional[bool],
+        typer.Option("--local-member/--no-local-member", help="start a local cloud member when none is configured"),
+    ] = None,
 ) -> None:
     """Serve the OpenAI-compatible API (and the dashboard)."""
     import uvicorn
@@ -52,7 +56,10 @@ def serve(
     server = settings.server.model_copy(
         update={k: v for k, v in {"host": host, "port": port}.items() if v is not None}
     )
-    settings = settings.model_copy(update={"server": server})
+    cloud = settings.cloud
+    if local_member is not None:
+        cloud = cloud.model_copy(update={"local_member": local_member})
+    settings = settings.model_copy(update={"server": server, "cloud": cloud})
     logging.basicConfig(level=log_level.upper(), format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     # An open dashboard tab holds an SSE connection; do not let it block shutdown.
     uvicorn.run(

@@ -28,6 +28,8 @@ class StreamPlan:
 
     targets: Sequence[Engine]
     attempts: list[Attempt] = field(default_factory=list)
+    # Members whose stream broke: a continuation prefers any other (read by the pool target).
+    avoid: list[str] = field(default_factory=list)
 
     @property
     def fallback(self) -> str | None:
@@ -50,6 +52,8 @@ async def start(
     last: BaseException | None = None
     for index in range(start_index, len(plan.targets)):
         engine = plan.targets[index]
+        if any(a.engine == engine.name and a.outcome == "failed-before-first-token" for a in plan.attempts):
+            continue  # it already retried internally and gave up; asking again only adds waiting
         stream = engine.stream(request)
         try:
             first = await anext(stream)
@@ -106,6 +110,9 @@ async def resilient(
         except broken as exc:
             plan.attempts[-1].outcome = "broken-mid-stream"
             plan.attempts[-1].error = _describe(exc)
+            member = getattr(exc, "member", None)
+            if member:
+                plan.avoid.append(member)
             await _close(stream)
             if index + 1 >= len(plan.targets):
                 raise

@@ -4,14 +4,17 @@ from __future__ import annotations
 
 import logging
 import statistics
-from contextlib import AsyncExitStack
+from collections import OrderedDict
+from collections.abc import AsyncIterator
+from contextlib import AsyncExitStack, asynccontextmanager
 from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
 
+from cloud import CloudPool, PoolEvent, open_pool
 from edge import LlamaEngine
-from models import Engine, GenerationRequest, resolve
+from models import Chunk, Engine, EngineLoad, GenerationRequest, resolve
 
 from .errors import InvalidRequestError
 from .fallback import StreamPlan
@@ -56,7 +59,14 @@ class Node:
         self.policy = build_policy(settings.routing)
         self.classifier = load_classifier(settings.routing.classifier_path)
         self.privacy = PrivacyDetector.from_settings(settings.routing)
-        self._stack = AsyncExitStack()
+        self._members: OrderedDict[str, str] = OrderedDict()  # request id -> member that answered
+
+    def on_pool_event(self, event: PoolEvent) -> None:
+        """Remember which member answered each request (for telemetry)."""
+        if event.kind == "started" and event.request_id and event.member:
+            self._members[event.request_id] = event.member
+            while len(self._members) > 4096:
+                self._members.popitem(last=False)
 
     # -- what a client may ask for ---------------------------------------------------------
 
@@ -105,14 +115,15 @@ class Node:
             private=private,
         )
 
-    def targets(self, decision: Decision, features: Features) -> list[Engine]:
-        return choose_targets(self.edge, self.pool, decision, features)
+    def targets(self, decision: Decision, features: Features, plan: StreamPlan) -> list[Engine]:
+        pool = None if self.pool is None else _PoolTarget(self.pool, plan.avoid)
+        return choose_targets(self.edge, pool, decision, features)
 
-    def member_of(self, plan: StreamPlan | None) -> str | None:
-        """The pool member that answered, when the pool says (None for the edge)."""
-        if plan is None or not plan.attempts or plan.attempts[-1].engine == "edge" or self.pool is None:
+    def member_of(self, request_id: str, plan: StreamPlan | None) -> str | None:
+        """The pool member that answered (None for the edge and cache hits)."""
+        if plan is None or not plan.attempts or plan.attempts[-1].engine != "cloud":
             return None
-        return getattr(self.pool, "last_member", lambda _rid: None)(None)
+        return self._members.pop(request_id, None)
 
     # -- the request path ------------------------------------------------------------------
 
@@ -120,25 +131,50 @@ class Node:
         """Route and start ``gen``; failures before the first chunk raise here, before any byte."""
         return await route(self, gen, ctx, ctx.stream)
 
+
+
+class _PoolTarget:
+    """The pool as one fallback target; a continuation steers clear of members that broke."""
+
+    name = "cloud"
+
+    def __init__(self, pool: CloudPool, avoid: list[str]) -> None:
+        self._pool = pool
+        self._avoid = avoid
+
+    def stream(self, request: GenerationRequest) -> AsyncIterator[Chunk]:
+        return self._pool.stream(request, avoid=tuple(self._avoid))
+
+    def load(self) -> EngineLoad:
+        return self._pool.load()
+
     async def aclose(self) -> None:
-        for closer in (self.pool, self.cache, self.embedder):
-            if closer is not None:
-                try:
-                    await closer.aclose()
-                except Exception:  # noqa: BLE001 - close the rest regardless
-                    log.exception("closing %s failed", type(closer).__name__)
-        await self.edge.aclose()
-        await self.telemetry.aclose()
+        return None
 
 
-async def build_node(settings: Settings) -> Node:
-    """Load the edge model and open telemetry (later: the cache and the pool)."""
+@asynccontextmanager
+async def open_node(settings: Settings) -> AsyncIterator[Node]:
+    """Every resource of the node, opened in order and closed in reverse, whatever happens."""
     settings.data_dir.mkdir(parents=True, exist_ok=True)
     spec = resolve(settings.edge.model, settings.models_dir)
-    telemetry = Telemetry(settings.telemetry, settings.data_dir)
-    try:
+    async with AsyncExitStack() as stack:
+        telemetry = Telemetry(settings.telemetry, settings.data_dir)
+        stack.push_async_callback(telemetry.aclose)
         edge = LlamaEngine(spec, settings.edge)
-    except BaseException:
-        await telemetry.aclose()
-        raise
-    return Node(settings, edge, telemetry)
+        stack.push_async_callback(edge.aclose)
+        events: list[Node] = []
+        pool = await stack.enter_async_context(
+            open_pool(
+                settings.cloud,
+                models_dir=settings.models_dir,
+                on_event=lambda e: events[0].on_pool_event(e) if events else None,
+                log_path=settings.data_dir / "cloud-member.log",
+            )
+        )
+        node = Node(settings, edge, telemetry, pool=pool if _has_members(settings, pool) else None)
+        events.append(node)
+        yield node
+
+
+def _has_members(settings: Settings, pool: CloudPool) -> bool:
+    return bool(pool.status()) or bool(settings.cloud.members)

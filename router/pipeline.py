@@ -107,7 +107,8 @@ async def route(node: Node, gen: GenerationRequest, ctx: RequestContext, stream:
         common["cache"] = "miss"
         common["cache_refusal"] = "edge-answer-for-cloud-prompt"
 
-    plan = StreamPlan(node.targets(decision, features))
+    plan = StreamPlan([])
+    plan.targets = node.targets(decision, features, plan)
     try:
         index, first, rest = await start(plan, gen, RETRYABLE)
     except RETRYABLE as exc:
@@ -123,7 +124,7 @@ async def route(node: Node, gen: GenerationRequest, ctx: RequestContext, stream:
     trace.first_token()
     engine_name = plan.targets[index].name
     route_name = "edge" if engine_name == "edge" else "cloud"
-    degraded = _degraded(decision, route_name)
+    degraded = _degraded(decision, route_name) if node.pool is not None else None
     headers: dict[str, str] = {}
     if plan.fallback:
         headers["x-edgeroute-fallback"] = plan.fallback
@@ -176,7 +177,7 @@ async def _finish(
                 error=error,
                 prompt_tokens=usage.prompt_tokens,
                 completion_tokens=usage.completion_tokens,
-                member=node.member_of(plan),
+                member=node.member_of(trace.request_id, plan),
                 **common,
             )
         )

@@ -12,7 +12,8 @@ from tests.servers import serve_app
 @pytest.fixture(scope="session")
 def node_app(tmp_path_factory: pytest.TempPathFactory):  # type: ignore[no-untyped-def]
     data = tmp_path_factory.mktemp("node-data")
-    settings = load_settings(data_dir=data, edge={"n_ctx": 2048, "max_queue": 16})
+    # An edge-only node: these tests pin the foundation's behaviour (the hybrid tests add members).
+    settings = load_settings(data_dir=data, edge={"n_ctx": 2048, "max_queue": 16}, cloud={"local_member": False})
     return create_app(settings)
 
 

@@ -42,7 +42,7 @@ def test_bad_config_file_exits_2(tmp_path: Path) -> None:
 def test_serve_answers_the_openai_sdk(tmp_path: Path) -> None:
     port = free_port()
     proc = subprocess.Popen(
-        [*EDGEROUTE, "serve", "--port", str(port), "--data-dir", str(tmp_path / "d"), "--log-level", "warning"],
+        [*EDGEROUTE, "serve", "--port", str(port), "--data-dir", str(tmp_path / "d"), "--log-level", "warning", "--no-local-member"],
         cwd=REPO,
         stdout=subprocess.PIPE,
         stderr=subprocess.STDOUT,
