@@ -216,7 +216,8 @@ def choose_targets(edge: Engine, pool: Engine | None, decision: Decision, featur
     """The ordered engines for a decision; a private request never gets a cloud target."""
     if pool is None or features.private:
         return [edge]
+    # After a broken stream a second pool attempt continues on another member, when there is one.
+    cloud = [pool, pool] if features.cloud_healthy >= 2 else [pool]
     if decision.target == "cloud":
-        # A second pool attempt lets the pool pick another member before the edge takes over.
-        return [pool, pool, edge] if features.fits_edge_context else [pool, pool]
-    return [edge, pool]
+        return [*cloud, edge] if features.fits_edge_context else cloud
+    return [edge, *cloud]

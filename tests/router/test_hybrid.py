@@ -1,0 +1,277 @@
+"""The hybrid node with real members on loopback: routing, fallback before and after the first token,
+circuit breaking, edge saturation and privacy, seen through the official openai SDK and raw SSE."""
+
+from __future__ import annotations
+
+import json
+import socket
+import threading
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any
+
+import httpx
+import openai
+import pytest
+
+from router import create_app, load_settings
+from tests.cloud.cloud_servers import ScriptedServer, chat_chunk, llama_server, llama_settings, running, sse
+from tests.servers import serve_app
+
+pytestmark = pytest.mark.slow
+
+ASK = [{"role": "user", "content": "Explain step by step how a hash map handles collisions, with code."}]
+
+
+class RecordingServer(ScriptedServer):
+    """A scripted member that answers health checks, and keeps an access log of completions."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        self.access_log: list[dict[str, Any]] = []
+        self._path = threading.local()
+        super().__init__(*args, **kwargs)
+
+    def handle(self, conn: socket.socket) -> None:
+        self._path.value = ""
+        try:
+            self._read_request(conn)
+        except OSError:
+            return
+        if self._path.value.endswith("/completions"):
+            script, self.script = self.script, [("noop",)]
+            try:
+                self._respond(conn, script)
+            finally:
+                self.script = script
+            return
+        body = b'{"status": "ok", "object": "list", "data": [{"id": "scripted", "object": "model"}]}'
+        head = f"HTTP/1.1 200 OK\r\ncontent-type: application/json\r\ncontent-length: {len(body)}\r\nconnection: close\r\n\r\n"
+        try:
+            conn.sendall(head.encode() + body)
+            conn.close()
+        except OSError:
+            pass
+
+    def _respond(self, conn: socket.socket, script: list[tuple[object, ...]]) -> None:
+        head = (
+            f"HTTP/1.1 {self.status}\r\ncontent-type: {self.content_type}\r\n"
+            "transfer-encoding: chunked\r\nconnection: close\r\n\r\n"
+        )
+        try:
+            conn.sendall(head.encode())
+            for step in script:
+                if step[0] == "send":
+                    payload = step[1]
+                    assert isinstance(payload, bytes)
+                    conn.sendall(f"{len(payload):x}\r\n".encode() + payload + b"\r\n")
+                elif step[0] == "sleep":
+                    time.sleep(float(step[1]))  # type: ignore[arg-type]
+            conn.sendall(b"0\r\n\r\n")
+            conn.close()
+        except OSError:
+            pass
+
+    def _read_request(self, conn: socket.socket) -> None:
+        data = b""
+        while b"\r\n\r\n" not in data:
+            part = conn.recv(65536)
+            if not part:
+                return
+            data += part
+        head, _, body = data.partition(b"\r\n\r\n")
+        length = next(
+            (int(line.split(b":")[1]) for line in head.split(b"\r\n") if line.lower().startswith(b"content-length:")),
+            0,
+        )
+        while len(body) < length:
+            body += conn.recv(65536)
+        path = head.split(b" ")[1].decode()
+        self._path.value = path
+        if path.endswith("/completions"):
+            self.access_log.append(json.loads(body or b"{}"))
+
+
+def good_stream(*pieces: str) -> list[tuple[object, ...]]:
+    steps: list[tuple[object, ...]] = [("send", sse(chat_chunk(p))) for p in pieces]
+    steps.append(("send", sse(chat_chunk(None, "stop"), "[DONE]")))
+    return steps
+
+
+@contextmanager
+def node(tmp_path: Path, members: list[Any], **overrides: Any) -> Iterator[tuple[str, Any]]:
+    cloud = {
+        "members": [m.model_dump() if hasattr(m, "model_dump") else m for m in members],
+        "local_member": False,
+        "health_interval_s": 0,
+        "stall_timeout_s": 2.0,
+        "first_token_timeout_s": 20.0,
+        "retries": 0,
+        **overrides.pop("cloud", {}),
+    }
+    settings = load_settings(data_dir=tmp_path / "node", cloud=cloud, **overrides)
+    app = create_app(settings)
+    with serve_app(app) as base:
+        yield base, app
+
+
+def sse_lines(base: str, body: dict[str, Any], on_chunk: Any = None) -> tuple[httpx.Headers, list[str]]:
+    with httpx.stream("POST", base + "/v1/chat/completions", json=body, timeout=120) as resp:
+        assert resp.status_code == 200, resp.read()
+        lines = []
+        for line in resp.iter_lines():
+            if line.startswith("data: "):
+                lines.append(line[6:])
+                if on_chunk is not None:
+                    on_chunk(len(lines))
+        return resp.headers, lines
+
+
+def text_of(lines: list[str]) -> str:
+    out = []
+    for line in lines:
+        if line == "[DONE]":
+            continue
+        chunk = json.loads(line)
+        assert "error" not in chunk, chunk
+        for choice in chunk["choices"]:
+            out.append(choice["delta"].get("content") or "")
+    return "".join(out)
+
+
+def decisions(app: Any) -> list[Any]:
+    """The node's decision records, oldest first, as the dashboard sees them."""
+    return list(app.state.node.telemetry.recent())
+
+
+def test_member_killed_mid_stream_the_client_still_gets_one_complete_stream(tmp_path: Path) -> None:
+    proc = llama_server(tmp_path, name="victim")
+    with running(proc):
+        with node(tmp_path, [llama_settings(proc, "victim")]) as (base, app):
+            killed = threading.Event()
+
+            def kill_after(n: int) -> None:
+                if n == 3 and not killed.is_set():
+                    killed.set()
+                    proc.kill()
+
+            body = {"model": "cloud", "messages": ASK, "stream": True, "max_tokens": 48, "temperature": 0}
+            headers, lines = sse_lines(base, body, kill_after)
+            assert killed.is_set()
+            assert headers["x-edgeroute-route"] == "cloud"
+            assert lines.count("[DONE]") == 1 and lines[-1] == "[DONE]"
+            finishes = [json.loads(x)["choices"][0]["finish_reason"] for x in lines[:-1] if json.loads(x)["choices"]]
+            assert finishes[-1] in ("stop", "length")
+            assert len(text_of(lines)) > 0
+            row = decisions(app)[-1]
+            assert (row.route, row.fallback, row.status) == ("cloud", "cloud->edge", "ok")
+
+
+def test_stalled_stream_continues_on_the_edge_from_the_partial_text(tmp_path: Path) -> None:
+    stall = RecordingServer([("send", sse(chat_chunk("Hash maps"))), ("send", sse(chat_chunk(" resolve"))), ("sleep", 30)])
+    try:
+        with node(tmp_path, [stall.settings("stall")]) as (base, app):
+            started = time.monotonic()
+            body = {"model": "cloud", "messages": ASK, "stream": True, "max_tokens": 24, "temperature": 0}
+            headers, lines = sse_lines(base, body)
+            assert time.monotonic() - started < 25  # the 2 s stall timeout fired, not the 30 s sleep
+            text = text_of(lines)
+            assert text.startswith("Hash maps resolve")
+            assert len(text) > len("Hash maps resolve")
+            assert lines.count("[DONE]") == 1
+            row = decisions(app)[-1]
+            assert row.fallback == "cloud->edge"
+    finally:
+        stall.close()
+
+
+def test_500s_fall_back_to_the_edge_then_the_circuit_opens(tmp_path: Path) -> None:
+    broken = RecordingServer([("send", b'{"error": "boom"}')], status="500 Internal Server Error", content_type="application/json")
+    try:
+        with node(tmp_path, [broken.settings("flaky")], cloud={"failure_threshold": 3, "cooldown_s": 60}) as (base, app):
+            client = openai.OpenAI(base_url=base + "/v1", api_key="x", max_retries=0, timeout=120)
+            for _ in range(3):
+                raw = client.chat.completions.with_raw_response.create(model="cloud", messages=ASK, max_tokens=8, temperature=0)
+                assert raw.headers["x-edgeroute-route"] == "edge"
+                assert raw.headers["x-edgeroute-fallback"] == "cloud->edge"
+                assert raw.headers["x-edgeroute-degraded"] == "cloud-unavailable"
+                assert raw.parse().choices[0].message.content
+            assert len(broken.access_log) == 3
+            member = app.state.node.pool.status()[0]
+            assert (member.circuit, member.healthy) == ("open", False)
+            raw = client.chat.completions.with_raw_response.create(model="cloud", messages=ASK, max_tokens=8, temperature=0)
+            # With the circuit open the policy itself sees no healthy member and stays on the edge.
+            assert raw.headers["x-edgeroute-route"] == "edge"
+            assert raw.headers["x-edgeroute-reason"] == "cloud-unhealthy"
+            assert raw.headers["x-edgeroute-degraded"] == "cloud-unavailable"
+            assert len(broken.access_log) == 3  # the open circuit kept the request off the member
+    finally:
+        broken.close()
+
+
+def test_private_requests_never_reach_a_member(tmp_path: Path) -> None:
+    member = RecordingServer(good_stream("cloud ", "answer"))
+    try:
+        with node(tmp_path, [member.settings("cloudy")]) as (base, app):
+            client = openai.OpenAI(base_url=base + "/v1", api_key="x", max_retries=0, timeout=120)
+            done = client.chat.completions.with_raw_response.create(model="cloud", messages=ASK, max_tokens=8)
+            assert done.headers["x-edgeroute-route"] == "cloud"
+            assert len(member.access_log) == 1
+            secret = [{"role": "user", "content": "Write a long design doc and mail it to jane.doe@example.com"}]
+            raw = client.chat.completions.with_raw_response.create(model="cloud", messages=secret, max_tokens=8)
+            assert (raw.headers["x-edgeroute-route"], raw.headers["x-edgeroute-reason"]) == ("edge", "private")
+            flagged = client.chat.completions.with_raw_response.create(
+                model="cloud", messages=ASK, max_tokens=8, extra_headers={"x-edgeroute-private": "true"}
+            )
+            assert flagged.headers["x-edgeroute-route"] == "edge"
+            streamed = client.chat.completions.create(model="cloud", messages=secret, max_tokens=8, stream=True)
+            assert "".join(c.choices[0].delta.content or "" for c in streamed if c.choices)
+            assert len(member.access_log) == 1
+            rows = decisions(app)
+            private_rows = [r for r in rows if r.private]
+            assert len(private_rows) == 3 and all(r.prompt_preview == "" for r in private_rows)
+    finally:
+        member.close()
+
+
+def test_saturated_edge_overflows_to_the_cloud_and_both_busy_is_503(tmp_path: Path) -> None:
+    member = RecordingServer(good_stream("from ", "the ", "cloud"))
+    try:
+        with node(
+            tmp_path, [member.settings("spill")], edge={"max_queue": 1}, routing={"edge_queue_bound": 1}
+        ) as (base, app):
+            long = {"model": "edge", "prompt": "1, 2, 3,", "max_tokens": 600, "temperature": 0}
+            short = {"model": "auto", "messages": [{"role": "user", "content": "hi"}], "max_tokens": 4}
+            edge = app.state.node.edge
+            results: list[int] = []
+
+            def occupy() -> None:
+                results.append(httpx.post(base + "/v1/completions", json=long, timeout=300).status_code)
+
+            workers = [threading.Thread(target=occupy) for _ in range(2)]
+            for worker in workers:
+                worker.start()
+                time.sleep(0.3)
+            deadline = time.monotonic() + 60
+            while (edge.load().running, edge.load().waiting) != (1, 1):
+                assert time.monotonic() < deadline, "the edge never filled up"
+                time.sleep(0.02)
+            # One running and one waiting: a new auto request spills over to the cloud.
+            spill = httpx.post(base + "/v1/chat/completions", json=short, timeout=60)
+            assert spill.status_code == 200
+            assert (spill.headers["x-edgeroute-route"], spill.headers["x-edgeroute-reason"]) == ("cloud", "edge-saturated")
+            assert spill.json()["choices"][0]["message"]["content"] == "from the cloud"
+            # The cloud now fails too, and the edge is still full: 503 with Retry-After.
+            member.status = "503 Service Unavailable"
+            member.script = [("send", b"{}")]
+            busy = httpx.post(base + "/v1/chat/completions", json=short, timeout=60)
+            assert edge.load().depth == 2, "the edge drained before the check: the test proves nothing"
+            assert busy.status_code == 503
+            assert busy.headers["retry-after"] == "2"
+            assert busy.json()["error"]["code"] == "no_capacity"
+            for worker in workers:
+                worker.join(timeout=300)
+            assert results == [200, 200]
+    finally:
+        member.close()
