@@ -6,9 +6,9 @@ import asyncio
 import logging
 import time
 from collections import Counter
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
 
@@ -43,7 +43,7 @@ class CacheHit:
 @dataclass(frozen=True, slots=True)
 class Lookup:
     hit: CacheHit | None
-    embedding: np.ndarray | None  # the embedding of the last user turn, when one was computed
+    embedding: np.ndarray | None = field(repr=False)  # of the last user turn, when one was computed
     refusal: str | None  # why the nearest near-duplicate was refused (guard reason or "verifier")
 
 
@@ -66,9 +66,11 @@ class EdgeCache:
         settings: CacheSettings | None = None,
         embedder: Embedder | None = None,
         verifier: Verifier | None = None,
+        clock: Callable[[], float] = time.time,
     ) -> None:
         self.settings = settings or CacheSettings()
-        self.store = CacheStore(Path(path))
+        self._clock = clock
+        self.db = CacheStore(Path(path))
         self.embedder = embedder
         self.verifier = verifier if verifier is not None else (Verifier.shipped() if self.settings.verifier else None)
         self.threshold = (
@@ -117,7 +119,7 @@ class EdgeCache:
         min_created = self._min_created()
         ek = exact_key(key)
         loop = asyncio.get_running_loop()
-        entry = await loop.run_in_executor(self._reader, self.store.get_exact, ek, min_created, tiers)
+        entry = await loop.run_in_executor(self._reader, self.db.get_exact, ek, min_created, tiers)
         if entry is not None:
             self._count("exact_hits")
             self._touch(entry.id)
@@ -186,7 +188,7 @@ class EdgeCache:
 
     def stats(self) -> dict[str, Any]:
         """The file's totals (all processes, persisted counters) and this process's counters."""
-        persisted = self.store.stats()
+        persisted = self.db.stats()
         live = dict(self.counters)
         lookups = live.get("exact_hits", 0) + live.get("semantic_hits", 0) + live.get("misses", 0)
         hits = live.get("exact_hits", 0) + live.get("semantic_hits", 0)
@@ -201,14 +203,14 @@ class EdgeCache:
 
     async def clear(self, tenant: str | None = None) -> int:
         loop = asyncio.get_running_loop()
-        return await loop.run_in_executor(self._writer, self.store.clear, tenant)
+        return await loop.run_in_executor(self._writer, self.db.clear, tenant)
 
     async def flush(self) -> None:
         """Write pending hit recency and counters now."""
         touches, counters = self._take_pending()
         if touches or counters:
             loop = asyncio.get_running_loop()
-            await loop.run_in_executor(self._writer, self.store.flush, touches, counters)
+            await loop.run_in_executor(self._writer, self.db.flush, touches, counters)
 
     async def aclose(self) -> None:
         if self._closed:
@@ -219,7 +221,7 @@ class EdgeCache:
         finally:
             await asyncio.to_thread(self._reader.shutdown, True)
             await asyncio.to_thread(self._writer.shutdown, True)
-            self.store.close()
+            self.db.close()
 
     async def candidates(self, key: CacheKey) -> tuple[np.ndarray | None, list[Candidate]]:
         """The semantic layer's judgement of ``key`` without serving anything (benchmarks, debugging)."""
@@ -247,7 +249,7 @@ class EdgeCache:
         tiers: Sequence[str],
     ) -> list[Candidate]:
         s = self.settings
-        found = self.store.search(
+        found = self.db.search(
             tenant, scope, scope_id, vec, nprobe=s.nprobe, probe_k=s.probe_k, min_created=min_created, tiers=tiers
         )
         out: list[Candidate] = []
@@ -266,9 +268,9 @@ class EdgeCache:
     def _put(
         self, rows: list[NewEntry], touches: dict[int, tuple[float, int]], counters: dict[str, int]
     ) -> dict[str, Any]:
-        return self.store.put(
+        return self.db.put(
             rows,
-            now=time.time(),
+            now=self._clock(),
             max_entries=self.settings.max_entries,
             min_created=self._min_created(),
             touches=touches,
@@ -289,7 +291,7 @@ class EdgeCache:
 
     def _min_created(self) -> float:
         ttl = self.settings.ttl_s
-        return time.time() - ttl if ttl else float("-inf")
+        return self._clock() - ttl if ttl else float("-inf")
 
     def _hit(self, kind: Literal["exact", "semantic"], entry: Entry, similarity: float) -> CacheHit:
         usage = Usage(entry.prompt_tokens, entry.completion_tokens)
@@ -304,7 +306,7 @@ class EdgeCache:
 
     def _touch(self, entry_id: int) -> None:
         ts, n = self._touches.get(entry_id, (0.0, 0))
-        self._touches[entry_id] = (time.time(), n + 1)
+        self._touches[entry_id] = (self._clock(), n + 1)
         if time.monotonic() - self._last_flush > _FLUSH_EVERY_S and not self._closed:
             # Hit recency is not an acknowledged write: batch it instead of an fsync per hit.
             self._last_flush = time.monotonic()
