@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import contextlib
 import json
+import threading
 import time
 from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass
@@ -95,6 +96,8 @@ class CacheStore:
         try:
             migrate(sqlite_utils.Database(self.write))
             self.read = connect(self.path)
+            # The read connection serves the cache's reader thread and callers of stats(); one at a time.
+            self._read_lock = threading.Lock()
             meta = dict(self.read.execute("SELECT key, value FROM meta").fetchall())
             self.index = IvfIndex.from_blobs(meta["ivf_centroids"], meta["ivf_mean"])
             self.count = self._count()
@@ -106,7 +109,7 @@ class CacheStore:
 
     def get_exact(self, exact_key: str, min_created: float, tiers: Sequence[str]) -> Entry | None:
         marks = ",".join("?" * len(tiers))
-        with _translate("exact lookup"):
+        with _translate("exact lookup"), self._read_lock:
             row = self.read.execute(
                 f"SELECT {_ENTRY_COLS} FROM entries WHERE exact_key = ? AND created >= ? AND tier IN ({marks})",
                 (exact_key, min_created, *tiers),
@@ -128,14 +131,14 @@ class CacheStore:
         """Nearest entries of ``tenant`` with this exact ``scope``: (entry, embedding, cosine), best first."""
         probes = self.index.probes(vec, nprobe)
         code = self.index.codes(vec)[0].tobytes()
-        one = (
-            "SELECT rowid FROM cache_vec WHERE code MATCH vec_bit(:code) AND k = :k"
-            " AND tenant = :tenant AND scope = :scope AND bucket = {b}"
+        # SQLite runs a virtual-table scan once per IN value: k nearest codes from each probed
+        # bucket. Buckets are bound parameters, so the statement is prepared once and reused.
+        sql = (
+            "SELECT rowid FROM cache_vec WHERE code MATCH vec_bit(?) AND k = ? AND tenant = ? AND scope = ?"
+            f" AND bucket IN ({','.join('?' * len(probes))})"
         )
-        sql = " UNION ALL ".join(one.format(b=b) for b in probes)
-        params = {"code": code, "k": probe_k, "tenant": tenant, "scope": scope_id}
-        with _translate("vector search"):
-            ids = [r[0] for r in self.read.execute(sql, params).fetchall()]
+        with _translate("vector search"), self._read_lock:
+            ids = [r[0] for r in self.read.execute(sql, (code, probe_k, tenant, scope_id, *probes)).fetchall()]
             if not ids:
                 return []
             marks = ",".join("?" * len(ids))
@@ -156,7 +159,7 @@ class CacheStore:
         return [(Entry(*rows[i][:-1]), embs[i], float(sims[i])) for i in order]
 
     def stats(self) -> dict[str, Any]:
-        with _translate("stats"):
+        with _translate("stats"), self._read_lock:
             total = self.read.execute("SELECT count(*), coalesce(sum(hits), 0) FROM entries").fetchone()
             tiers = dict(self.read.execute("SELECT tier, count(*) FROM entries GROUP BY tier").fetchall())
             tenants = self.read.execute("SELECT count(DISTINCT tenant) FROM entries").fetchone()[0]
@@ -174,8 +177,9 @@ class CacheStore:
 
     def export(self, tenant: str | None = None) -> Iterator[dict[str, Any]]:
         where, args = ("WHERE tenant = ?", (tenant,)) if tenant is not None else ("", ())
-        with _translate("export"):
-            cur = self.read.execute(
+        conn = connect(self.path)  # its own connection: a long export never holds the reader
+        with _translate("export"), contextlib.closing(conn):
+            cur = conn.execute(
                 "SELECT id, tenant, model, prompt_text, request, answer, finish_reason, prompt_tokens,"
                 f" completion_tokens, tier, created, last_used, hits FROM entries {where} ORDER BY id",
                 args,

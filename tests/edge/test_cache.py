@@ -144,6 +144,7 @@ async def test_lru_eviction_drops_the_least_recently_used(tmp_path: Path, embedd
         assert present == [True, False, True, True]
         assert cache.counters["evictions"] == 1
         assert cache.db.stats()["entries"] == 3
+        assert cache.db.read.execute("SELECT count(*) FROM cache_vec").fetchone()[0] == 3  # codes go too
     finally:
         await cache.aclose()
 
