@@ -44,7 +44,9 @@ class CacheSettings(BaseModel):
     probe_k: int = Field(8, ge=1, le=64, description="nearest binary codes taken from each bucket")
     semantic_max_chars: int = Field(2000, ge=1, description="longer prompts use the exact layer only")
     embed_threads: int = Field(1, ge=1, description="ONNX Runtime threads of the embedder")
-    embed_window_ms: float = Field(0.5, ge=0.0, le=50.0, description="micro-batching wait window")
+    embed_window_ms: float = Field(
+        0.0, ge=0.0, le=50.0, description="micro-batching wait window (0: one event-loop turn)"
+    )
     embed_max_batch: int = Field(32, ge=1, le=512)
     embed_int8: bool = Field(True, description="the INT8-quantized ONNX model (else fp32 ONNX)")
     embed_device: Literal["cpu", "cuda"] = "cpu"

@@ -1,7 +1,8 @@
 """Sentence embeddings on the box: all-MiniLM-L6-v2 exported to ONNX (INT8), run by ONNX Runtime.
 
 Concurrent ``embed`` calls share one model run: the first call of a quiet period waits a small
-window for companions, and calls arriving while a batch runs form the next batch.
+window for companions (by default one turn of the event loop), and calls arriving while a batch
+runs form the next batch.
 """
 
 from __future__ import annotations
@@ -149,7 +150,7 @@ class _Batcher:
         self._embedder = embedder
         self._loop = loop
         self._pending: list[tuple[str, asyncio.Future[np.ndarray]]] = []
-        self._timer: asyncio.TimerHandle | None = None
+        self._timer: asyncio.Handle | None = None
         self._busy = False
 
     def submit(self, text: str) -> asyncio.Future[np.ndarray]:
@@ -157,10 +158,13 @@ class _Batcher:
         self._pending.append((text, fut))
         if self._busy:
             return fut  # picked up when the running batch finishes
-        if len(self._pending) >= self._embedder.max_batch or self._embedder.window_s == 0:
+        if len(self._pending) >= self._embedder.max_batch:
             self._flush()
         elif self._timer is None:
-            self._timer = self._loop.call_later(self._embedder.window_s, self._flush)
+            # Window 0 waits one turn of the event loop: calls made together (gather, requests
+            # parsed in the same tick) share a run at no cost; a timer's granularity is ~1 ms.
+            wait = self._embedder.window_s
+            self._timer = self._loop.call_later(wait, self._flush) if wait else self._loop.call_soon(self._flush)
         return fut
 
     def _flush(self) -> None:

@@ -141,6 +141,8 @@ class CacheStore:
             ids = [r[0] for r in self.read.execute(sql, (code, probe_k, tenant, scope_id, *probes)).fetchall()]
             if not ids:
                 return []
+            # Padded to a fixed length (rowid -1 never exists): one prepared statement for all lookups.
+            ids += [-1] * (len(probes) * probe_k - len(ids))
             marks = ",".join("?" * len(ids))
             tier_marks = ",".join("?" * len(tiers))
             # The partition key already isolates tenants; the re-check costs nothing and keeps

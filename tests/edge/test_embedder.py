@@ -43,6 +43,17 @@ async def test_concurrent_calls_share_one_model_run(tmp_path: Path) -> None:
         emb.close()
 
 
+async def test_default_window_batches_calls_made_together() -> None:
+    emb = Embedder.load()
+    assert emb.window_s == 0.0
+    try:
+        before = emb.runs
+        await asyncio.gather(*(emb.embed(f"text {i}") for i in range(8)))
+        assert emb.runs - before == 1
+    finally:
+        emb.close()
+
+
 async def test_batches_are_bounded_by_max_batch() -> None:
     emb = Embedder.load()
     emb.window_s, emb.max_batch = 0.05, 4
