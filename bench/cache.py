@@ -113,6 +113,7 @@ async def replay(pairs_path: Path, embedder: Embedder, work: Path) -> dict[str, 
     build_s = time.perf_counter() - t0
 
     deciders = {"cosine@0.80": [], "cosine@0.95": [], "shipped": []}
+    refusals: dict[str, int] = {}  # why the nearest candidate above the floor was refused
     nn_agree = 0
     nn_total = 0
     for start in range(0, len(held), 32):
@@ -124,6 +125,8 @@ async def replay(pairs_path: Path, embedder: Embedder, work: Path) -> dict[str, 
             deciders["cosine@0.80"].append((p, top if top and top.similarity >= 0.80 else None))
             deciders["cosine@0.95"].append((p, top if top and top.similarity >= 0.95 else None))
             deciders["shipped"].append((p, shipped))
+            if shipped is None and top is not None and top.refusal is not None:
+                refusals[top.refusal] = refusals.get(top.refusal, 0) + 1
             if vec is not None:  # index recall: the IVF's nearest vs exact brute force
                 sims = a_vecs @ vec
                 best = int(np.argmax(sims))
@@ -142,7 +145,6 @@ async def replay(pairs_path: Path, embedder: Embedder, work: Path) -> dict[str, 
             right += p.duplicate and own
             linked_right += (p.duplicate and own) or linked.same(p.b, c.entry.prompt_text)
         out[name] = Rates(n, right, linked_right, duplicates, len(held)).as_dict()
-    refusals = {k.removeprefix("refused_"): v for k, v in cache.counters.items() if k.startswith("refused_")}
     await cache.aclose()
     return {
         "heldout_pairs": len(held),
@@ -156,7 +158,7 @@ async def replay(pairs_path: Path, embedder: Embedder, work: Path) -> dict[str, 
         "a_vecs": a_vecs,
         "a_texts": a_texts,
         "b_texts": [p.b for p in held],
-        "refusals_seen": refusals,
+        "refusals_of_nearest": refusals,
     }
 
 
@@ -273,6 +275,7 @@ def main(
     for name, r in rep["deciders"].items():
         print(f"{name:<14}{r['served']:>8}{r['hit_precision']:>11.3f}{r['duplicate_recall']:>12.3f}"
               f"{r['false_hit_rate']:>11.3f}{r['precision_label_linked']:>15.3f}")
+    print(f"refusals of the nearest candidate (shipped): {rep['refusals_of_nearest']}")
     print(f"IVF index recall@1 vs exact search (neighbours above the floor): {rep['index_recall_at_1']:.3f}")
     print()
     print(f"{'entries':>10}{'build s':>9}{'search p50/p99 ms':>20}{'semantic p50/p99 ms':>22}"
