@@ -18,6 +18,7 @@ from models import Usage
 
 from ..config import CacheSettings
 from ..embedder import Embedder
+from ..errors import CacheError
 from . import guards
 from .keys import CacheKey, exact_key, request_record, semantic_parts
 from .store import CacheStore, Entry, NewEntry
@@ -159,7 +160,7 @@ class EdgeCache:
         if not self.cacheable(key, opt) or finish_reason not in ("stop", "length"):
             return None
         if tier not in TIERS:
-            raise ValueError(f"tier must be one of {TIERS}, not {tier!r}")
+            raise CacheError(f"tier must be one of {', '.join(TIERS)}, not {tier!r}", param="tier")
         parts = semantic_parts(key)
         vec = embedding
         if vec is None and self._semantic_ok(parts.text):

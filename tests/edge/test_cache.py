@@ -180,7 +180,7 @@ async def test_allow_tiers_filters_who_produced_the_answer(cache: EdgeCache) -> 
 
 async def test_unfinished_answers_and_bad_tiers_are_not_stored(cache: EdgeCache) -> None:
     assert await cache.store(chat("x y z"), "partial", "error", USAGE, "edge") is None
-    with pytest.raises(ValueError):
+    with pytest.raises(CacheError, match="tier must be one of edge, cloud, warmup, not 'moon'"):
         await cache.store(chat("x y z"), "a", "stop", USAGE, "moon")
 
 
