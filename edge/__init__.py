@@ -1,24 +1,37 @@
-"""What runs on the box: the llama.cpp INT4 engine (and, later, the embedder and the cache)."""
+"""What runs on the box: the llama.cpp INT4 engine, the embedder and the SQLite-vector cache."""
 
+from .cache import CacheHit, CacheKey, EdgeCache, Lookup
 from .config import CacheSettings, EdgeSettings
+from .embedder import Embedder
 from .engine import LlamaEngine
 from .errors import (
+    CacheError,
     EdgeError,
     EdgeSaturatedError,
+    EmbedderError,
     EngineClosedError,
     EngineLoadError,
     GenerationError,
     PromptTooLongError,
+    VerifierError,
 )
 
 __all__ = [
+    "CacheError",
+    "CacheHit",
+    "CacheKey",
     "CacheSettings",
+    "EdgeCache",
     "EdgeError",
     "EdgeSaturatedError",
     "EdgeSettings",
+    "EmbedderError",
+    "Embedder",
     "EngineClosedError",
     "EngineLoadError",
     "GenerationError",
     "LlamaEngine",
+    "Lookup",
     "PromptTooLongError",
+    "VerifierError",
 ]

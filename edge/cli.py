@@ -2,6 +2,205 @@
 
 from __future__ import annotations
 
+import asyncio
+import json
+import os
+import sys
+from pathlib import Path
+from typing import Annotated, Optional
+
 import typer
 
+from models import EdgerouteError
+
+from .config import CacheSettings
+
 cache_app = typer.Typer(help="The edge's SQLite-vector cache.", no_args_is_help=True)
+
+DbOpt = Annotated[Optional[Path], typer.Option("--db", help="the cache file [default: <data_dir>/cache.db]")]
+DataDirOpt = Annotated[Optional[Path], typer.Option("--data-dir", help="data directory")]
+PairsOpt = Annotated[Path, typer.Option("--pairs", help="JSONL of {a, b, duplicate}", exists=True, dir_okay=False)]
+
+
+def _db_path(db: Path | None, data_dir: Path | None) -> Path:
+    """--db, else EDGEROUTE_CACHE__PATH, else <data dir>/cache.db (same default as the node)."""
+    if db is not None:
+        return db
+    if os.environ.get("EDGEROUTE_CACHE__PATH"):
+        return Path(os.environ["EDGEROUTE_CACHE__PATH"])
+    if data_dir is None:
+        env = os.environ.get("EDGEROUTE_DATA_DIR")
+        base = os.environ.get("XDG_DATA_HOME") or str(Path.home() / ".local" / "share")
+        data_dir = Path(env) if env else Path(base) / "edgeroute"
+    return CacheSettings().db_path(data_dir)
+
+
+def _fail(exc: EdgerouteError) -> typer.Exit:
+    typer.echo(f"error: {exc.message}", err=True)
+    return typer.Exit(1)
+
+
+@cache_app.command("stats")
+def stats(db: DbOpt = None, data_dir: DataDirOpt = None, as_json: Annotated[bool, typer.Option("--json")] = False) -> None:
+    """Entries, tiers, tenants, file size and the persisted hit/miss/refusal counters."""
+    from .cache.store import CacheStore
+
+    try:
+        store = CacheStore(_db_path(db, data_dir))
+        info = store.stats()
+        store.close()
+    except EdgerouteError as exc:
+        raise _fail(exc) from exc
+    if as_json:
+        typer.echo(json.dumps(info, indent=2))
+        return
+    typer.echo(f"file       {info['path']} ({info['file_bytes'] / 1e6:.1f} MB)")
+    typer.echo(f"entries    {info['entries']} in {info['tenants']} tenant(s); by tier: {info['by_tier']}")
+    for name, value in sorted(info["counters"].items()):
+        typer.echo(f"  {name:<22} {value}")
+
+
+@cache_app.command("clear")
+def clear(
+    db: DbOpt = None,
+    data_dir: DataDirOpt = None,
+    tenant: Annotated[Optional[str], typer.Option(help="only this tenant's entries")] = None,
+    yes: Annotated[bool, typer.Option("--yes", "-y", help="do not ask")] = False,
+) -> None:
+    """Delete cached entries (all, or one tenant's)."""
+    from .cache.store import CacheStore
+
+    path = _db_path(db, data_dir)
+    if not yes:
+        typer.confirm(f"delete {'all' if tenant is None else tenant + chr(39) + 's'} entries in {path}?", abort=True)
+    try:
+        store = CacheStore(path)
+        n = store.clear(tenant)
+        store.close()
+    except EdgerouteError as exc:
+        raise _fail(exc) from exc
+    typer.echo(f"deleted {n} entries")
+
+
+@cache_app.command("export")
+def export(
+    db: DbOpt = None,
+    data_dir: DataDirOpt = None,
+    tenant: Annotated[Optional[str], typer.Option(help="only this tenant's entries")] = None,
+    out: Annotated[Optional[Path], typer.Option("--out", "-o", help="JSONL file [default: stdout]")] = None,
+) -> None:
+    """Write every entry as one JSON line (request, answer, tier, timestamps, hits)."""
+    from .cache.store import CacheStore
+
+    try:
+        store = CacheStore(_db_path(db, data_dir))
+        fh = out.open("w", encoding="utf-8") if out else sys.stdout
+        n = 0
+        for record in store.export(tenant):
+            fh.write(json.dumps(record, ensure_ascii=False) + "\n")
+            n += 1
+        if out:
+            fh.close()
+        store.close()
+    except EdgerouteError as exc:
+        raise _fail(exc) from exc
+    if out:
+        typer.echo(f"exported {n} entries to {out}", err=True)
+
+
+@cache_app.command("warm")
+def warm(
+    file: Annotated[Path, typer.Argument(help="JSONL of {prompt|messages, answer, [tenant, model, params]}", exists=True)],
+    db: DbOpt = None,
+    data_dir: DataDirOpt = None,
+) -> None:
+    """Load prompt/answer pairs into the cache (tier "warmup")."""
+    from .cache import EdgeCache
+
+    async def run() -> int:
+        from models import Usage
+
+        from .cache.warmup import read_warmup
+
+        cache = EdgeCache(_db_path(db, data_dir), CacheSettings())
+        try:
+            n = 0
+            for item in read_warmup(file):
+                stored = await cache.store(item.key, item.answer, "stop", Usage(0, 0), "warmup", opt=True)
+                n += stored is not None
+            return n
+        finally:
+            await cache.aclose()
+
+    try:
+        n = asyncio.run(run())
+    except EdgerouteError as exc:
+        raise _fail(exc) from exc
+    typer.echo(f"stored {n} entries")
+
+
+@cache_app.command("calibrate")
+def calibrate(
+    pairs: PairsOpt,
+    precision: Annotated[float, typer.Option(min=0.0, max=1.0, help="required hit precision")] = 0.95,
+    split: Annotated[str, typer.Option(help="heldout | train | all pairs of the file")] = "heldout",
+    floor: Annotated[Optional[float], typer.Option(help="cosine floor [default: the setting]")] = None,
+    out: Annotated[Optional[Path], typer.Option("--out", help="also write the result as JSON")] = None,
+) -> None:
+    """Pick the verifier threshold with the highest recall whose hit precision is >= PRECISION."""
+    import numpy as np
+
+    from .cache import Verifier, load_pairs, split_pairs, sweep
+    from .cache.training import embed_all, score_pairs
+    from .embedder import Embedder
+
+    settings = CacheSettings() if floor is None else CacheSettings(similarity_floor=floor)
+    try:
+        rows = load_pairs(pairs)
+        train, heldout = split_pairs(rows)
+        chosen = {"heldout": heldout, "train": train, "all": rows}[split]
+        vecs = embed_all(Embedder.load(settings), [t for p in chosen for t in (p.a, p.b)])
+        scores = score_pairs(chosen, vecs.__getitem__, Verifier.shipped(), settings)
+    except (EdgerouteError, KeyError) as exc:
+        raise (_fail(exc) if isinstance(exc, EdgerouteError) else typer.BadParameter(f"--split {split}")) from exc
+    result = sweep(scores, np.asarray([p.duplicate for p in chosen]), precision)
+    if result.threshold is None:
+        typer.echo(f"no threshold reaches precision {precision} on {len(chosen)} pairs")
+    else:
+        typer.echo(
+            f"threshold {result.threshold:.4f}: precision {result.precision:.3f}, duplicate recall "
+            f"{result.recall:.3f} ({result.served} served of {result.pairs} pairs, {result.positives} duplicates)"
+        )
+        typer.echo(f"set it with EDGEROUTE_CACHE__VERIFIER_THRESHOLD={result.threshold:.4f}")
+    if out:
+        out.write_text(json.dumps(result.as_dict(), indent=2) + "\n", encoding="utf-8")
+    if result.threshold is None:
+        raise typer.Exit(1)
+
+
+@cache_app.command("train-verifier")
+def train_verifier(
+    pairs: PairsOpt,
+    out_dir: Annotated[Path, typer.Option(help="where verifier.json and index.npz go")] = Path("edge/cache/data"),
+    precision: Annotated[float, typer.Option(min=0.0, max=1.0)] = 0.95,
+) -> None:
+    """Train the verifier (train split), calibrate it (held-out split), fit the IVF centroids."""
+    from .cache import load_pairs
+    from .cache.index import save_index
+    from .cache.training import embed_all, train
+    from .embedder import Embedder
+
+    try:
+        rows = load_pairs(pairs)
+        vecs = embed_all(Embedder.load(), [t for p in rows for t in (p.a, p.b)])
+        trained = train(rows, vecs.__getitem__, precision=precision)
+    except EdgerouteError as exc:
+        raise _fail(exc) from exc
+    out_dir.mkdir(parents=True, exist_ok=True)
+    trained.verifier.save(out_dir / "verifier.json")
+    save_index(trained.index, out_dir / "index.npz")
+    cal = trained.calibration
+    typer.echo(
+        f"trained on {trained.n_train} pairs; held-out ({trained.n_heldout}): threshold {cal.threshold}, "
+        f"precision {cal.precision:.3f}, recall {cal.recall:.3f}; wrote {out_dir}/verifier.json, index.npz"
+    )

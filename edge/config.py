@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+from typing import Literal
+
 from pydantic import BaseModel, Field
 
 from models import EDGE_DEFAULT
@@ -19,6 +22,34 @@ class EdgeSettings(BaseModel):
 
 
 class CacheSettings(BaseModel):
-    """The SQLite-vector cache (exact and semantic layers)."""
+    """The SQLite-vector cache (exact and semantic layers) and its embedder."""
 
     enabled: bool = True
+    path: Path | None = Field(None, description="the SQLite file (default: <data_dir>/cache.db)")
+    semantic: bool = Field(True, description="also answer near-duplicate prompts (else exact only)")
+    deterministic_only: bool = Field(
+        True, description="cache only temperature-0 or seeded requests unless the request opts in"
+    )
+    ttl_s: float | None = Field(7 * 86400.0, gt=0, description="entry lifetime in seconds (None: forever)")
+    max_entries: int = Field(100_000, ge=1, description="size bound; least recently used entries go first")
+    # Candidates below this cosine are never considered; above it, guards and the verifier decide.
+    similarity_floor: float = Field(0.80, ge=0.0, le=1.0)
+    verifier: bool = Field(True, description="False: accept on cosine >= similarity_floor alone")
+    verifier_threshold: float | None = Field(
+        None, ge=0.0, le=1.0, description="verifier probability to accept (None: the shipped calibrated one)"
+    )
+    guards: bool = Field(True, description="refuse matches that differ in negation, numbers, entities, order")
+    candidates: int = Field(3, ge=1, le=16, description="nearest entries checked per lookup")
+    nprobe: int = Field(8, ge=1, le=256, description="vector-index buckets searched per lookup")
+    probe_k: int = Field(8, ge=1, le=64, description="nearest binary codes taken from each bucket")
+    semantic_max_chars: int = Field(2000, ge=1, description="longer prompts use the exact layer only")
+    embed_threads: int = Field(1, ge=1, description="ONNX Runtime threads of the embedder")
+    embed_window_ms: float = Field(
+        0.0, ge=0.0, le=50.0, description="micro-batching wait window (0: one event-loop turn)"
+    )
+    embed_max_batch: int = Field(32, ge=1, le=512)
+    embed_int8: bool = Field(True, description="the INT8-quantized ONNX model (else fp32 ONNX)")
+    embed_device: Literal["cpu", "cuda"] = "cpu"
+
+    def db_path(self, data_dir: Path) -> Path:
+        return self.path if self.path is not None else Path(data_dir) / "cache.db"

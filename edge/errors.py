@@ -27,3 +27,15 @@ class GenerationError(EdgeError):
 
 class EngineClosedError(EdgeError):
     """The engine was closed; no request is admitted any more."""
+
+
+class EmbedderError(EdgeError):
+    """The embedding model could not be loaded or failed to run."""
+
+
+class CacheError(EdgeError):
+    """The cache's SQLite file could not be opened, read or written."""
+
+
+class VerifierError(EdgeError):
+    """The duplicate verifier's weights are missing or malformed."""

@@ -11,6 +11,7 @@ from .generation import (
     Usage,
     collect,
 )
+from .onnx_export import export_embedder, onnx_model_path
 from .prepare import prepare, register_step
 from .registry import (
     EDGE_DEFAULT,
@@ -39,6 +40,8 @@ __all__ = [
     "Usage",
     "collect",
     "default_models_dir",
+    "export_embedder",
+    "onnx_model_path",
     "prepare",
     "register_step",
     "registry",

@@ -1,4 +1,5 @@
-"""One-time work on model artifacts: assemble chunked GGUFs and verify every checksum."""
+"""One-time work on model artifacts: assemble chunked GGUFs, verify every checksum, export the
+embedding model to ONNX INT8."""
 
 from __future__ import annotations
 
@@ -8,9 +9,10 @@ from pathlib import Path
 from tqdm import tqdm
 
 from .errors import ModelError
-from .registry import _package_dir, registry, verify
+from .onnx_export import export_embedder
+from .registry import EMBEDDING_DEFAULT, _package_dir, registry, verify
 
-# Later steps (the ONNX export of the embedder) register here so `models prepare` runs them all.
+# Later steps register here so `models prepare` runs them all (the ONNX export is built in).
 _EXTRA_STEPS: list[Callable[[Path, bool], None]] = []
 
 
@@ -54,6 +56,8 @@ def prepare(models_dir: Path, progress: bool = True) -> list[str]:
         with tqdm(total=size, unit="B", unit_scale=True, desc=f"verify {spec.alias}", disable=not progress) as bar:
             verify(spec, bar)
         done.append(spec.alias)
+    export_embedder(Path(models_dir), progress=progress)
+    done.append(f"{EMBEDDING_DEFAULT} (onnx int8)")
     for step in _EXTRA_STEPS:
         step(Path(models_dir), progress)
     return done

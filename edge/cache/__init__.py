@@ -1,0 +1,31 @@
+"""The edge's SQLite-vector cache: exact and semantic answers, guarded, verified, per tenant."""
+
+from .calibration import Calibration, sweep
+from .guards import REASONS as GUARD_REASONS
+from .guards import check as guard_check
+from .keys import CacheKey, exact_key, semantic_parts
+from .pairs import Pair, load_pairs, split_pairs
+from .service import TIERS, CacheHit, Candidate, EdgeCache, Lookup
+from .verifier import Verifier
+from .warmup import WarmItem, read_warmup
+
+__all__ = [
+    "GUARD_REASONS",
+    "TIERS",
+    "CacheHit",
+    "CacheKey",
+    "Calibration",
+    "Candidate",
+    "EdgeCache",
+    "Lookup",
+    "Pair",
+    "Verifier",
+    "WarmItem",
+    "exact_key",
+    "guard_check",
+    "load_pairs",
+    "read_warmup",
+    "semantic_parts",
+    "split_pairs",
+    "sweep",
+]

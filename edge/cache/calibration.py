@@ -1,0 +1,72 @@
+"""Calibration: pick the verifier threshold with the highest recall at a required hit precision."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+
+@dataclass(frozen=True)
+class Calibration:
+    threshold: float | None  # None: no threshold reaches the precision
+    precision: float
+    recall: float
+    served: int
+    positives: int
+    pairs: int
+    target_precision: float
+    curve: list[dict[str, float]] = field(default_factory=list)
+
+    def as_dict(self) -> dict[str, Any]:
+        return {
+            "threshold": self.threshold,
+            "precision": self.precision,
+            "recall": self.recall,
+            "served": self.served,
+            "positives": self.positives,
+            "pairs": self.pairs,
+            "target_precision": self.target_precision,
+            "curve": self.curve,
+        }
+
+
+def sweep(scores: np.ndarray, labels: np.ndarray, precision: float, min_served: int = 20) -> Calibration:
+    """Sweep thresholds over ``scores`` (NaN or negative: refused before scoring).
+
+    A pair is served when its score >= threshold. Among thresholds whose served precision is
+    >= ``precision`` (with at least ``min_served`` served, so one lucky pair cannot decide),
+    take the lowest, i.e. the highest recall.
+    """
+    s = np.nan_to_num(np.asarray(scores, dtype=np.float64), nan=-1.0)
+    y = np.asarray(labels, dtype=bool)
+    positives = int(y.sum())
+    order = np.argsort(-s, kind="stable")
+    s_sorted, y_sorted = s[order], y[order]
+    tp = np.cumsum(y_sorted)
+    served = np.arange(1, len(s) + 1)
+    # Only the last index of a run of equal scores is a real threshold.
+    last = np.r_[s_sorted[1:] != s_sorted[:-1], True] & (s_sorted >= 0)
+    prec = tp / served
+    ok = last & (prec >= precision) & (served >= min_served)
+    curve = []
+    for q in (0.99, 0.98, 0.97, 0.95, 0.9, 0.85, 0.8, 0.7, 0.6, 0.5):
+        idx = np.where(last & (s_sorted >= q))[0]
+        if len(idx):
+            i = idx[-1]
+            curve.append({"threshold": q, "precision": float(prec[i]), "recall": float(tp[i] / max(positives, 1)),
+                          "served": int(served[i])})
+    if not ok.any():
+        return Calibration(None, 0.0, 0.0, 0, positives, len(s), precision, curve)
+    i = int(np.where(ok)[0][-1])
+    return Calibration(
+        threshold=float(s_sorted[i]),
+        precision=float(prec[i]),
+        recall=float(tp[i] / max(positives, 1)),
+        served=int(served[i]),
+        positives=positives,
+        pairs=len(s),
+        target_precision=precision,
+        curve=curve,
+    )

@@ -1,0 +1,276 @@
+"""Guards against false semantic hits: two prompts close in embedding space that ask different things.
+
+Each guard compares the query with a candidate and names a reason when they differ in a way that
+changes the answer: negation, polarity (antonyms such as on/off), numbers, named entities, or
+the order of two entities ("London to Paris" vs "Paris to London"). A guard only refuses; it
+never accepts. Rules are deliberately simple lexical ones, written to leave paraphrases alone.
+"""
+
+from __future__ import annotations
+
+import re
+from collections import Counter
+from dataclasses import dataclass
+from functools import lru_cache
+
+REASONS = ("negation", "polarity", "number", "entity", "order")
+
+_TOKEN = re.compile(r"[A-Za-z]+(?:'[A-Za-z]+)?|\d+(?:[.,]\d+)*")
+_NEGATORS = frozenset(
+    "not no never none nobody nothing nowhere neither nor cannot without unable isn't aren't wasn't "
+    "weren't don't doesn't didn't won't wouldn't can't couldn't shouldn't mustn't hasn't haven't hadn't".split()
+)
+# Axes of polarity: words on the two sides of each axis answer opposite questions.
+_POLARITY: tuple[tuple[str, str], ...] = (
+    ("on enable enabled enabling activate activated turnon", "off disable disabled disabling deactivate deactivated turnoff"),
+    ("good better best positive pros advantage advantages benefit benefits",
+     "bad worse worst negative cons disadvantage disadvantages drawback drawbacks"),
+    ("increase increasing raise raising grow growing more higher high maximum max most",
+     "decrease decreasing lower lowering reduce reducing shrink less fewer low minimum min least"),
+    ("start starting begin beginning open opening launch", "stop stopping end ending close closing quit"),
+    ("add adding insert include including", "remove removing delete deleting exclude excluding"),
+    ("install installing", "uninstall uninstalling"),
+    ("connect connecting", "disconnect disconnecting"),
+    ("lock locking", "unlock unlocking"),
+    ("show showing display", "hide hiding"),
+    ("upload uploading", "download downloading"),
+    ("import importing", "export exporting"),
+    ("encrypt encrypting encryption", "decrypt decrypting decryption"),
+    ("buy buying purchase", "sell selling"),
+    ("win winning", "lose losing"),
+    ("true", "false"),
+    ("yes", "no"),
+    ("before", "after"),
+    ("above", "below"),
+    ("hot warm", "cold cool"),
+    ("fast faster fastest quick", "slow slower slowest"),
+    ("big bigger biggest large larger largest", "small smaller smallest little"),
+    ("love", "hate"),
+    ("like likes", "dislike dislikes"),
+    ("allow allowed permit", "deny denied block forbid"),
+    ("accept accepted", "reject rejected"),
+    ("push", "pull"),
+    ("enter", "exit"),
+    ("gain gaining", "lose losing"),
+    ("rich", "poor"),
+    ("cheap cheapest", "expensive"),
+    ("easy easiest", "hard hardest difficult"),
+    ("safe", "dangerous unsafe"),
+    ("legal", "illegal"),
+    ("light", "dark"),
+    ("left", "right"),
+    ("north", "south"),
+    ("east", "west"),
+    ("male men man boy boys", "female women woman girl girls"),
+)
+_AXIS: dict[str, tuple[int, int]] = {}
+for _i, (_pos, _neg) in enumerate(_POLARITY):
+    for _w in _pos.split():
+        _AXIS.setdefault(_w, (_i, +1))
+    for _w in _neg.split():
+        _AXIS.setdefault(_w, (_i, -1))
+
+_NUMBER_WORDS = {
+    w: i
+    for i, w in enumerate(
+        "zero one two three four five six seven eight nine ten eleven twelve thirteen fourteen fifteen "
+        "sixteen seventeen eighteen nineteen twenty".split()
+    )
+}
+_NUMBER_WORDS.update({"thirty": 30, "forty": 40, "fifty": 50, "sixty": 60, "seventy": 70, "eighty": 80,
+                      "ninety": 90, "hundred": 100, "thousand": 1000, "million": 10**6, "billion": 10**9,
+                      "first": 1, "second": 2, "third": 3, "fourth": 4, "fifth": 5, "half": 0.5, "twice": 2,
+                      "double": 2, "triple": 3, "dozen": 12})
+# "one" is mostly a pronoun ("which one", "one should"); "one apple" vs "two apples" still differs.
+del _NUMBER_WORDS["one"]
+_ORDINAL = re.compile(r"^(\d+)(?:st|nd|rd|th)$")
+
+# Capitalized words that are not names: sentence openers, pronouns, question words, common verbs.
+_COMMON = frozenset(
+    """a an the this that these those it its i i'm i've i'd i'll me my we our you your he she they them their
+    his her what whats what's which who whom whose when where why how is are was were be been being am do does
+    did done have has had having can could will would should shall may might must if then than so and or but
+    not no yes please tell explain describe give list write show find make create compare define summarize
+    summarise translate calculate suggest recommend help name let lets let's there here hi hello hey dear
+    ok okay thanks thank any some all each every most many much more less best good better top new old
+    one two three first second also just only even still very really actually generally basically
+    why's how's where's who's is it in on at by for of to from with about as into over after before
+    during between without within under above up down out off again further once why should""".split()
+)
+_RELATION_WORDS = frozenset("to into from than over against toward towards beats".split())
+_SYMMETRIC = frozenset("and or vs versus & , with".split())
+
+
+@dataclass(frozen=True, slots=True)
+class TextSignals:
+    """What the guards look at in one text (computed once per text)."""
+
+    tokens: tuple[str, ...]  # as written
+    lower: tuple[str, ...]
+    negations: int
+    polarity: dict[int, frozenset[int]]  # axis -> signs present
+    numbers: Counter[float]
+    entities: tuple[str, ...]  # lowercased, in order of appearance
+    relations: frozenset[tuple[str, str, str]]  # (left, relation word, right), content words
+
+
+@lru_cache(maxsize=4096)
+def signals(text: str) -> TextSignals:
+    tokens = tuple(_TOKEN.findall(text))
+    lower = tuple(t.lower() for t in tokens)
+    negations = sum(1 for t in lower if t in _NEGATORS or t.endswith("n't"))
+    polarity: dict[int, set[int]] = {}
+    for i, t in enumerate(lower):
+        word = t
+        if t in ("on", "off") and i > 0 and lower[i - 1] in ("turn", "turning", "switch", "switching", "turned",
+                                                               "switched", "power", "powered", "toggle"):
+            word = "turn" + t
+        elif t in ("on", "off"):
+            continue  # a bare preposition "on" says nothing about polarity
+        axis = _AXIS.get(word)
+        if axis is not None:
+            polarity.setdefault(axis[0], set()).add(axis[1])
+    numbers: Counter[float] = Counter()
+    for t in lower:
+        value = _number(t)
+        if value is not None:
+            numbers[value] += 1
+    entities = tuple(_entities(tokens))
+    content = [(i, t) for i, t in enumerate(lower) if t not in _COMMON or t in _RELATION_WORDS]
+    relations: set[tuple[str, str, str]] = set()
+    for j, (_, t) in enumerate(content):
+        if t in _RELATION_WORDS and 0 < j < len(content) - 1:
+            left, right = content[j - 1][1], content[j + 1][1]
+            if left not in _RELATION_WORDS and right not in _RELATION_WORDS:
+                relations.add((left, t, right))
+    return TextSignals(
+        tokens, lower, negations, {k: frozenset(v) for k, v in polarity.items()}, numbers, entities,
+        frozenset(relations),
+    )
+
+
+def _number(token: str) -> float | None:
+    if token[0].isdigit():
+        m = _ORDINAL.match(token)
+        raw = m.group(1) if m else token.replace(",", "")
+        try:
+            return float(raw)
+        except ValueError:
+            return None
+    return float(_NUMBER_WORDS[token]) if token in _NUMBER_WORDS else None
+
+
+def _entities(tokens: tuple[str, ...]) -> list[str]:
+    found: list[str] = []
+    for t in tokens:
+        if not t[0].isupper():
+            continue
+        word = t.lower()
+        if word.endswith("'s"):
+            word = word[:-2]
+        if word in _COMMON or word in _AXIS or word in _NUMBER_WORDS or len(word) < 2:
+            continue
+        found.append(word)
+    return found
+
+
+def check(query: str, candidate: str) -> str | None:
+    """The first reason the candidate's answer cannot serve the query, or None."""
+    a, b = signals(query), signals(candidate)
+    if (a.negations % 2) != (b.negations % 2):
+        return "negation"
+    for axis in a.polarity.keys() & b.polarity.keys():
+        if a.polarity[axis].isdisjoint(b.polarity[axis]):
+            return "polarity"
+    if a.numbers != b.numbers:
+        return "number"
+    words_a, words_b = {_stem(w) for w in a.lower}, {_stem(w) for w in b.lower}
+    if any(_stem(e) not in words_b for e in a.entities) or any(_stem(e) not in words_a for e in b.entities):
+        return "entity"
+    if _reversed(a, b):
+        return "order"
+    return None
+
+
+def signal_vector(query: str, candidate: str) -> list[float]:
+    """Guard signals as verifier features (each 0 or 1, plus soft counts)."""
+    a, b = signals(query), signals(candidate)
+    polarity = any(a.polarity[x].isdisjoint(b.polarity[x]) for x in a.polarity.keys() & b.polarity.keys())
+    ents_a, ents_b = {_stem(e) for e in a.entities}, {_stem(e) for e in b.entities}
+    ent_diff = len(ents_a ^ ents_b)
+    return [
+        float(a.negations % 2 != b.negations % 2),
+        float(polarity),
+        float(a.numbers != b.numbers),
+        float(min(ent_diff, 3)),
+        float(_reversed(a, b)),
+        float(bool(ents_a or ents_b)),
+    ]
+
+
+def _stem(word: str) -> str:
+    """Possessive and plural 's' removed: France's ~ France, Muslims ~ Muslim."""
+    if word.endswith("'s"):
+        word = word[:-2]
+    return word[:-1] if len(word) > 3 and word.endswith("s") else word
+
+
+def _reversed(a: TextSignals, b: TextSignals) -> bool:
+    """True when both name the same two things in opposite roles."""
+    for left, rel, right in a.relations:
+        if (right, rel, left) in b.relations and (left, rel, right) not in b.relations:
+            return True
+    if _transposed(a, b):
+        return True
+    shared = [e for e in dict.fromkeys(a.entities) if e in b.entities]
+    if len(shared) < 2:
+        return False
+    ra, rb = _roles(a, shared), _roles(b, shared)
+    if all(ra[e] is not None and rb[e] is not None for e in shared):
+        return any(ra[e] != rb[e] for e in shared)
+    order_a = [e for e in dict.fromkeys(a.entities) if e in shared]
+    order_b = [e for e in dict.fromkeys(b.entities) if e in shared]
+    if order_a == order_b:
+        return False
+    # "Python and Java" vs "Java and Python": joined symmetrically, the order says nothing.
+    return not (_joined_symmetrically(a, shared) and _joined_symmetrically(b, shared))
+
+
+def _content(s: TextSignals) -> list[str]:
+    return [_stem(w) for w in s.lower if w not in _COMMON and not w[0].isdigit()]
+
+
+def _transposed(a: TextSignals, b: TextSignals) -> bool:
+    """Same content words, exactly two of them swapped ("Muslims are terrorists" / "terrorists are Muslim")."""
+    ca, cb = _content(a), _content(b)
+    if sorted(ca) != sorted(cb) or ca == cb:
+        return False
+    diff = [i for i, (x, y) in enumerate(zip(ca, cb, strict=True)) if x != y]
+    if len(diff) != 2 or ca[diff[0]] != cb[diff[1]] or ca[diff[1]] != cb[diff[0]]:
+        return False
+    swapped = {ca[diff[0]], ca[diff[1]]}
+    return not (_joined_symmetrically(a, swapped) and _joined_symmetrically(b, swapped))
+
+
+def _roles(s: TextSignals, shared: list[str]) -> dict[str, str | None]:
+    roles: dict[str, str | None] = {}
+    for e in shared:
+        i = next(i for i, t in enumerate(s.lower) if t == e or t == e + "'s")
+        before = s.lower[i - 1] if i > 0 else ""
+        after = s.lower[i + 1] if i + 1 < len(s.lower) else ""
+        if before in _RELATION_WORDS:
+            roles[e] = before
+        elif after in ("to", "into"):
+            roles[e] = "from"
+        else:
+            roles[e] = None
+    return roles
+
+
+def _joined_symmetrically(s: TextSignals, shared: list[str] | set[str]) -> bool:
+    stems = {w for e in shared for w in (e, e + "s", e + "'s")}
+    idx = sorted(i for i, t in enumerate(s.lower) if t in stems)
+    if len(idx) < 2:
+        return False
+    between = s.lower[idx[0] + 1 : idx[-1]]
+    return any(t in _SYMMETRIC for t in between) and not any(t in _RELATION_WORDS for t in between)

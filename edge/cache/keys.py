@@ -1,0 +1,120 @@
+"""Cache keys: what makes two requests the same question with the same answer-changing parameters.
+
+The exact key hashes everything. The semantic layer splits a request into the *text* that is
+compared by meaning (the last user turn) and a *scope* that must match exactly: tenant, model
+alias, parameters, extra fields and a digest of the rest of the conversation.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import unicodedata
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from models import SamplingParams
+
+
+@dataclass(frozen=True, slots=True)
+class CacheKey:
+    """A request as the cache sees it."""
+
+    tenant: str
+    model: str  # the model alias as requested
+    messages: tuple[dict[str, str], ...] | None
+    prompt: str | None
+    params: SamplingParams
+    extra: Mapping[str, Any] = field(default_factory=dict)  # tools, response_format, ...
+
+
+def normalize_text(text: str) -> str:
+    """Unicode NFC, unified newlines, outer whitespace stripped; inner whitespace kept (code)."""
+    return unicodedata.normalize("NFC", text).replace("\r\n", "\n").replace("\r", "\n").strip()
+
+
+def _params(params: SamplingParams) -> dict[str, Any]:
+    greedy = params.temperature == 0.0
+    return {
+        "max_tokens": params.max_tokens,
+        "temperature": float(params.temperature),
+        # Greedy decoding ignores the sampler: top_p and the seed cannot change the answer.
+        "top_p": None if greedy else float(params.top_p),
+        "seed": None if greedy else params.seed,
+        "stop": sorted(set(params.stop)),
+    }
+
+
+def _messages(messages: tuple[dict[str, str], ...]) -> list[list[str]]:
+    return [[str(m.get("role", "")), normalize_text(str(m.get("content") or ""))] for m in messages]
+
+
+def _digest(obj: Any) -> str:
+    blob = json.dumps(obj, sort_keys=True, ensure_ascii=False, separators=(",", ":"), default=str)
+    return hashlib.sha256(blob.encode("utf-8")).hexdigest()
+
+
+def exact_key(key: CacheKey) -> str:
+    """sha256 over tenant, model, normalized messages or prompt, parameters and extra fields."""
+    body: dict[str, Any] = {
+        "v": 1,
+        "tenant": key.tenant,
+        "model": key.model,
+        "params": _params(key.params),
+        "extra": dict(key.extra),
+    }
+    if key.messages is not None:
+        body["messages"] = _messages(key.messages)
+    else:
+        body["prompt"] = normalize_text(key.prompt or "")
+    return _digest(body)
+
+
+@dataclass(frozen=True, slots=True)
+class SemanticParts:
+    text: str  # compared by meaning
+    scope: str  # must match exactly (hex digest)
+
+    @property
+    def scope_id(self) -> int:
+        """The scope as a signed 64-bit integer (a metadata column of the vector table)."""
+        return int.from_bytes(bytes.fromhex(self.scope[:16]), "big", signed=True)
+
+
+def semantic_parts(key: CacheKey) -> SemanticParts:
+    """Split a request into its last user turn and the exact scope it must share with a match."""
+    context: list[list[str]] = []
+    text = ""
+    if key.messages is not None:
+        msgs = _messages(key.messages)
+        last_user = max((i for i, m in enumerate(msgs) if m[0] == "user"), default=-1)
+        if last_user >= 0:
+            text = msgs[last_user][1]
+            context = msgs[:last_user] + [["<turn>", ""]] + msgs[last_user + 1 :]
+        else:
+            context = msgs
+    else:
+        text = normalize_text(key.prompt or "")
+        context = [["<prompt>", ""]]
+    scope = _digest(
+        {
+            "v": 1,
+            "tenant": key.tenant,
+            "model": key.model,
+            "params": _params(key.params),
+            "extra": dict(key.extra),
+            "context": context,
+        }
+    )
+    return SemanticParts(text=text, scope=scope)
+
+
+def request_record(key: CacheKey) -> dict[str, Any]:
+    """The normalized request, as stored with an entry (for export and inspection)."""
+    record: dict[str, Any] = {"model": key.model, "params": _params(key.params), "extra": dict(key.extra)}
+    if key.messages is not None:
+        record["messages"] = [{"role": r, "content": c} for r, c in _messages(key.messages)]
+    else:
+        record["prompt"] = normalize_text(key.prompt or "")
+    return record

@@ -1,0 +1,332 @@
+"""The cache as the request path uses it: policy, exact layer, semantic layer, guards, verifier, stats."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+from collections import Counter
+from collections.abc import Callable, Sequence
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Literal
+
+import numpy as np
+
+from models import Usage
+
+from ..config import CacheSettings
+from ..embedder import Embedder
+from ..errors import CacheError
+from . import guards
+from .keys import CacheKey, exact_key, request_record, semantic_parts
+from .store import CacheStore, Entry, NewEntry
+from .verifier import Verifier
+
+log = logging.getLogger(__name__)
+
+TIERS = ("edge", "cloud", "warmup")
+_FLUSH_EVERY_S = 5.0
+
+
+@dataclass(frozen=True, slots=True)
+class CacheHit:
+    kind: Literal["exact", "semantic"]
+    text: str
+    finish_reason: str
+    usage: Usage
+    similarity: float  # 1.0 for exact
+    tier: str  # who produced the answer: "edge", "cloud" (or "warmup")
+    entry_id: int
+
+
+@dataclass(frozen=True, slots=True)
+class Lookup:
+    hit: CacheHit | None
+    embedding: np.ndarray | None = field(repr=False)  # of the last user turn, when one was computed
+    refusal: str | None  # why the nearest near-duplicate was refused (guard reason or "verifier")
+
+
+@dataclass(frozen=True, slots=True)
+class Candidate:
+    """One near neighbour as the semantic layer judged it (for benchmarks and debugging)."""
+
+    entry: Entry
+    similarity: float
+    refusal: str | None
+    probability: float | None
+
+
+class EdgeCache:
+    """Exact and semantic answers from one SQLite file, per tenant."""
+
+    def __init__(
+        self,
+        path: Path,
+        settings: CacheSettings | None = None,
+        embedder: Embedder | None = None,
+        verifier: Verifier | None = None,
+        clock: Callable[[], float] = time.time,
+    ) -> None:
+        self.settings = settings or CacheSettings()
+        self._clock = clock
+        self.db = CacheStore(Path(path))
+        self.embedder = embedder
+        self.verifier = verifier if verifier is not None else (Verifier.shipped() if self.settings.verifier else None)
+        self.threshold = (
+            self.settings.verifier_threshold
+            if self.settings.verifier_threshold is not None
+            else (self.verifier.threshold if self.verifier is not None else 1.0)
+        )
+        # Reads and writes each get one thread (and one connection): WAL lets them overlap.
+        self._reader = ThreadPoolExecutor(max_workers=1, thread_name_prefix="cache-read")
+        self._writer = ThreadPoolExecutor(max_workers=1, thread_name_prefix="cache-write")
+        self.counters: Counter[str] = Counter()  # this process's, since start
+        self._unflushed: Counter[str] = Counter()
+        self._touches: dict[int, tuple[float, int]] = {}
+        self._last_flush = time.monotonic()
+        self._closed = False
+
+    # -- policy ----------------------------------------------------------------------------
+
+    def cacheable(self, key: CacheKey, opt: bool | None = None) -> bool:
+        """Whether this request may be answered from, and stored into, the cache.
+
+        ``opt`` is the request's own switch (``cache`` field or header): False always opts out,
+        True opts a sampling request in; None follows ``deterministic_only``.
+        """
+        if not self.settings.enabled or opt is False:
+            return False
+        if opt is True:
+            return True
+        return key.params.deterministic or not self.settings.deterministic_only
+
+    # -- the request path ------------------------------------------------------------------
+
+    async def lookup(
+        self,
+        key: CacheKey,
+        *,
+        opt: bool | None = None,
+        allow_tiers: Sequence[str] = ("edge", "cloud"),
+        want_embedding: bool = False,
+    ) -> Lookup:
+        """Exact layer, then semantic layer. ``want_embedding``: embed even when not cacheable."""
+        tiers = tuple(allow_tiers) + (("warmup",) if "warmup" not in allow_tiers else ())
+        if not self.cacheable(key, opt):
+            emb = await self._embed_for_routing(key) if want_embedding else None
+            return Lookup(None, emb, None)
+        min_created = self._min_created()
+        ek = exact_key(key)
+        loop = asyncio.get_running_loop()
+        entry = await loop.run_in_executor(self._reader, self.db.get_exact, ek, min_created, tiers)
+        if entry is not None:
+            self._count("exact_hits")
+            self._touch(entry.id)
+            return Lookup(self._hit("exact", entry, 1.0), None, None)
+        parts = semantic_parts(key)
+        if not self._semantic_ok(parts.text):
+            self._count("misses")
+            emb = await self._embed_for_routing(key) if want_embedding else None
+            return Lookup(None, emb, None)
+        vec = await self._embedder().embed(parts.text)
+        cands = await loop.run_in_executor(
+            self._reader, self._judge, key.tenant, parts.text, parts.scope, parts.scope_id, vec, min_created, tiers
+        )
+        accepted = next((c for c in cands if c.refusal is None), None)
+        if accepted is not None:
+            self._count("semantic_hits")
+            self._touch(accepted.entry.id)
+            return Lookup(self._hit("semantic", accepted.entry, accepted.similarity), vec, None)
+        refusal = cands[0].refusal if cands else None
+        if refusal is not None:
+            self._count(f"refused_{refusal}")
+        self._count("misses")
+        return Lookup(None, vec, refusal)
+
+    async def store(
+        self,
+        key: CacheKey,
+        text: str,
+        finish_reason: str,
+        usage: Usage,
+        tier: str,
+        embedding: np.ndarray | None = None,
+        *,
+        opt: bool | None = None,
+    ) -> int | None:
+        """Store a finished answer; returns the entry id once committed (None when not cacheable)."""
+        if not self.cacheable(key, opt) or finish_reason not in ("stop", "length"):
+            return None
+        if tier not in TIERS:
+            raise CacheError(f"tier must be one of {', '.join(TIERS)}, not {tier!r}", param="tier")
+        parts = semantic_parts(key)
+        vec = embedding
+        if vec is None and self._semantic_ok(parts.text):
+            vec = await self._embedder().embed(parts.text)
+        new = NewEntry(
+            tenant=key.tenant, exact_key=exact_key(key), scope=parts.scope, scope_id=parts.scope_id,
+            model=key.model, prompt_text=parts.text, request=request_record(key), answer=text,
+            finish_reason=finish_reason, prompt_tokens=usage.prompt_tokens,
+            completion_tokens=usage.completion_tokens, tier=tier,
+            embedding=vec if self._semantic_ok(parts.text) else None,
+        )
+        touches, counters = self._take_pending()
+        self.counters["stores"] += 1
+        counters["stores"] += 1
+        loop = asyncio.get_running_loop()
+        try:
+            result = await loop.run_in_executor(self._writer, self._put, [new], touches, counters)
+        except BaseException:
+            self._restore_pending(touches, counters)
+            raise
+        self._count("evictions", result["evicted"], pending=False)
+        self._count("expirations", result["expired"], pending=False)
+        return int(result["ids"][0])
+
+    # -- operations ------------------------------------------------------------------------
+
+    def stats(self) -> dict[str, Any]:
+        """The file's totals (all processes, persisted counters) and this process's counters."""
+        persisted = self.db.stats()
+        live = dict(self.counters)
+        lookups = live.get("exact_hits", 0) + live.get("semantic_hits", 0) + live.get("misses", 0)
+        hits = live.get("exact_hits", 0) + live.get("semantic_hits", 0)
+        return {
+            **persisted,
+            "process": live,
+            "hit_rate": hits / lookups if lookups else 0.0,
+            "refusals": {r: live.get(f"refused_{r}", 0) for r in (*guards.REASONS, "verifier")},
+            "threshold": self.threshold,
+            "similarity_floor": self.settings.similarity_floor,
+        }
+
+    async def clear(self, tenant: str | None = None) -> int:
+        loop = asyncio.get_running_loop()
+        return await loop.run_in_executor(self._writer, self.db.clear, tenant)
+
+    async def flush(self) -> None:
+        """Write pending hit recency and counters now."""
+        touches, counters = self._take_pending()
+        if touches or counters:
+            loop = asyncio.get_running_loop()
+            await loop.run_in_executor(self._writer, self.db.flush, touches, counters)
+
+    async def aclose(self) -> None:
+        if self._closed:
+            return
+        self._closed = True
+        try:
+            await self.flush()
+        finally:
+            await asyncio.to_thread(self._reader.shutdown, True)
+            await asyncio.to_thread(self._writer.shutdown, True)
+            self.db.close()
+
+    async def candidates(self, key: CacheKey) -> tuple[np.ndarray | None, list[Candidate]]:
+        """The semantic layer's judgement of ``key`` without serving anything (benchmarks, debugging)."""
+        parts = semantic_parts(key)
+        if not self._semantic_ok(parts.text):
+            return None, []
+        vec = await self._embedder().embed(parts.text)
+        loop = asyncio.get_running_loop()
+        cands = await loop.run_in_executor(
+            self._reader, self._judge, key.tenant, parts.text, parts.scope, parts.scope_id, vec,
+            self._min_created(), TIERS,
+        )
+        return vec, cands
+
+    # -- internals -------------------------------------------------------------------------
+
+    def _judge(
+        self,
+        tenant: str,
+        text: str,
+        scope: str,
+        scope_id: int,
+        vec: np.ndarray,
+        min_created: float,
+        tiers: Sequence[str],
+    ) -> list[Candidate]:
+        s = self.settings
+        found = self.db.search(
+            tenant, scope, scope_id, vec, nprobe=s.nprobe, probe_k=s.probe_k, min_created=min_created, tiers=tiers
+        )
+        out: list[Candidate] = []
+        for entry, emb, sim in found[: s.candidates]:
+            if sim < s.similarity_floor:
+                break
+            refusal = guards.check(text, entry.prompt_text) if s.guards else None
+            prob: float | None = None
+            if refusal is None and self.verifier is not None and s.verifier:
+                prob = self.verifier.probability(text, vec, entry.prompt_text, emb)
+                if prob < self.threshold:
+                    refusal = "verifier"
+            out.append(Candidate(entry, sim, refusal, prob))
+        return out
+
+    def _put(
+        self, rows: list[NewEntry], touches: dict[int, tuple[float, int]], counters: dict[str, int]
+    ) -> dict[str, Any]:
+        return self.db.put(
+            rows,
+            now=self._clock(),
+            max_entries=self.settings.max_entries,
+            min_created=self._min_created(),
+            touches=touches,
+            counters=counters,
+        )
+
+    def _embedder(self) -> Embedder:
+        if self.embedder is None:
+            self.embedder = Embedder.load(self.settings)
+        return self.embedder
+
+    async def _embed_for_routing(self, key: CacheKey) -> np.ndarray | None:
+        text = semantic_parts(key).text
+        return await self._embedder().embed(text[: self.settings.semantic_max_chars]) if text else None
+
+    def _semantic_ok(self, text: str) -> bool:
+        return self.settings.semantic and bool(text) and len(text) <= self.settings.semantic_max_chars
+
+    def _min_created(self) -> float:
+        ttl = self.settings.ttl_s
+        return self._clock() - ttl if ttl else float("-inf")
+
+    def _hit(self, kind: Literal["exact", "semantic"], entry: Entry, similarity: float) -> CacheHit:
+        usage = Usage(entry.prompt_tokens, entry.completion_tokens)
+        return CacheHit(kind, entry.answer, entry.finish_reason, usage, similarity, entry.tier, entry.id)
+
+    def _count(self, name: str, n: int = 1, pending: bool = True) -> None:
+        if n <= 0:
+            return
+        self.counters[name] += n
+        if pending:
+            self._unflushed[name] += n
+
+    def _touch(self, entry_id: int) -> None:
+        ts, n = self._touches.get(entry_id, (0.0, 0))
+        self._touches[entry_id] = (self._clock(), n + 1)
+        if time.monotonic() - self._last_flush > _FLUSH_EVERY_S and not self._closed:
+            # Hit recency is not an acknowledged write: batch it instead of an fsync per hit.
+            self._last_flush = time.monotonic()
+            task = asyncio.get_running_loop().create_task(self.flush())
+            task.add_done_callback(_log_failure)
+
+    def _take_pending(self) -> tuple[dict[int, tuple[float, int]], Counter[str]]:
+        touches, self._touches = self._touches, {}
+        counters, self._unflushed = self._unflushed, Counter()
+        self._last_flush = time.monotonic()
+        return touches, counters
+
+    def _restore_pending(self, touches: dict[int, tuple[float, int]], counters: Counter[str]) -> None:
+        for i, (ts, n) in touches.items():
+            old_ts, old_n = self._touches.get(i, (0.0, 0))
+            self._touches[i] = (max(ts, old_ts), n + old_n)
+        self._unflushed.update(counters)
+
+
+def _log_failure(task: asyncio.Task[None]) -> None:
+    if not task.cancelled() and task.exception() is not None:
+        log.warning("flushing cache counters failed: %s", task.exception())

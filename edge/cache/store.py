@@ -1,0 +1,376 @@
+"""The cache file: one SQLite database (WAL, synchronous=FULL) holding entries and their vectors.
+
+Every method is synchronous and uses one of two connections: ``read`` (lookups, stats, export)
+and ``write`` (everything that changes the file). The async cache gives each its own thread;
+WAL lets lookups run while a write commits. A write returns only after its transaction commits
+with a full fsync, so an acknowledged store survives ``kill -9`` and power loss.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import threading
+import time
+from collections.abc import Iterable, Iterator, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pysqlite3 as sqlite3
+import sqlite_utils
+import sqlite_vec
+
+from ..errors import CacheError
+from .index import DIM, IvfIndex
+from .migrations import migrate
+
+_ENTRY_COLS = (
+    "id, tenant, scope, prompt_text, answer, finish_reason, prompt_tokens, completion_tokens, tier, created"
+)
+
+
+@dataclass(frozen=True, slots=True)
+class Entry:
+    """One cached answer as read back."""
+
+    id: int
+    tenant: str
+    scope: str
+    prompt_text: str
+    answer: str
+    finish_reason: str
+    prompt_tokens: int
+    completion_tokens: int
+    tier: str
+    created: float
+
+
+@dataclass(frozen=True, slots=True)
+class NewEntry:
+    """One answer to store."""
+
+    tenant: str
+    exact_key: str
+    scope: str
+    scope_id: int
+    model: str
+    prompt_text: str
+    request: dict[str, Any]
+    answer: str
+    finish_reason: str
+    prompt_tokens: int
+    completion_tokens: int
+    tier: str
+    embedding: np.ndarray | None
+
+
+def connect(path: Path) -> sqlite3.Connection:
+    """A connection with sqlite-vec loaded and the durability pragmas set."""
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        conn = sqlite3.connect(str(path), timeout=30.0, check_same_thread=False)
+        conn.enable_load_extension(True)
+        sqlite_vec.load(conn)
+        conn.enable_load_extension(False)
+        mode = conn.execute("PRAGMA journal_mode=WAL").fetchone()[0]
+        if str(mode).lower() != "wal":
+            raise CacheError(f"{path}: SQLite refused WAL mode (got {mode!r})")
+        # FULL: the WAL is fsynced at every commit, so a committed store survives power loss too.
+        conn.execute("PRAGMA synchronous=FULL")
+        conn.execute("PRAGMA busy_timeout=30000")
+        conn.execute("PRAGMA cache_size=-65536")
+        conn.execute("PRAGMA temp_store=MEMORY")
+    except sqlite3.Error as exc:
+        raise CacheError(f"cannot open the cache file {path}: {exc}") from exc
+    return conn
+
+
+class CacheStore:
+    """Entries, binary codes and counters in one SQLite file."""
+
+    def __init__(self, path: Path) -> None:
+        self.path = Path(path)
+        self.write = connect(self.path)
+        try:
+            migrate(sqlite_utils.Database(self.write))
+            self.read = connect(self.path)
+            # The read connection serves the cache's reader thread and callers of stats(); one at a time.
+            self._read_lock = threading.Lock()
+            meta = dict(self.read.execute("SELECT key, value FROM meta").fetchall())
+            self.index = IvfIndex.from_blobs(meta["ivf_centroids"], meta["ivf_mean"])
+            self.count = self._count()
+        except (sqlite3.Error, KeyError) as exc:
+            self.write.close()
+            raise CacheError(f"cannot prepare the cache file {self.path}: {exc}") from exc
+
+    # -- reads -----------------------------------------------------------------------------
+
+    def get_exact(self, exact_key: str, min_created: float, tiers: Sequence[str]) -> Entry | None:
+        marks = ",".join("?" * len(tiers))
+        with _translate("exact lookup"), self._read_lock:
+            row = self.read.execute(
+                f"SELECT {_ENTRY_COLS} FROM entries WHERE exact_key = ? AND created >= ? AND tier IN ({marks})",
+                (exact_key, min_created, *tiers),
+            ).fetchone()
+        return Entry(*row) if row else None
+
+    def search(
+        self,
+        tenant: str,
+        scope: str,
+        scope_id: int,
+        vec: np.ndarray,
+        *,
+        nprobe: int,
+        probe_k: int,
+        min_created: float,
+        tiers: Sequence[str],
+    ) -> list[tuple[Entry, np.ndarray, float]]:
+        """Nearest entries of ``tenant`` with this exact ``scope``: (entry, embedding, cosine), best first."""
+        probes = self.index.probes(vec, nprobe)
+        code = self.index.codes(vec)[0].tobytes()
+        # SQLite runs a virtual-table scan once per IN value: k nearest codes from each probed
+        # bucket. Buckets are bound parameters, so the statement is prepared once and reused.
+        sql = (
+            "SELECT rowid FROM cache_vec WHERE code MATCH vec_bit(?) AND k = ? AND tenant = ? AND scope = ?"
+            f" AND bucket IN ({','.join('?' * len(probes))})"
+        )
+        with _translate("vector search"), self._read_lock:
+            ids = [r[0] for r in self.read.execute(sql, (code, probe_k, tenant, scope_id, *probes)).fetchall()]
+            if not ids:
+                return []
+            # Padded to a fixed length (rowid -1 never exists): one prepared statement for all lookups.
+            ids += [-1] * (len(probes) * probe_k - len(ids))
+            marks = ",".join("?" * len(ids))
+            tier_marks = ",".join("?" * len(tiers))
+            # The partition key already isolates tenants; the re-check costs nothing and keeps
+            # a hash collision of scopes or a stray code row from ever crossing a tenant.
+            rows = self.read.execute(
+                f"SELECT {_ENTRY_COLS}, embedding FROM entries WHERE id IN ({marks})"
+                f" AND tenant = ? AND scope = ? AND created >= ? AND tier IN ({tier_marks})"
+                " AND embedding IS NOT NULL",
+                (*ids, tenant, scope, min_created, *tiers),
+            ).fetchall()
+        if not rows:
+            return []
+        embs = np.frombuffer(b"".join(r[-1] for r in rows), dtype=np.float32).reshape(len(rows), DIM)
+        sims = embs @ vec
+        order = np.argsort(-sims)
+        return [(Entry(*rows[i][:-1]), embs[i], float(sims[i])) for i in order]
+
+    def stats(self) -> dict[str, Any]:
+        with _translate("stats"), self._read_lock:
+            total = self.read.execute("SELECT count(*), coalesce(sum(hits), 0) FROM entries").fetchone()
+            tiers = dict(self.read.execute("SELECT tier, count(*) FROM entries GROUP BY tier").fetchall())
+            tenants = self.read.execute("SELECT count(DISTINCT tenant) FROM entries").fetchone()[0]
+            counters = dict(self.read.execute("SELECT name, value FROM counters").fetchall())
+        size = sum(p.stat().st_size for p in self.path.parent.glob(self.path.name + "*") if p.is_file())
+        return {
+            "path": str(self.path),
+            "entries": total[0],
+            "hits_recorded": total[1],
+            "tenants": tenants,
+            "by_tier": tiers,
+            "counters": counters,
+            "file_bytes": size,
+        }
+
+    def export(self, tenant: str | None = None) -> Iterator[dict[str, Any]]:
+        where, args = ("WHERE tenant = ?", (tenant,)) if tenant is not None else ("", ())
+        conn = connect(self.path)  # its own connection: a long export never holds the reader
+        with _translate("export"), contextlib.closing(conn):
+            cur = conn.execute(
+                "SELECT id, tenant, model, prompt_text, request, answer, finish_reason, prompt_tokens,"
+                f" completion_tokens, tier, created, last_used, hits FROM entries {where} ORDER BY id",
+                args,
+            )
+            names = [d[0] for d in cur.description]
+            for row in cur:
+                record = dict(zip(names, row, strict=True))
+                record["request"] = json.loads(record["request"] or "{}")
+                yield record
+
+    # -- writes ----------------------------------------------------------------------------
+
+    def put(
+        self,
+        entries: Iterable[NewEntry],
+        *,
+        now: float,
+        max_entries: int,
+        min_created: float | None = None,
+        touches: dict[int, tuple[float, int]] | None = None,
+        counters: dict[str, int] | None = None,
+    ) -> dict[str, Any]:
+        """Insert or replace entries, apply pending touches and counters, expire and evict; one commit."""
+        stored: list[int] = []
+        with self._transaction("store"):
+            c = self.write
+            for e in entries:
+                old = c.execute("SELECT id FROM entries WHERE exact_key = ?", (e.exact_key,)).fetchone()
+                if old is not None:
+                    self._delete_ids([old[0]])
+                emb = None if e.embedding is None else np.asarray(e.embedding, dtype=np.float32)
+                bucket = None if emb is None else int(self.index.buckets(emb)[0])
+                cur = c.execute(
+                    "INSERT INTO entries (tenant, exact_key, scope, model, prompt_text, request, answer,"
+                    " finish_reason, prompt_tokens, completion_tokens, tier, created, last_used, hits,"
+                    " embedding, bucket) VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,0,?,?)",
+                    (
+                        e.tenant, e.exact_key, e.scope, e.model, e.prompt_text,
+                        json.dumps(e.request, ensure_ascii=False, default=str), e.answer, e.finish_reason,
+                        e.prompt_tokens, e.completion_tokens, e.tier, now, now,
+                        None if emb is None else emb.tobytes(), bucket,
+                    ),
+                )
+                rowid = int(cur.lastrowid)
+                if emb is not None:
+                    c.execute(
+                        "INSERT INTO cache_vec (rowid, tenant, bucket, code, scope) VALUES (?,?,?,vec_bit(?),?)",
+                        (rowid, e.tenant, bucket, self.index.codes(emb)[0].tobytes(), e.scope_id),
+                    )
+                stored.append(rowid)
+                self.count += 1 - (old is not None)
+            self._apply(touches, counters)
+            expired = self._expire(min_created) if min_created is not None else 0
+            evicted = self._evict(max_entries)
+        return {"ids": stored, "expired": expired, "evicted": evicted}
+
+    def put_bulk(self, rows: Sequence[NewEntry], embeddings: np.ndarray, *, now: float) -> int:
+        """Fast path for warm-up and benchmarks: many new entries, vectors precomputed, one commit."""
+        embs = np.ascontiguousarray(embeddings, dtype=np.float32)
+        buckets = self.index.buckets(embs) if len(rows) else np.zeros(0, dtype=np.int64)
+        codes = self.index.codes(embs) if len(rows) else np.zeros((0, 48), dtype=np.uint8)
+        with self._transaction("bulk store"):
+            c = self.write
+            start = c.execute("SELECT coalesce(max(id), 0) FROM entries").fetchone()[0] + 1
+            keys = [(r.exact_key,) for r in rows]
+            c.execute("CREATE TEMP TABLE IF NOT EXISTS _bulk_keys (k TEXT PRIMARY KEY)")
+            c.execute("DELETE FROM _bulk_keys")
+            c.executemany("INSERT OR IGNORE INTO _bulk_keys VALUES (?)", keys)
+            old = [r[0] for r in c.execute("SELECT id FROM entries WHERE exact_key IN (SELECT k FROM _bulk_keys)")]
+            self._delete_ids(old)
+            c.executemany(
+                "INSERT INTO entries (id, tenant, exact_key, scope, model, prompt_text, request, answer,"
+                " finish_reason, prompt_tokens, completion_tokens, tier, created, last_used, hits,"
+                " embedding, bucket) VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,0,?,?)",
+                (
+                    (
+                        start + i, r.tenant, r.exact_key, r.scope, r.model, r.prompt_text,
+                        json.dumps(r.request, ensure_ascii=False, default=str), r.answer, r.finish_reason,
+                        r.prompt_tokens, r.completion_tokens, r.tier, now, now, embs[i].tobytes(),
+                        int(buckets[i]),
+                    )
+                    for i, r in enumerate(rows)
+                ),
+            )
+            c.executemany(
+                "INSERT INTO cache_vec (rowid, tenant, bucket, code, scope) VALUES (?,?,?,vec_bit(?),?)",
+                ((start + i, r.tenant, int(buckets[i]), codes[i].tobytes(), r.scope_id) for i, r in enumerate(rows)),
+            )
+            self.count += len(rows) - len(old)
+        return len(rows)
+
+    def flush(self, touches: dict[int, tuple[float, int]] | None, counters: dict[str, int] | None) -> None:
+        """Persist recency of hits (for LRU) and counters without storing anything."""
+        if not touches and not counters:
+            return
+        with self._transaction("flush"):
+            self._apply(touches, counters)
+
+    def clear(self, tenant: str | None = None) -> int:
+        with self._transaction("clear"):
+            if tenant is None:
+                n = self.write.execute("SELECT count(*) FROM entries").fetchone()[0]
+                self.write.execute("DELETE FROM entries")
+                self.write.execute("DELETE FROM cache_vec")
+                self.write.execute("DELETE FROM counters")
+            else:
+                ids = [r[0] for r in self.write.execute("SELECT id FROM entries WHERE tenant = ?", (tenant,))]
+                self._delete_ids(ids)
+                n = len(ids)
+        self.count = self._count()
+        return n
+
+    def expire(self, min_created: float) -> int:
+        with self._transaction("expire"):
+            return self._expire(min_created, limit=None)
+
+    def close(self) -> None:
+        for conn in (getattr(self, "read", None), self.write):
+            if conn is not None:
+                with contextlib.suppress(sqlite3.Error):
+                    conn.close()
+
+    # -- internals -------------------------------------------------------------------------
+
+    @contextlib.contextmanager
+    def _transaction(self, what: str) -> Iterator[None]:
+        # IMMEDIATE takes the write lock up front: no SQLITE_BUSY upgrade failure half-way.
+        with _translate(what):
+            self.write.execute("BEGIN IMMEDIATE")
+            try:
+                yield
+            except BaseException:
+                self.write.execute("ROLLBACK")
+                self.count = self._count()
+                raise
+            self.write.execute("COMMIT")
+
+    def _count(self) -> int:
+        return int(self.write.execute("SELECT count(*) FROM entries").fetchone()[0])
+
+    def _delete_ids(self, ids: Sequence[int]) -> None:
+        for i in range(0, len(ids), 500):
+            part = ids[i : i + 500]
+            marks = ",".join("?" * len(part))
+            self.write.execute(f"DELETE FROM cache_vec WHERE rowid IN ({marks})", part)
+            self.write.execute(f"DELETE FROM entries WHERE id IN ({marks})", part)
+
+    def _apply(self, touches: dict[int, tuple[float, int]] | None, counters: dict[str, int] | None) -> None:
+        if touches:
+            self.write.executemany(
+                "UPDATE entries SET last_used = max(last_used, ?), hits = hits + ? WHERE id = ?",
+                [(ts, n, i) for i, (ts, n) in touches.items()],
+            )
+        if counters:
+            self.write.executemany(
+                "INSERT INTO counters (name, value) VALUES (?, ?)"
+                " ON CONFLICT(name) DO UPDATE SET value = value + excluded.value",
+                list(counters.items()),
+            )
+
+    def _expire(self, min_created: float, limit: int | None = 1000) -> int:
+        sql = "SELECT id FROM entries WHERE created < ?" + (f" LIMIT {int(limit)}" if limit else "")
+        ids = [r[0] for r in self.write.execute(sql, (min_created,))]
+        self._delete_ids(ids)
+        self.count -= len(ids)
+        return len(ids)
+
+    def _evict(self, max_entries: int) -> int:
+        excess = self.count - max_entries
+        if excess <= 0:
+            return 0
+        ids = [
+            r[0]
+            for r in self.write.execute(
+                "SELECT id FROM entries ORDER BY last_used ASC, id ASC LIMIT ?", (excess,)
+            )
+        ]
+        self._delete_ids(ids)
+        self.count -= len(ids)
+        return len(ids)
+
+
+@contextlib.contextmanager
+def _translate(what: str) -> Iterator[None]:
+    try:
+        yield
+    except sqlite3.Error as exc:
+        raise CacheError(f"cache {what} failed: {exc}") from exc
+
+
+def now() -> float:
+    return time.time()

@@ -1,0 +1,196 @@
+"""Sentence embeddings on the box: all-MiniLM-L6-v2 exported to ONNX (INT8), run by ONNX Runtime.
+
+Concurrent ``embed`` calls share one model run: the first call of a quiet period waits a small
+window for companions (by default one turn of the event loop), and calls arriving while a batch
+runs form the next batch.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import threading
+import weakref
+from collections.abc import Sequence
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from models import ModelError, default_models_dir, export_embedder, onnx_model_path
+
+from .config import CacheSettings
+from .errors import EmbedderError
+
+log = logging.getLogger(__name__)
+
+DIM = 384
+MAX_TOKENS = 256  # the model's max_seq_length (sentence_bert_config.json)
+
+
+class Embedder:
+    """384-dimensional, L2-normalised float32 sentence embeddings."""
+
+    dim = DIM
+
+    def __init__(
+        self,
+        model_path: Path,
+        *,
+        threads: int = 1,
+        window_ms: float = 1.0,
+        max_batch: int = 32,
+        device: str = "cpu",
+    ) -> None:
+        import onnxruntime as ort
+        from tokenizers import Tokenizer
+
+        self.model_path = Path(model_path)
+        self.window_s = max(0.0, window_ms) / 1000.0
+        self.max_batch = max(1, max_batch)
+        try:
+            tok = Tokenizer.from_file(str(self.model_path.parent / "tokenizer.json"))
+            opts = ort.SessionOptions()
+            opts.intra_op_num_threads = threads
+            opts.inter_op_num_threads = 1
+            opts.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_ALL
+            providers = ["CPUExecutionProvider"]
+            if device == "cuda":
+                if "CUDAExecutionProvider" not in ort.get_available_providers():
+                    raise EmbedderError(
+                        "embed_device is 'cuda' but onnxruntime has no CUDA provider; "
+                        "install the 'gpu' extra (onnxruntime-gpu)"
+                    )
+                providers.insert(0, "CUDAExecutionProvider")
+            self._session = ort.InferenceSession(str(self.model_path), opts, providers=providers)
+        except EmbedderError:
+            raise
+        except Exception as exc:  # onnxruntime and tokenizers raise their own base types
+            raise EmbedderError(f"cannot load the embedding model {self.model_path}: {exc}") from exc
+        tok.enable_truncation(MAX_TOKENS)
+        tok.enable_padding(pad_id=0, pad_token="[PAD]")  # pad to the longest text of a batch
+        self._tokenizer = tok
+        self._inputs = {i.name for i in self._session.get_inputs()}
+        self._output = "sentence_embedding" if any(
+            o.name == "sentence_embedding" for o in self._session.get_outputs()
+        ) else "last_hidden_state"
+        # One model run at a time: ONNX Runtime already uses ``threads`` cores inside a run.
+        self._executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix="embedder")
+        self._batchers: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, _Batcher] = (
+            weakref.WeakKeyDictionary()
+        )
+        self._lock = threading.Lock()
+        self.runs = 0  # model runs (batches) so far
+        self.texts = 0  # texts embedded so far
+
+    @classmethod
+    def load(cls, settings: CacheSettings | None = None, models_dir: Path | None = None) -> Embedder:
+        """The prepared ONNX model (exported on first use when missing), configured by ``settings``."""
+        settings = settings or CacheSettings()
+        models_dir = Path(models_dir) if models_dir is not None else default_models_dir()
+        path = onnx_model_path(models_dir, int8=settings.embed_int8)
+        if not path.is_file():
+            log.info("exporting the embedding model to ONNX at %s (one time)", path.parent)
+            try:
+                export_embedder(models_dir)
+            except ModelError as exc:
+                raise EmbedderError(f"the embedding model is not prepared: {exc.message}") from exc
+        return cls(
+            path,
+            threads=settings.embed_threads,
+            window_ms=settings.embed_window_ms,
+            max_batch=settings.embed_max_batch,
+            device=settings.embed_device,
+        )
+
+    def embed_batch(self, texts: Sequence[str]) -> np.ndarray:
+        """Embed ``texts`` in one model run: shape (len(texts), 384), rows L2-normalised."""
+        if not texts:
+            return np.zeros((0, DIM), dtype=np.float32)
+        encodings = self._tokenizer.encode_batch([t if t else " " for t in texts])
+        ids = np.asarray([e.ids for e in encodings], dtype=np.int64)
+        mask = np.asarray([e.attention_mask for e in encodings], dtype=np.int64)
+        feed: dict[str, Any] = {"input_ids": ids, "attention_mask": mask}
+        if "token_type_ids" in self._inputs:
+            feed["token_type_ids"] = np.zeros_like(ids)
+        try:
+            out = self._session.run([self._output], feed)[0]
+        except Exception as exc:  # onnxruntime's errors have no common public base
+            raise EmbedderError(f"the embedding model failed: {exc}") from exc
+        if out.ndim == 3:  # token embeddings: mean-pool over the real tokens
+            weights = mask[..., None].astype(np.float32)
+            out = (out * weights).sum(axis=1) / np.maximum(weights.sum(axis=1), 1e-9)
+        vecs = np.asarray(out, dtype=np.float32)
+        vecs /= np.maximum(np.linalg.norm(vecs, axis=1, keepdims=True), 1e-12)
+        with self._lock:
+            self.runs += 1
+            self.texts += len(texts)
+        return vecs
+
+    async def embed(self, text: str) -> np.ndarray:
+        """One text's embedding; concurrent calls are batched into shared model runs."""
+        loop = asyncio.get_running_loop()
+        batcher = self._batchers.get(loop)
+        if batcher is None:
+            batcher = self._batchers[loop] = _Batcher(self, loop)
+        return await batcher.submit(text)
+
+    async def aclose(self) -> None:
+        await asyncio.to_thread(self._executor.shutdown, True)
+
+    def close(self) -> None:
+        self._executor.shutdown(wait=True)
+
+
+class _Batcher:
+    """The micro-batching queue of one event loop."""
+
+    def __init__(self, embedder: Embedder, loop: asyncio.AbstractEventLoop) -> None:
+        self._embedder = embedder
+        self._loop = loop
+        self._pending: list[tuple[str, asyncio.Future[np.ndarray]]] = []
+        self._timer: asyncio.Handle | None = None
+        self._busy = False
+
+    def submit(self, text: str) -> asyncio.Future[np.ndarray]:
+        fut: asyncio.Future[np.ndarray] = self._loop.create_future()
+        self._pending.append((text, fut))
+        if self._busy:
+            return fut  # picked up when the running batch finishes
+        if len(self._pending) >= self._embedder.max_batch:
+            self._flush()
+        elif self._timer is None:
+            # Window 0 waits one turn of the event loop: calls made together (gather, requests
+            # parsed in the same tick) share a run at no cost; a timer's granularity is ~1 ms.
+            wait = self._embedder.window_s
+            self._timer = self._loop.call_later(wait, self._flush) if wait else self._loop.call_soon(self._flush)
+        return fut
+
+    def _flush(self) -> None:
+        if self._timer is not None:
+            self._timer.cancel()
+            self._timer = None
+        self._pending = [(t, f) for t, f in self._pending if not f.done()]
+        if self._busy or not self._pending:
+            return
+        n = self._embedder.max_batch
+        batch, self._pending = self._pending[:n], self._pending[n:]
+        self._busy = True
+        run = self._loop.run_in_executor(
+            self._embedder._executor, self._embedder.embed_batch, [t for t, _ in batch]
+        )
+        run.add_done_callback(lambda done: self._finish(batch, done))
+
+    def _finish(self, batch: list[tuple[str, asyncio.Future[np.ndarray]]], done: asyncio.Future[Any]) -> None:
+        self._busy = False
+        exc = done.exception() if not done.cancelled() else EmbedderError("the embedding run was cancelled")
+        for i, (_, fut) in enumerate(batch):
+            if fut.done():
+                continue
+            if exc is not None:
+                fut.set_exception(exc)
+            else:
+                fut.set_result(done.result()[i])
+        if self._pending:
+            self._flush()

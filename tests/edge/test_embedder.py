@@ -1,0 +1,73 @@
+"""The ONNX INT8 embedder: shape, normalisation, agreement between paths, micro-batching, errors."""
+
+from __future__ import annotations
+
+import asyncio
+from pathlib import Path
+
+import numpy as np
+import pytest
+from cache_helpers import embedder  # noqa: F401  (module-scoped fixture)
+
+from edge import Embedder, EmbedderError
+
+
+def test_embed_batch_gives_unit_float32_rows(embedder: Embedder) -> None:  # noqa: F811
+    vecs = embedder.embed_batch(["How do I turn on dark mode?", "", "x " * 1000])
+    assert vecs.shape == (3, 384) and vecs.dtype == np.float32
+    np.testing.assert_allclose(np.linalg.norm(vecs, axis=1), 1.0, atol=1e-5)
+    assert embedder.embed_batch([]).shape == (0, 384)
+
+
+def test_similar_sentences_are_closer_than_unrelated(embedder: Embedder) -> None:  # noqa: F811
+    a, b, c = embedder.embed_batch(["How do I reset my password?", "How can I reset my password?", "Best pizza in Rome"])
+    assert a @ b > 0.9 > 0.3 > a @ c
+
+
+async def test_async_embed_equals_the_batch_path(embedder: Embedder) -> None:  # noqa: F811
+    text = "What is the capital of France?"
+    one = await embedder.embed(text)
+    np.testing.assert_allclose(one, embedder.embed_batch([text])[0], atol=1e-5)
+
+
+async def test_concurrent_calls_share_one_model_run(tmp_path: Path) -> None:
+    emb = Embedder.load()
+    emb.window_s = 0.05  # generous: every call below is queued before the window closes
+    try:
+        texts = [f"question number {i} about caching" for i in range(16)]
+        before = emb.runs
+        vecs = await asyncio.gather(*(emb.embed(t) for t in texts))
+        assert emb.runs - before == 1
+        np.testing.assert_allclose(np.stack(vecs), emb.embed_batch(texts), atol=1e-5)
+    finally:
+        emb.close()
+
+
+async def test_default_window_batches_calls_made_together() -> None:
+    emb = Embedder.load()
+    assert emb.window_s == 0.0
+    try:
+        before = emb.runs
+        await asyncio.gather(*(emb.embed(f"text {i}") for i in range(8)))
+        assert emb.runs - before == 1
+    finally:
+        emb.close()
+
+
+async def test_batches_are_bounded_by_max_batch() -> None:
+    emb = Embedder.load()
+    emb.window_s, emb.max_batch = 0.05, 4
+    try:
+        before = emb.runs
+        await asyncio.gather(*(emb.embed(f"text {i}") for i in range(10)))
+        assert emb.runs - before == 3  # 4 + 4 + 2
+    finally:
+        emb.close()
+
+
+def test_a_missing_or_corrupt_model_is_an_embedder_error(tmp_path: Path) -> None:
+    bad = tmp_path / "model.onnx"
+    bad.write_bytes(b"not an onnx file")
+    (tmp_path / "tokenizer.json").write_text("{}")
+    with pytest.raises(EmbedderError):
+        Embedder(bad)
