@@ -18,7 +18,7 @@ from .errors import AuthenticationError
 from .node import Node, RequestContext
 from .pipeline import RoutedStream
 from .openai_format import ChunkWriter, Kind, completion_body, new_id
-from .schemas import ChatCompletionRequest, CompletionRequest
+from .schemas import ChatCompletionRequest, CompletionRequest, dump_extra
 
 _TRUE = {"1", "true", "yes", "on"}
 _FALSE = {"0", "false", "no", "off"}
@@ -51,7 +51,12 @@ def request_context(request: Request[Any, Any, State], body: ChatCompletionReque
     header_private = _flag(request.headers.get("x-edgeroute-private"))
     cache = body.cache if body.cache is not None else header_cache
     private = bool(body.private) or bool(header_private)
-    return RequestContext(tenant=tenant, cache=cache, private=private, stream=body.stream)
+    extra = {k: v for k, v in dump_extra(body).items() if k not in _NOT_IN_KEY}
+    return RequestContext(tenant=tenant, cache=cache, private=private, stream=body.stream, extra=extra)
+
+
+# Fields that never change the answer's text, so they stay out of the cache key.
+_NOT_IN_KEY = {"cache", "private", "user", "stream", "stream_options", "n", "metadata", "store"}
 
 
 def _headers(routed: RoutedStream) -> dict[str, str]:

@@ -7,13 +7,13 @@ import statistics
 from collections import OrderedDict
 from collections.abc import AsyncIterator
 from contextlib import AsyncExitStack, asynccontextmanager
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
 
 from cloud import CloudPool, PoolEvent, open_pool
-from edge import LlamaEngine
+from edge import EdgeCache, Embedder, LlamaEngine
 from models import Chunk, Engine, EngineLoad, GenerationRequest, resolve
 
 from .errors import InvalidRequestError
@@ -34,6 +34,7 @@ class RequestContext:
     cache: bool | None = None
     private: bool = False
     stream: bool = False
+    extra: dict[str, Any] = field(default_factory=dict)  # answer-changing fields beyond SamplingParams
 
 
 class Node:
@@ -162,6 +163,13 @@ async def open_node(settings: Settings) -> AsyncIterator[Node]:
         stack.push_async_callback(telemetry.aclose)
         edge = LlamaEngine(spec, settings.edge)
         stack.push_async_callback(edge.aclose)
+        cache: EdgeCache | None = None
+        embedder: Embedder | None = None
+        if settings.cache.enabled:
+            embedder = Embedder.load(settings.cache, settings.models_dir)
+            stack.push_async_callback(embedder.aclose)
+            cache = EdgeCache(settings.cache.db_path(settings.data_dir), settings.cache, embedder=embedder)
+            stack.push_async_callback(cache.aclose)
         events: list[Node] = []
         pool = await stack.enter_async_context(
             open_pool(
@@ -171,7 +179,14 @@ async def open_node(settings: Settings) -> AsyncIterator[Node]:
                 log_path=settings.data_dir / "cloud-member.log",
             )
         )
-        node = Node(settings, edge, telemetry, pool=pool if _has_members(settings, pool) else None)
+        node = Node(
+            settings,
+            edge,
+            telemetry,
+            cache=cache,
+            embedder=embedder,
+            pool=pool if _has_members(settings, pool) else None,
+        )
         events.append(node)
         yield node
 

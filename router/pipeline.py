@@ -51,6 +51,14 @@ def prompt_text(req: GenerationRequest) -> str:
     return "\n".join(m["content"] for m in req.messages if m["role"] in ("user", "system", "developer"))
 
 
+def _last_user(req: GenerationRequest) -> str:
+    """The text the cache and the complexity classifier embed: the last user turn."""
+    if req.messages is None:
+        return req.prompt or ""
+    users = [m["content"] for m in req.messages if m["role"] == "user"]
+    return users[-1] if users else prompt_text(req)
+
+
 def _replay_hit(hit: CacheHit) -> AsyncIterator[Chunk]:
     async def gen() -> AsyncIterator[Chunk]:
         # A cached answer streams in word-sized pieces, like a generation would.
@@ -76,15 +84,20 @@ async def route(node: Node, gen: GenerationRequest, ctx: RequestContext, stream:
     hit: CacheHit | None = None
     refusal: str | None = None
     embedding = None
-    cacheable = node.cache is not None and ctx.cache is not False and (gen.params.deterministic or ctx.cache is True)
-    if cacheable:
-        from edge import CacheKey
+    cacheable = node.cache is not None
+    if node.cache is not None:
+        from edge import CacheError, CacheKey, EmbedderError
 
-        key = CacheKey(ctx.tenant, gen.model, gen.messages, gen.prompt, gen.params, {})
-        lookup = await node.cache.lookup(key)  # type: ignore[union-attr]
-        hit, refusal, embedding = lookup.hit, lookup.refusal, lookup.embedding
-    if embedding is None and node.embedder is not None:
-        embedding = await node.embedder.embed(text)
+        key = CacheKey(ctx.tenant, gen.model, gen.messages, gen.prompt, gen.params, ctx.extra)
+        cacheable = node.cache.cacheable(key, opt=ctx.cache)
+        if cacheable:
+            try:
+                lookup = await node.cache.lookup(key, opt=ctx.cache, want_embedding=True)
+                hit, refusal, embedding = lookup.hit, lookup.refusal, lookup.embedding
+            except (CacheError, EmbedderError):
+                log.exception("cache lookup failed; treated as a miss")
+    if embedding is None and node.embedder is not None and hit is None:
+        embedding = await node.embedder.embed(_last_user(gen))
 
     features = node.features(gen, hint, private, embedding)
     decision = node.policy.decide(features)
@@ -100,7 +113,7 @@ async def route(node: Node, gen: GenerationRequest, ctx: RequestContext, stream:
         trace.first_token()
         headers = {"x-edgeroute-similarity": f"{hit.similarity:.4f}", "x-edgeroute-cache-tier": hit.tier}
         rest = _finish(node, trace, _replay_hit(hit), route_name, f"{hit.kind}-hit", None, None,
-                       {**common, "similarity": hit.similarity}, key=None, plan=None)
+                       {**common, "similarity": hit.similarity}, key=None)
         first = await anext(rest)
         return RoutedStream(route_name, f"{hit.kind}-hit", first, rest, headers)
     if hit is not None:
@@ -134,7 +147,7 @@ async def route(node: Node, gen: GenerationRequest, ctx: RequestContext, stream:
         headers["x-edgeroute-complexity"] = f"{features.complexity:.3f}"
     chunks = resilient(plan, gen, index, first, rest, BROKEN, RETRYABLE, features.prompt_tokens)
     out = _finish(node, trace, chunks, route_name, decision.reason, degraded, plan, common,
-                  key=key if cacheable else None, embedding=embedding)
+                  key=key if cacheable else None, embedding=embedding, opt=ctx.cache)
     first_out = await anext(out)
     return RoutedStream(route_name, decision.reason, first_out, out, headers)
 
@@ -157,6 +170,7 @@ async def _finish(
     *,
     key: CacheKey | None,
     embedding: Any = None,
+    opt: bool | None = None,
 ) -> AsyncIterator[Chunk]:
     """Pass chunks through; before the last one goes out, store the answer and record the decision.
 
@@ -196,7 +210,7 @@ async def _finish(
                 try:
                     usage = chunk.usage or Usage(0, 0)
                     await node.cache.store(  # type: ignore[union-attr]
-                        key, "".join(parts), chunk.finish_reason, usage, tier, embedding=embedding
+                        key, "".join(parts), chunk.finish_reason, usage, tier, embedding=embedding, opt=opt
                     )
                 except Exception:  # noqa: BLE001 - a failed cache write must not fail the answer
                     log.exception("cache store failed")

@@ -135,3 +135,18 @@ def test_timing_header_is_plausible(client: openai.OpenAI) -> None:
     raw = client.chat.completions.with_raw_response.create(model="edge", messages=MSG, temperature=0, max_tokens=4)
     elapsed_ms = (time.perf_counter() - started) * 1000
     assert 0 < float(raw.headers["x-edgeroute-latency-ms"]) <= elapsed_ms
+
+
+def test_repeated_deterministic_request_is_a_cache_hit_per_tenant(node_url: str) -> None:
+    body = {"messages": [{"role": "user", "content": "Spell the word cache backwards."}], "temperature": 0, "max_tokens": 12}
+    first = httpx.post(node_url + "/v1/chat/completions", json=body, headers={"x-edgeroute-tenant": "a"}, timeout=60)
+    again = httpx.post(node_url + "/v1/chat/completions", json=body, headers={"x-edgeroute-tenant": "a"}, timeout=60)
+    other = httpx.post(node_url + "/v1/chat/completions", json=body, headers={"x-edgeroute-tenant": "b"}, timeout=60)
+    assert first.headers["x-edgeroute-route"] == "edge"
+    assert again.headers["x-edgeroute-route"] == "cache-exact"
+    assert again.headers["x-edgeroute-similarity"] == "1.0000"
+    assert again.json()["choices"][0]["message"]["content"] == first.json()["choices"][0]["message"]["content"]
+    assert other.headers["x-edgeroute-route"] == "edge"  # tenant b never sees tenant a's entry
+    opted_out = httpx.post(node_url + "/v1/chat/completions", json={**body, "cache": False},
+                           headers={"x-edgeroute-tenant": "a"}, timeout=60)
+    assert opted_out.headers["x-edgeroute-route"] == "edge"

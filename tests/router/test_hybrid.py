@@ -110,6 +110,7 @@ def node(tmp_path: Path, members: list[Any], **overrides: Any) -> Iterator[tuple
         "retries": 0,
         **overrides.pop("cloud", {}),
     }
+    overrides.setdefault("cache", {"enabled": False})  # every request here must reach an engine
     settings = load_settings(data_dir=tmp_path / "node", cloud=cloud, **overrides)
     app = create_app(settings)
     with serve_app(app) as base:
