@@ -19,7 +19,7 @@ from models import Usage
 from ..config import CacheSettings
 from ..embedder import Embedder
 from ..errors import CacheError
-from . import guards
+from . import browse, guards
 from .keys import CacheKey, exact_key, request_record, semantic_parts
 from .store import CacheStore, Entry, NewEntry
 from .verifier import Verifier
@@ -195,12 +195,25 @@ class EdgeCache:
         hits = live.get("exact_hits", 0) + live.get("semantic_hits", 0)
         return {
             **persisted,
+            "size_bytes": persisted["file_bytes"],
+            "evictions": int(persisted["counters"].get("evictions", 0)),
             "process": live,
             "hit_rate": hits / lookups if lookups else 0.0,
             "refusals": {r: live.get(f"refused_{r}", 0) for r in (*guards.REASONS, "verifier")},
             "threshold": self.threshold,
             "similarity_floor": self.settings.similarity_floor,
         }
+
+    async def entries_per_tenant(self) -> dict[str, int]:
+        return await asyncio.to_thread(browse.entries_per_tenant, self.db)
+
+    async def search(self, text: str, tenant: str | None = None, limit: int = 50) -> list[dict[str, Any]]:
+        """Entries whose question or answer contains ``text`` (the dashboard's cache search)."""
+        return await asyncio.to_thread(browse.search, self.db, text, tenant, limit)
+
+    async def delete(self, entry_id: int) -> bool:
+        loop = asyncio.get_running_loop()
+        return await loop.run_in_executor(self._writer, browse.delete, self.db, entry_id)
 
     async def clear(self, tenant: str | None = None) -> int:
         loop = asyncio.get_running_loop()
