@@ -38,7 +38,8 @@ def raw_round(llm, max_tokens: int) -> dict[str, float]:  # type: ignore[no-unty
 
 
 def api_round(base: str, max_tokens: int) -> dict[str, float]:
-    body = {"prompt": PROMPT, "max_tokens": max_tokens, "temperature": 0, "seed": 1, "stream": True,
+    # cache off: this measures generation, and a repeated greedy prompt would be a cache hit
+    body = {"prompt": PROMPT, "max_tokens": max_tokens, "temperature": 0, "seed": 1, "stream": True, "cache": False,
             "stream_options": {"include_usage": True}}
     stamps: list[float] = []
     n = 0
@@ -64,7 +65,7 @@ def _stats(start: float, stamps: list[float], n_tokens: int) -> dict[str, float]
 
 def start_node(port: int, data_dir: Path) -> subprocess.Popen[bytes]:
     cmd = [sys.executable, "-c", "from router.cli import main; main()", "serve", "--port", str(port),
-           "--data-dir", str(data_dir), "--log-level", "warning"]
+           "--data-dir", str(data_dir), "--log-level", "warning", "--no-local-member"]
     proc = subprocess.Popen(cmd, start_new_session=True)
     deadline = time.monotonic() + 120
     while time.monotonic() < deadline:
