@@ -169,12 +169,13 @@ class ScriptedServer(_TCPServer):
         self.content_type = content_type
         super().__init__()
 
-    def _read_request(self, conn: socket.socket) -> None:
+    def _read_request(self, conn: socket.socket) -> tuple[str, bytes]:
+        """Read one request; return its path and body (``("", b"")`` when the peer hung up)."""
         data = b""
         while b"\r\n\r\n" not in data:
             part = conn.recv(65536)
             if not part:
-                return
+                return "", b""
             data += part
         head, _, body = data.partition(b"\r\n\r\n")
         length = 0
@@ -183,6 +184,7 @@ class ScriptedServer(_TCPServer):
                 length = int(line.split(b":")[1])
         while len(body) < length:
             body += conn.recv(65536)
+        return head.split(b" ")[1].decode() if b" " in head else "", body
 
     def handle(self, conn: socket.socket) -> None:
         try:

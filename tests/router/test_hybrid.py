@@ -73,24 +73,12 @@ class RecordingServer(ScriptedServer):
         except OSError:
             pass
 
-    def _read_request(self, conn: socket.socket) -> None:
-        data = b""
-        while b"\r\n\r\n" not in data:
-            part = conn.recv(65536)
-            if not part:
-                return
-            data += part
-        head, _, body = data.partition(b"\r\n\r\n")
-        length = next(
-            (int(line.split(b":")[1]) for line in head.split(b"\r\n") if line.lower().startswith(b"content-length:")),
-            0,
-        )
-        while len(body) < length:
-            body += conn.recv(65536)
-        path = head.split(b" ")[1].decode()
+    def _read_request(self, conn: socket.socket) -> tuple[str, bytes]:
+        path, body = super()._read_request(conn)
         self._path.value = path
         if path.endswith("/completions"):
             self.access_log.append(json.loads(body or b"{}"))
+        return path, body
 
 
 def good_stream(*pieces: str) -> list[tuple[object, ...]]:
