@@ -19,7 +19,7 @@ from litestar import Request, get
 from litestar.datastructures import State
 from litestar.response import ServerSentEvent, ServerSentEventMessage
 
-from router.telemetry import SubscriptionClosedError
+from router.telemetry import Subscription, SubscriptionClosedError
 
 from .pages import dashboard_settings, links_of
 from .panels import cache_html, feed_rows_html, pool_html, shared_snapshot, stats_html
@@ -45,13 +45,12 @@ async def _ticked(
 
 
 async def event_stream(
-    request: Request[Any, Any, State], topics: frozenset[str]
+    request: Request[Any, Any, State], topics: frozenset[str], sub: Subscription | None
 ) -> AsyncIterator[ServerSentEventMessage]:
     parts = node_parts(request.app.state)
     settings = dashboard_settings(request)
     links = links_of(request)
     telemetry = parts.telemetry
-    sub = telemetry.subscribe() if telemetry is not None and topics & {"feed", "stats"} else None
     # A comment first, so the browser sees the stream open at once.
     yield ServerSentEventMessage(comment="edgeroute live")
     last_stats = last_tick = time.monotonic()
@@ -97,7 +96,12 @@ async def event_stream(
 @get("/events", name="dashboard:events", include_in_schema=False)
 async def events(request: Request[Any, Any, State], topics: str = "") -> ServerSentEvent:
     """Live updates for the page that asked, by topic (comma-separated; default: all)."""
+    chosen = parse_topics(topics)
+    telemetry = node_parts(request.app.state).telemetry
+    # Subscribe before the response starts: the browser sees the stream open with the headers,
+    # and a decision published between that and the generator's first step would be lost.
+    sub = telemetry.subscribe() if telemetry is not None and chosen & {"feed", "stats"} else None
     return ServerSentEvent(
-        event_stream(request, parse_topics(topics)),
+        event_stream(request, chosen, sub),
         headers={"cache-control": "no-cache", "x-accel-buffering": "no"},
     )

@@ -202,12 +202,19 @@ def test_script_prompt_stays_inert(tab: Page, base_url: str, client: openai.Open
     assert tab.dialogs == []
 
 
-def test_cache_hit_rows_show_as_such(tab: Page, base_url: str, client: openai.OpenAI) -> None:
+def test_cache_hit_rows_show_as_such(
+    tab: Page, base_url: str, client: openai.OpenAI, node_app: Any
+) -> None:
     page = tab.open(f"{base_url}/dashboard/feed")
     question = "What is the capital of France?"
     first = ask(client, question)
     again = ask(client, question)  # deterministic and repeated: answered by the real cache
     assert again == first
+    # The node's side first, so a failure below is the page's and not the cache's.
+    recent = node_app.state.node.telemetry.recent(2)
+    assert [(e.route, e.cache) for e in recent] == [("cache-exact", "hit"), ("edge", "miss")], [
+        (e.route, e.reason, e.cache, e.cache_refusal, e.member) for e in recent
+    ]
     expect(page.locator("#feed-rows tr .badge.r-cache-exact")).to_have_count(1, timeout=LIVE_MS)
     overview = tab.open(f"{base_url}/dashboard")
     assert overview.inner_text("#split-cache-exact") != "0"
