@@ -95,6 +95,20 @@ class Node:
 
     # -- routing inputs --------------------------------------------------------------------
 
+    def needs_complexity(self, hint: Hint, private: bool) -> bool:
+        """Whether the complexity score can change this request's route.
+
+        It cannot on an edge-only node, under a hint or for a private prompt (the hard rules
+        decide), or with a policy that ignores it; skipping the embedding then saves its
+        milliseconds from the time to first token.
+        """
+        return (
+            self.pool is not None
+            and hint == "auto"
+            and not private
+            and self.policy.uses_complexity
+        )
+
     def features(self, gen: GenerationRequest, hint: Hint, private: bool, embedding: np.ndarray | None) -> Features:
         load = self.edge.load()
         prompt_tokens = self.edge.count_prompt_tokens(gen)
@@ -163,13 +177,6 @@ async def open_node(settings: Settings) -> AsyncIterator[Node]:
         stack.push_async_callback(telemetry.aclose)
         edge = LlamaEngine(spec, settings.edge)
         stack.push_async_callback(edge.aclose)
-        cache: EdgeCache | None = None
-        embedder: Embedder | None = None
-        if settings.cache.enabled:
-            embedder = Embedder.load(settings.cache, settings.models_dir)
-            stack.push_async_callback(embedder.aclose)
-            cache = EdgeCache(settings.cache.db_path(settings.data_dir), settings.cache, embedder=embedder)
-            stack.push_async_callback(cache.aclose)
         events: list[Node] = []
         pool = await stack.enter_async_context(
             open_pool(
@@ -179,14 +186,17 @@ async def open_node(settings: Settings) -> AsyncIterator[Node]:
                 log_path=settings.data_dir / "cloud-member.log",
             )
         )
-        node = Node(
-            settings,
-            edge,
-            telemetry,
-            cache=cache,
-            embedder=embedder,
-            pool=pool if _has_members(settings, pool) else None,
-        )
+        hybrid = _has_members(settings, pool)
+        cache: EdgeCache | None = None
+        embedder: Embedder | None = None
+        # The embedder serves the semantic cache and the complexity score; either needs it.
+        if settings.cache.enabled or (hybrid and build_policy(settings.routing).uses_complexity):
+            embedder = Embedder.load(settings.cache, settings.models_dir)
+            stack.push_async_callback(embedder.aclose)
+        if settings.cache.enabled:
+            cache = EdgeCache(settings.cache.db_path(settings.data_dir), settings.cache, embedder=embedder)
+            stack.push_async_callback(cache.aclose)
+        node = Node(settings, edge, telemetry, cache=cache, embedder=embedder, pool=pool if hybrid else None)
         events.append(node)
         yield node
 

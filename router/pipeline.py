@@ -85,6 +85,7 @@ async def route(node: Node, gen: GenerationRequest, ctx: RequestContext, stream:
     refusal: str | None = None
     embedding = None
     cacheable = node.cache is not None
+    routing_embedding = node.needs_complexity(hint, private)
     if node.cache is not None:
         from edge import CacheError, CacheKey, EmbedderError
 
@@ -92,11 +93,11 @@ async def route(node: Node, gen: GenerationRequest, ctx: RequestContext, stream:
         cacheable = node.cache.cacheable(key, opt=ctx.cache)
         if cacheable:
             try:
-                lookup = await node.cache.lookup(key, opt=ctx.cache, want_embedding=True)
+                lookup = await node.cache.lookup(key, opt=ctx.cache, want_embedding=routing_embedding)
                 hit, refusal, embedding = lookup.hit, lookup.refusal, lookup.embedding
             except (CacheError, EmbedderError):
                 log.exception("cache lookup failed; treated as a miss")
-    if embedding is None and node.embedder is not None and hit is None:
+    if embedding is None and routing_embedding and node.embedder is not None and hit is None:
         embedding = await node.embedder.embed(_last_user(gen))
 
     features = node.features(gen, hint, private, embedding)

@@ -42,6 +42,7 @@ class Policy(Protocol):
     """A routing policy: one pure function from features to a decision."""
 
     name: str
+    uses_complexity: bool  # False: the request path may skip the prompt embedding
 
     def decide(self, f: Features) -> Decision: ...
 

@@ -51,6 +51,7 @@ class LengthPolicy:
     long_prompt_tokens: int = 512
     long_max_tokens: int = 512
     name: str = "length"
+    uses_complexity: bool = False
 
     def score(self, f: Features) -> float:
         return max(f.prompt_tokens / self.long_prompt_tokens, (f.max_tokens or 0) / self.long_max_tokens)
@@ -77,6 +78,7 @@ class ComplexityPolicy:
     threshold: float = 0.5
     length: LengthPolicy = LengthPolicy()
     name: str = "complexity"
+    uses_complexity: bool = True
 
     def decide(self, f: Features) -> Decision:
         if f.complexity is None:
@@ -110,6 +112,7 @@ class HybridPolicy:
     cloud_member_capacity: int = 8
     cloud_ttft_budget_ms: float = 1500.0
     name: str = "hybrid"
+    uses_complexity: bool = True
 
     def _queue_bound(self, f: Features) -> int:
         return max(1, min(self.edge_queue_bound, f.edge_max_queue))

@@ -137,6 +137,14 @@ def test_timing_header_is_plausible(client: openai.OpenAI) -> None:
     assert 0 < float(raw.headers["x-edgeroute-latency-ms"]) <= elapsed_ms
 
 
+def test_an_edge_only_node_does_not_embed_for_routing(client: openai.OpenAI) -> None:
+    # Sampled (not cacheable) on a node without a pool: no embedding can change the route.
+    raw = client.chat.completions.with_raw_response.create(model="auto", messages=MSG, temperature=1.0, max_tokens=4)
+    assert raw.headers["x-edgeroute-route"] == "edge"
+    assert raw.headers["x-edgeroute-reason"] == "short-prompt"
+    assert "x-edgeroute-complexity" not in raw.headers
+
+
 def test_repeated_deterministic_request_is_a_cache_hit_per_tenant(node_url: str) -> None:
     body = {"messages": [{"role": "user", "content": "Spell the word cache backwards."}], "temperature": 0, "max_tokens": 12}
     first = httpx.post(node_url + "/v1/chat/completions", json=body, headers={"x-edgeroute-tenant": "a"}, timeout=60)

@@ -264,3 +264,25 @@ def test_saturated_edge_overflows_to_the_cloud_and_both_busy_is_503(tmp_path: Pa
             assert results == [200, 200]
     finally:
         member.close()
+
+
+def test_the_complexity_embedding_runs_only_where_it_can_change_the_route(tmp_path: Path) -> None:
+    member = RecordingServer(good_stream("cloud ", "answer"))
+    try:
+        with node(tmp_path, [member.settings("cloudy")]) as (base, app):
+            client = openai.OpenAI(base_url=base + "/v1", api_key="x", max_retries=0, timeout=120)
+            hi = [{"role": "user", "content": "Say hi."}]
+            auto = client.chat.completions.with_raw_response.create(model="auto", messages=hi, max_tokens=4)
+            assert auto.headers["x-edgeroute-reason"] == "simple"
+            assert 0.0 <= float(auto.headers["x-edgeroute-complexity"]) < 0.5
+            hinted = client.chat.completions.with_raw_response.create(model="edge", messages=hi, max_tokens=4)
+            assert hinted.headers["x-edgeroute-reason"] == "hint-edge"
+            assert "x-edgeroute-complexity" not in hinted.headers
+            private = client.chat.completions.with_raw_response.create(
+                model="auto", messages=hi, max_tokens=4, extra_headers={"x-edgeroute-private": "true"}
+            )
+            assert private.headers["x-edgeroute-reason"] == "private"
+            assert "x-edgeroute-complexity" not in private.headers
+            assert [r.complexity is None for r in decisions(app)] == [True, True, False]  # newest first
+    finally:
+        member.close()
