@@ -40,6 +40,7 @@ test: prepare browser
 bench: prepare
 	$(BIN)/python -m bench.edge_api
 	$(BIN)/python -m bench.cache
+	$(BIN)/python -m bench.cache_http
 	$(BIN)/python -m bench.pool
 	$(BIN)/python bench/bench_routing.py
 	$(BIN)/python -m bench.dashboard_sse

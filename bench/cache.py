@@ -32,7 +32,7 @@ os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
 
 from edge import CacheKey, CacheSettings, EdgeCache, Embedder  # noqa: E402
-from edge.cache import Verifier, load_pairs, split_pairs  # noqa: E402
+from edge.cache import LabelLinks, Verifier, load_pairs, split_pairs  # noqa: E402
 from edge.cache.keys import exact_key, request_record, semantic_parts  # noqa: E402
 from edge.cache.store import NewEntry  # noqa: E402
 from edge.cache.verifier import features  # noqa: E402
@@ -79,30 +79,10 @@ class Rates:
         }
 
 
-class Linked:
-    """Union-find over labeled duplicates: which questions the labels say are the same."""
-
-    def __init__(self, pairs: list[Any]) -> None:
-        self.parent: dict[str, str] = {}
-        for p in pairs:
-            if p.duplicate:
-                self.parent[self.find(p.a)] = self.find(p.b)
-
-    def find(self, x: str) -> str:
-        self.parent.setdefault(x, x)
-        while self.parent[x] != x:
-            self.parent[x] = self.parent[self.parent[x]]
-            x = self.parent[x]
-        return x
-
-    def same(self, a: str, b: str) -> bool:
-        return a.strip() == b.strip() or self.find(a) == self.find(b)
-
-
 async def replay(pairs_path: Path, embedder: Embedder, work: Path) -> dict[str, Any]:
     all_pairs = load_pairs(pairs_path)
     _, held = split_pairs(all_pairs)
-    linked = Linked(all_pairs)
+    linked = LabelLinks(all_pairs)
     settings = CacheSettings()
     cache = EdgeCache(work / "replay.db", settings, embedder=embedder)
     a_texts = list(dict.fromkeys(p.a for p in held))

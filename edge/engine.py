@@ -13,6 +13,7 @@ import logging
 import queue
 import random
 import threading
+from collections import OrderedDict
 from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -33,6 +34,7 @@ from .text import IncrementalDecoder, StopMatcher
 log = logging.getLogger(__name__)
 
 _DONE = object()
+_COUNT_MEMO = 512  # prompts whose token counts are remembered
 
 
 @dataclass
@@ -69,6 +71,10 @@ class LlamaEngine:
         self._running = 0
         self._lock = threading.Lock()
         self._closed = False
+        # Routing counts every prompt's tokens, and repeats (cache hits) are common: remember
+        # recent counts rather than tokenize the same text again.
+        self._counts: OrderedDict[tuple[str, bool], int] = OrderedDict()
+        self._counts_lock = threading.Lock()
         self._worker = threading.Thread(target=self._run, name="llama-worker", daemon=True)
         self._worker.start()
 
@@ -99,7 +105,18 @@ class LlamaEngine:
         return self.tokenize(self.render_prompt(request), add_bos=not templated)
 
     def count_prompt_tokens(self, request: GenerationRequest) -> int:
-        return len(self.prompt_tokens(request))
+        templated = request.is_chat and self._formatter is not None
+        key = (self.render_prompt(request), not templated)
+        with self._counts_lock:
+            if key in self._counts:
+                self._counts.move_to_end(key)
+                return self._counts[key]
+        n = len(self.tokenize(key[0], add_bos=key[1]))
+        with self._counts_lock:
+            self._counts[key] = n
+            if len(self._counts) > _COUNT_MEMO:
+                self._counts.popitem(last=False)
+        return n
 
     async def stream(self, request: GenerationRequest) -> AsyncIterator[Chunk]:
         """Queue the request and yield its tokens as the worker decodes them."""

@@ -31,8 +31,11 @@ def _flag(value: str | None) -> bool | None:
     return True if lowered in _TRUE else False if lowered in _FALSE else None
 
 
-def api_key_guard(connection: ASGIConnection[Any, Any, Any, Any], _: BaseRouteHandler) -> None:
-    """Check the API key before the body is read, and resolve the tenant."""
+async def api_key_guard(connection: ASGIConnection[Any, Any, Any, Any], _: BaseRouteHandler) -> None:
+    """Check the API key before the body is read, and resolve the tenant.
+
+    Async on purpose: Litestar runs a sync guard in a worker thread, a hop on every request.
+    """
     keys: dict[str, str] = connection.app.state.node.settings.server.api_keys
     auth = connection.headers.get("authorization", "")
     token = auth[7:].strip() if auth.lower().startswith("bearer ") else None

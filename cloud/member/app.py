@@ -145,7 +145,7 @@ def create_member_app(
     """The ASGI app of rank 0."""
     served = settings.name
 
-    def api_key_guard(connection: ASGIConnection[Any, Any, Any, Any], _: BaseRouteHandler) -> None:
+    async def api_key_guard(connection: ASGIConnection[Any, Any, Any, Any], _: BaseRouteHandler) -> None:
         if settings.api_key is None:
             return
         auth = connection.headers.get("authorization", "")

@@ -4,7 +4,7 @@ from .calibration import Calibration, sweep
 from .guards import REASONS as GUARD_REASONS
 from .guards import check as guard_check
 from .keys import CacheKey, exact_key, semantic_parts
-from .pairs import Pair, load_pairs, split_pairs
+from .pairs import LabelLinks, Pair, load_pairs, split_pairs
 from .service import TIERS, CacheHit, Candidate, EdgeCache, Lookup
 from .verifier import Verifier
 from .warmup import WarmItem, read_warmup
@@ -23,6 +23,7 @@ __all__ = [
     "WarmItem",
     "exact_key",
     "guard_check",
+    "LabelLinks",
     "load_pairs",
     "read_warmup",
     "semantic_parts",

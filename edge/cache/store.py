@@ -98,19 +98,23 @@ class CacheStore:
             self.read = connect(self.path)
             # The read connection serves the cache's reader thread and callers of stats(); one at a time.
             self._read_lock = threading.Lock()
+            # Exact lookups get their own connection: a point read by a unique key costs less
+            # than handing it to the reader thread, and must not wait behind a vector search.
+            self.point = connect(self.path)
+            self._point_lock = threading.Lock()
             meta = dict(self.read.execute("SELECT key, value FROM meta").fetchall())
             self.index = IvfIndex.from_blobs(meta["ivf_centroids"], meta["ivf_mean"])
             self.count = self._count()
         except (sqlite3.Error, KeyError) as exc:
-            self.write.close()
+            self.close()
             raise CacheError(f"cannot prepare the cache file {self.path}: {exc}") from exc
 
     # -- reads -----------------------------------------------------------------------------
 
     def get_exact(self, exact_key: str, min_created: float, tiers: Sequence[str]) -> Entry | None:
         marks = ",".join("?" * len(tiers))
-        with _translate("exact lookup"), self._read_lock:
-            row = self.read.execute(
+        with _translate("exact lookup"), self._point_lock:
+            row = self.point.execute(
                 f"SELECT {_ENTRY_COLS} FROM entries WHERE exact_key = ? AND created >= ? AND tier IN ({marks})",
                 (exact_key, min_created, *tiers),
             ).fetchone()
@@ -299,7 +303,7 @@ class CacheStore:
             return self._expire(min_created, limit=None)
 
     def close(self) -> None:
-        for conn in (getattr(self, "read", None), self.write):
+        for conn in (getattr(self, "point", None), getattr(self, "read", None), self.write):
             if conn is not None:
                 with contextlib.suppress(sqlite3.Error):
                     conn.close()

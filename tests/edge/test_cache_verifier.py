@@ -114,3 +114,32 @@ def test_index_buckets_and_codes() -> None:
     probes = index.probes(v, 8)
     assert len(probes) == 8 and probes[0] == int(index.buckets(v)[0])
     assert index.codes(v).shape == (1, 48)
+
+
+def test_label_links_follow_duplicates_transitively_and_identical_text() -> None:
+    from edge.cache import LabelLinks
+
+    links = LabelLinks([
+        Pair("How do I learn Python?", "What is the best way to learn Python?", True),
+        Pair("What is the best way to learn Python?", "How can I start learning Python?", True),
+        Pair("How do I learn Python?", "How do I learn Java?", False),
+    ])
+    assert links.same("How do I learn Python?", "How can I start learning Python?") is True
+    assert links.same("How do I learn Python?", "How do I learn Java?") is False
+    assert links.same("  how do I learn java?", "How do I learn Java?") is True
+
+
+def test_retrieval_pairs_label_each_neighbour_by_the_pairs() -> None:
+    from edge.cache.training import retrieval_pairs
+
+    # Orthogonal stand-in vectors: q1 is near a1 (a labeled duplicate) and a2 (not linked).
+    v = {
+        "a1": np.array([1.0, 0.0, 0.0]), "a2": np.array([0.8, 0.6, 0.0]), "a3": np.array([0.0, 0.0, 1.0]),
+        "q1": np.array([0.96, 0.28, 0.0]), "q3": np.array([0.0, 0.6, 0.8]),
+    }
+    pairs = [Pair("a1", "q1", True), Pair("a2", "x", False), Pair("a3", "q3", False)]
+    v["x"] = np.array([0.0, 1.0, 0.0])
+    got = retrieval_pairs(pairs, v.__getitem__, floor=0.75, k=2)
+    assert sorted((p.b, p.a, p.duplicate) for p in got) == [
+        ("q1", "a1", True), ("q1", "a2", False), ("q3", "a3", False),
+    ]  # x's nearest (a2, cosine 0.6) is under the floor

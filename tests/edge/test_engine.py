@@ -39,6 +39,15 @@ async def test_greedy_generation_is_repeatable_and_counts_tokens(engine: LlamaEn
         assert first.usage.completion_tokens == 24
 
 
+def test_remembered_prompt_counts_match_a_fresh_tokenization(engine: LlamaEngine) -> None:
+    texts = [f"What is {n} plus {n}?" for n in range(40)]
+    fresh = [len(engine.prompt_tokens(chat(t))) for t in texts]
+    assert [engine.count_prompt_tokens(chat(t)) for t in texts] == fresh  # first time: counted
+    assert [engine.count_prompt_tokens(chat(t)) for t in texts] == fresh  # again: remembered
+    raw = GenerationRequest(params=SamplingParams(), prompt=texts[0])  # no template, BOS added
+    assert engine.count_prompt_tokens(raw) == len(engine.prompt_tokens(raw)) != fresh[0]
+
+
 async def test_max_tokens_bounds_the_answer(engine: LlamaEngine) -> None:
     done = await collect(engine.stream(GenerationRequest(params=SamplingParams(temperature=0.0, max_tokens=5), prompt="1, 2, 3, 4,")))
     assert (done.finish_reason, done.usage.completion_tokens) == ("length", 5)

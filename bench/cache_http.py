@@ -1,0 +1,94 @@
+"""An exact cache hit answered over HTTP: latency as a client sees it, keep-alive, one at a time.
+
+    python -m bench.cache_http [--requests 300] [--json artifacts/bench_cache_http.json]
+
+Starts an edge-only node, asks one greedy question once (the edge model answers and the cache
+stores it), then asks the same question ``--requests`` times, non-streamed and streamed, and
+reports p50/p99 of the whole request (send to last byte) and checks every reply was a hit.
+``GET /healthz`` on the same connection is the floor: what any request costs this server and client.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import platform
+import signal
+import statistics
+import tempfile
+import time
+from pathlib import Path
+
+import httpx
+import numpy as np
+
+from bench.edge_api import start_node
+
+BODY = {"model": "auto", "messages": [{"role": "user", "content": "What is the capital of France?"}],
+        "temperature": 0, "max_tokens": 16}
+
+
+def timed(client: httpx.Client, url: str, body: dict[str, object]) -> tuple[float, str]:
+    start = time.perf_counter()
+    resp = client.post(url, json=body)
+    resp.read()
+    elapsed = (time.perf_counter() - start) * 1000
+    resp.raise_for_status()
+    return elapsed, resp.headers.get("x-edgeroute-route", "")
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__)
+    ap.add_argument("--requests", type=int, default=300)
+    ap.add_argument("--port", type=int, default=18090)
+    ap.add_argument("--json", type=Path, default=Path("artifacts/bench_cache_http.json"))
+    args = ap.parse_args()
+
+    data_dir = Path(tempfile.mkdtemp(prefix="edgeroute-bench-"))  # a fresh, empty cache
+    proc = start_node(args.port, data_dir)
+    url = f"http://127.0.0.1:{args.port}/v1/chat/completions"
+    result: dict[str, object] = {
+        "machine": f"{platform.machine()} {os.cpu_count()} cores, {platform.python_version()}",
+        "requests": args.requests,
+    }
+    try:
+        with httpx.Client(timeout=120) as client:
+            timed(client, url, {**BODY, "cache": False})  # warm the server's code paths
+            first_ms, first_route = timed(client, url, BODY)
+            result["first"] = {"ms": first_ms, "route": first_route}
+            base = f"http://127.0.0.1:{args.port}"
+            floor = []
+            for _ in range(args.requests):
+                start = time.perf_counter()
+                client.get(f"{base}/healthz").raise_for_status()
+                floor.append((time.perf_counter() - start) * 1000)
+            result["healthz"] = {"p50_ms": statistics.median(floor), "p99_ms": float(np.percentile(floor, 99)),
+                                 "routes": ["-"]}
+            for name, body in (("non-streamed", BODY), ("streamed", {**BODY, "stream": True})):
+                times, routes = [], set()
+                for _ in range(args.requests):
+                    ms, route = timed(client, url, body)
+                    times.append(ms)
+                    routes.add(route)
+                result[name] = {
+                    "p50_ms": statistics.median(times),
+                    "p99_ms": float(np.percentile(times, 99)),
+                    "routes": sorted(routes),
+                }
+    finally:
+        os.killpg(proc.pid, signal.SIGTERM)
+        proc.wait(timeout=30)
+    print(f"exact cache hit over HTTP, {args.requests} sequential requests on one keep-alive connection")
+    print(f"first request (model answers, cache stores): {result['first']['ms']:.1f} ms, "  # type: ignore[index]
+          f"route {result['first']['route']}")  # type: ignore[index]
+    print(f"{'request':<14}{'p50 ms':>9}{'p99 ms':>9}  routes")
+    for name in ("healthz", "non-streamed", "streamed"):
+        r = result[name]
+        print(f"{name:<14}{r['p50_ms']:>9.2f}{r['p99_ms']:>9.2f}  {','.join(r['routes'])}")  # type: ignore[index]
+    args.json.parent.mkdir(parents=True, exist_ok=True)
+    args.json.write_text(json.dumps(result, indent=2))
+
+
+if __name__ == "__main__":
+    main()
