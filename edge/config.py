@@ -15,7 +15,7 @@ class EdgeSettings(BaseModel):
 
     model: str = Field(EDGE_DEFAULT, description="registry alias of the edge GGUF model")
     n_ctx: int = Field(2048, ge=128, le=131072, description="context window in tokens")
-    n_threads: int | None = Field(None, ge=1, description="llama.cpp threads (default: all cores)")
+    n_threads: int | None = Field(None, ge=1, description="llama.cpp threads (default: llama.cpp's own, half the cores)")
     n_batch: int = Field(256, ge=8, description="prompt-processing batch size")
     max_queue: int = Field(32, ge=1, description="requests waiting beyond this bound are refused")
     default_max_tokens: int = Field(256, ge=1, description="max_tokens when a request gives none")
