@@ -9,11 +9,11 @@ llama.cpp server does.
 from __future__ import annotations
 
 import asyncio
+import functools
 import logging
 import queue
 import random
 import threading
-from collections import OrderedDict
 from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -34,7 +34,6 @@ from .text import IncrementalDecoder, StopMatcher
 log = logging.getLogger(__name__)
 
 _DONE = object()
-_COUNT_MEMO = 512  # prompts whose token counts are remembered
 
 
 @dataclass
@@ -72,9 +71,10 @@ class LlamaEngine:
         self._lock = threading.Lock()
         self._closed = False
         # Routing counts every prompt's tokens, and repeats (cache hits) are common: remember
-        # recent counts rather than tokenize the same text again.
-        self._counts: OrderedDict[tuple[str, bool], int] = OrderedDict()
-        self._counts_lock = threading.Lock()
+        # the counts of recent prompts rather than tokenize the same text again.
+        self._count_text = functools.lru_cache(maxsize=512)(
+            lambda text, add_bos: len(self.tokenize(text, add_bos=add_bos))
+        )
         self._worker = threading.Thread(target=self._run, name="llama-worker", daemon=True)
         self._worker.start()
 
@@ -100,23 +100,15 @@ class LlamaEngine:
         return self._llm.tokenize(text.encode("utf-8"), add_bos=add_bos, special=True)
 
     def prompt_tokens(self, request: GenerationRequest) -> list[int]:
-        # A rendered chat template already carries its special tokens.
-        templated = request.is_chat and self._formatter is not None
-        return self.tokenize(self.render_prompt(request), add_bos=not templated)
+        return self.tokenize(*self._prompt_text(request))
 
     def count_prompt_tokens(self, request: GenerationRequest) -> int:
+        return self._count_text(*self._prompt_text(request))
+
+    def _prompt_text(self, request: GenerationRequest) -> tuple[str, bool]:
+        # A rendered chat template already carries its special tokens: no BOS of our own.
         templated = request.is_chat and self._formatter is not None
-        key = (self.render_prompt(request), not templated)
-        with self._counts_lock:
-            if key in self._counts:
-                self._counts.move_to_end(key)
-                return self._counts[key]
-        n = len(self.tokenize(key[0], add_bos=key[1]))
-        with self._counts_lock:
-            self._counts[key] = n
-            if len(self._counts) > _COUNT_MEMO:
-                self._counts.popitem(last=False)
-        return n
+        return self.render_prompt(request), not templated
 
     async def stream(self, request: GenerationRequest) -> AsyncIterator[Chunk]:
         """Queue the request and yield its tokens as the worker decodes them."""
