@@ -20,7 +20,13 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from router.policy import RoutingSettings, build_policy, load_classifier, threshold_for_share  # noqa: E402
+from router.policy import (  # noqa: E402
+    PrivacyDetector,
+    RoutingSettings,
+    build_policy,
+    load_classifier,
+    threshold_for_share,
+)
 from router.policy.dataset import load_prompts, select  # noqa: E402
 from router.policy.embed import count_tokens, embed_texts  # noqa: E402
 from router.policy.evaluate import evaluate  # noqa: E402
@@ -52,8 +58,12 @@ def main() -> None:
 
     rows = []
     for name in ("length", "complexity", "hybrid"):
-        policy = build_policy(RoutingSettings(policy=name))
-        report = evaluate(test, x, tokens, clf, policy, threshold=0.5, repeats=args.repeats)
+        routing = RoutingSettings(policy=name)
+        policy = build_policy(routing)
+        report = evaluate(
+            test, x, tokens, clf, policy, threshold=0.5, repeats=args.repeats,
+            privacy=PrivacyDetector.from_settings(routing),
+        )
         rows.append(
             {
                 "policy": name,

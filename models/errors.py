@@ -15,6 +15,8 @@ class EdgerouteError(Exception):
         self.message = message
         self.param = param
         self.code = code
+        # Response headers the HTTP layer adds to the error (e.g. where a request was routed).
+        self.headers: dict[str, str] = {}
 
 
 class ModelError(EdgerouteError):

@@ -16,7 +16,6 @@ from models import Completion, GenerationRequest, Usage
 
 from .errors import AuthenticationError
 from .node import Node, RequestContext
-from .pipeline import RoutedStream
 from .openai_format import ChunkWriter, Kind, completion_body, new_id
 from .schemas import ChatCompletionRequest, CompletionRequest, dump_extra
 
@@ -62,12 +61,6 @@ def request_context(request: Request[Any, Any, State], body: ChatCompletionReque
 _NOT_IN_KEY = {"cache", "private", "user", "stream", "stream_options", "n", "metadata", "store"}
 
 
-def _headers(routed: RoutedStream) -> dict[str, str]:
-    headers = {"x-edgeroute-route": routed.route, "x-edgeroute-reason": routed.reason}
-    headers.update(routed.headers)
-    return headers
-
-
 async def _respond(
     node: Node, kind: Kind, gen: GenerationRequest, ctx: RequestContext, stream: bool, include_usage: bool
 ) -> Response[Any]:
@@ -83,7 +76,7 @@ async def _respond(
             usage = chunk.usage or usage
         done = Completion("".join(parts), finish, usage)
         body = completion_body(kind, rid, gen.model, done.text, done.finish_reason, done.usage)
-        headers = _headers(routed)
+        headers = routed.response_headers()  # after the last chunk: a fallback mid-way shows
         headers["x-edgeroute-latency-ms"] = f"{(time.perf_counter() - started) * 1000:.1f}"
         return Response(body, headers=headers)
 
@@ -103,7 +96,7 @@ async def _respond(
     return Stream(
         events(),
         media_type="text/event-stream",
-        headers={**_headers(routed), "cache-control": "no-cache", "x-accel-buffering": "no"},
+        headers={**routed.response_headers(), "cache-control": "no-cache", "x-accel-buffering": "no"},
     )
 
 

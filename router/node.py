@@ -60,14 +60,38 @@ class Node:
         self.policy = build_policy(settings.routing)
         self.classifier = load_classifier(settings.routing.classifier_path)
         self.privacy = PrivacyDetector.from_settings(settings.routing)
-        self._members: OrderedDict[str, str] = OrderedDict()  # request id -> member that answered
+        # request id -> members that started answering / failed before their first token
+        self._members: OrderedDict[str, str] = OrderedDict()
+        self._failed: OrderedDict[str, list[str]] = OrderedDict()
 
     def on_pool_event(self, event: PoolEvent) -> None:
-        """Remember which member answered each request (for telemetry)."""
-        if event.kind == "started" and event.request_id and event.member:
-            self._members[event.request_id] = event.member
-            while len(self._members) > 4096:
-                self._members.popitem(last=False)
+        """Count every pool outcome; remember which members answered or failed each request."""
+        self.telemetry.pool_event(event.kind, event.member)
+        rid, member = event.request_id, event.member
+        if not rid or not member:
+            return
+        if event.kind == "started":
+            _remember(self._members, rid, member)
+        elif event.kind == "failure":
+            failed = self._failed.get(rid) or []
+            if member not in failed:
+                _remember(self._failed, rid, [*failed, member])
+
+    def fallback_path(self, plan: StreamPlan, request_id: str) -> str | None:
+        """The plan's path, with a hop for each member the pool left for another before the first token.
+
+        ``cloud->cloud`` then means one member failed and another answered; the pool's retries on
+        the same member are not hops.
+        """
+        answering = self._members.get(request_id)
+        others = [m for m in self._failed.get(request_id, ()) if m != answering]
+        hops: list[str] = []
+        for attempt in plan.attempts:
+            if attempt.engine == "cloud" and attempt.outcome != "failed-before-first-token" and others:
+                hops += ["cloud"] * len(others)
+                others = []
+            hops.append(attempt.engine)
+        return "->".join(hops) if len(hops) > 1 else None
 
     # -- what a client may ask for ---------------------------------------------------------
 
@@ -136,7 +160,9 @@ class Node:
 
     def member_of(self, request_id: str, plan: StreamPlan | None) -> str | None:
         """The pool member that answered (None for the edge and cache hits)."""
+        self._failed.pop(request_id, None)
         if plan is None or not plan.attempts or plan.attempts[-1].engine != "cloud":
+            self._members.pop(request_id, None)
             return None
         return self._members.pop(request_id, None)
 
@@ -199,6 +225,12 @@ async def open_node(settings: Settings) -> AsyncIterator[Node]:
         node = Node(settings, edge, telemetry, cache=cache, embedder=embedder, pool=pool if hybrid else None)
         events.append(node)
         yield node
+
+
+def _remember(ledger: OrderedDict[str, Any], key: str, value: Any) -> None:
+    ledger[key] = value
+    while len(ledger) > 4096:  # bounded: requests whose record never ran (client gone) age out
+        ledger.popitem(last=False)
 
 
 def _has_members(settings: Settings, pool: CloudPool) -> bool:

@@ -3,13 +3,13 @@
 from __future__ import annotations
 
 import logging
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from cloud import CloudError
 from edge import EdgeSaturatedError, EngineClosedError, GenerationError
-from models import Chunk, Engine, GenerationRequest, Usage
+from models import Chunk, EdgerouteError, Engine, GenerationRequest, Usage
 
 from .errors import NoCapacityError
 from .fallback import StreamPlan, resilient, start
@@ -38,11 +38,21 @@ class RoutedStream:
     first: Chunk
     rest: AsyncIterator[Chunk]
     headers: dict[str, str] = field(default_factory=dict)
+    # Fallback and degradation as they stand now: a non-streamed answer reports them after the
+    # last chunk, so a break mid-generation shows in its headers too.
+    outcome: Callable[[], dict[str, str]] | None = None
 
     async def chunks(self) -> AsyncIterator[Chunk]:
         yield self.first
         async for chunk in self.rest:
             yield chunk
+
+    def response_headers(self) -> dict[str, str]:
+        """The ``x-edgeroute-*`` headers of the answer so far."""
+        headers = {"x-edgeroute-route": self.route, "x-edgeroute-reason": self.reason, **self.headers}
+        if self.outcome is not None:
+            headers.update(self.outcome())
+        return headers
 
 
 def prompt_text(req: GenerationRequest) -> str:
@@ -97,7 +107,9 @@ async def route(node: Node, gen: GenerationRequest, ctx: RequestContext, stream:
                 hit, refusal, embedding = lookup.hit, lookup.refusal, lookup.embedding
             except (CacheError, EmbedderError):
                 log.exception("cache lookup failed; treated as a miss")
-    if embedding is None and routing_embedding and node.embedder is not None and hit is None:
+    # An exact hit comes without an embedding; when an edge answer is on offer, the complexity
+    # score must still be known, or a complex prompt would be served the edge's answer.
+    if embedding is None and routing_embedding and node.embedder is not None and (hit is None or hit.tier == "edge"):
         embedding = await node.embedder.embed(_last_user(gen))
 
     features = node.features(gen, hint, private, embedding)
@@ -123,14 +135,26 @@ async def route(node: Node, gen: GenerationRequest, ctx: RequestContext, stream:
 
     plan = StreamPlan([])
     plan.targets = node.targets(decision, features, plan)
+
+    outcome = _Outcome(node, decision, plan, gen.request_id)
     try:
         index, first, rest = await start(plan, gen, RETRYABLE)
     except RETRYABLE as exc:
+        fallback = node.fallback_path(plan, gen.request_id)
         node.telemetry.record(trace.event(route="error", reason=decision.reason, status="error",
-                                          error=str(exc)[:300], fallback=plan.fallback, **common))
-        raise NoCapacityError(
+                                          error=str(exc)[:300], fallback=fallback, **common))
+        err = NoCapacityError(
             f"neither the edge nor the cloud can take this request now ({exc})", retry_after=2
-        ) from exc
+        )
+        err.headers = {"x-edgeroute-route": "error", "x-edgeroute-reason": decision.reason}
+        if fallback:
+            err.headers["x-edgeroute-fallback"] = fallback
+        raise err from exc
+    except EdgerouteError as exc:
+        node.telemetry.record(trace.event(route="error", reason=decision.reason, status="error",
+                                          error=str(exc)[:300], **common))
+        exc.headers = {"x-edgeroute-route": "error", "x-edgeroute-reason": decision.reason}
+        raise
     except Exception as exc:
         node.telemetry.record(trace.event(route="error", reason=decision.reason, status="error",
                                           error=str(exc)[:300], **common))
@@ -138,23 +162,48 @@ async def route(node: Node, gen: GenerationRequest, ctx: RequestContext, stream:
     trace.first_token()
     engine_name = plan.targets[index].name
     route_name = "edge" if engine_name == "edge" else "cloud"
-    degraded = _degraded(decision, route_name) if node.pool is not None else None
     headers: dict[str, str] = {}
-    if plan.fallback:
-        headers["x-edgeroute-fallback"] = plan.fallback
-    if degraded:
-        headers["x-edgeroute-degraded"] = degraded
     if features.complexity is not None:
         headers["x-edgeroute-complexity"] = f"{features.complexity:.3f}"
     chunks = resilient(plan, gen, index, first, rest, BROKEN, RETRYABLE, features.prompt_tokens)
-    out = _finish(node, trace, chunks, route_name, decision.reason, degraded, plan, common,
+    out = _finish(node, trace, chunks, route_name, decision.reason, outcome, plan, common,
                   key=key if cacheable else None, embedding=embedding, opt=ctx.cache)
     first_out = await anext(out)
-    return RoutedStream(route_name, decision.reason, first_out, out, headers)
+    return RoutedStream(route_name, decision.reason, first_out, out, headers, outcome)
 
 
-def _degraded(decision: Decision, route_name: str) -> str | None:
-    if route_name == "edge" and (decision.target == "cloud" or decision.reason == "cloud-unhealthy"):
+class _Outcome:
+    """``x-edgeroute-fallback`` and ``x-edgeroute-degraded`` for the attempts made so far.
+
+    ``freeze`` fixes them when the decision is recorded: the node forgets the request's pool
+    events then, and the non-streamed response asks after that.
+    """
+
+    def __init__(self, node: Node, decision: Decision, plan: StreamPlan, request_id: str) -> None:
+        self._node, self._decision, self._plan, self._rid = node, decision, plan, request_id
+        self._frozen: dict[str, str] | None = None
+
+    def __call__(self) -> dict[str, str]:
+        if self._frozen is not None:
+            return self._frozen
+        headers: dict[str, str] = {}
+        fallback = self._node.fallback_path(self._plan, self._rid)
+        if fallback:
+            headers["x-edgeroute-fallback"] = fallback
+        answered = next((a.engine for a in reversed(self._plan.attempts) if a.outcome == "ok"), None)
+        degraded = _degraded(self._decision, answered) if self._node.pool is not None and answered else None
+        if degraded:
+            headers["x-edgeroute-degraded"] = degraded
+        return headers
+
+    def freeze(self) -> dict[str, str]:
+        self._frozen = self()
+        return self._frozen
+
+
+def _degraded(decision: Decision, engine: str) -> str | None:
+    """A cloud-bound prompt answered (in whole or in part) by the edge is a degraded answer."""
+    if engine == "edge" and (decision.target == "cloud" or decision.reason == "cloud-unhealthy"):
         return "cloud-unavailable"
     return None
 
@@ -165,7 +214,7 @@ async def _finish(
     chunks: AsyncIterator[Chunk],
     route_name: str,
     reason: str,
-    degraded: str | None,
+    outcome: _Outcome | None,
     plan: StreamPlan | None,
     common: dict[str, Any],
     *,
@@ -182,12 +231,13 @@ async def _finish(
 
     def record(final: Chunk | None, error: str | None) -> None:
         usage = final.usage if final is not None and final.usage else Usage(0, 0)
+        now = outcome.freeze() if outcome is not None else {}
         node.telemetry.record(
             trace.event(
                 route=route_name,
                 reason=reason,
-                degraded=degraded,
-                fallback=plan.fallback if plan else None,
+                degraded=now.get("x-edgeroute-degraded"),
+                fallback=now.get("x-edgeroute-fallback"),
                 status="ok" if error is None else "error",
                 error=error,
                 prompt_tokens=usage.prompt_tokens,

@@ -20,6 +20,7 @@ from models import default_models_dir
 
 from .errors import ConfigError
 from .policy.config import RoutingSettings
+from .policy.policies import build_policy
 from .telemetry.config import TelemetrySettings
 
 
@@ -85,8 +86,11 @@ def load_settings(config_file: Path | str | None = None, **overrides: Any) -> Se
         cls = _FromFile
     clean = {k: v for k, v in overrides.items() if v is not None}
     try:
-        return cls(**clean)
+        settings = cls(**clean)
     except ValidationError as exc:
         raise ConfigError(f"invalid settings: {exc}") from exc
     except ValueError as exc:  # tomllib.TOMLDecodeError is a ValueError
         raise ConfigError(f"invalid config file {config_file}: {exc}") from exc
+    # The policy registry is the one place that knows the valid names: fail here, before a model loads.
+    build_policy(settings.routing)
+    return settings

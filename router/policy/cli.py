@@ -151,6 +151,7 @@ def evaluate_cmd(
     from .embed import count_tokens, embed_texts
     from .evaluate import NodeState, evaluate
     from .policies import build_policy
+    from .privacy import PrivacyDetector
 
     split = split or ("test" if prompts is None else "all")
     if split not in ("train", "test", "all"):
@@ -179,6 +180,7 @@ def evaluate_cmd(
             threshold=settings.routing.complexity_threshold,
             state=state,
             repeats=repeats,
+            privacy=PrivacyDetector.from_settings(settings.routing),
         )
     except EdgerouteError as exc:
         raise _fail(exc) from exc

@@ -13,6 +13,7 @@ import numpy as np
 from .classifier import ComplexityClassifier
 from .dataset import LabeledPrompt
 from .features import Decision, Features, Policy
+from .privacy import PrivacyDetector
 
 
 @dataclass(frozen=True, slots=True)
@@ -37,7 +38,7 @@ class EvalReport:
     confusion: dict[str, int]  # label->decision counts: edge->edge, edge->cloud, cloud->edge, cloud->cloud
     cloud_share: float
     label_cloud_share: float | None
-    decision_us_p50: float  # classifier score + Features + policy.decide, per request, microseconds
+    decision_us_p50: float  # privacy rules + classifier score + Features + decide, per request, microseconds
     decision_us_p95: float
     decision_samples: int
     reasons: dict[str, int]
@@ -79,16 +80,29 @@ def time_decisions(
     state: NodeState,
     *,
     repeats: int = 20,
+    texts: Sequence[str] | None = None,
+    privacy: PrivacyDetector | None = None,
 ) -> list[float]:
-    """Per-request wall time of score + decide in microseconds, ``repeats`` passes after a warm-up."""
-    for e, t in zip(embeddings, tokens, strict=True):
+    """Per-request wall time in microseconds, ``repeats`` passes after a warm-up.
+
+    What the node does for a decision beyond the embedding: the privacy rules on the prompt
+    text (when ``privacy`` is given), the classifier score, the features and ``decide``.
+    """
+    texts = texts if texts is not None else [""] * len(tokens)
+
+    def one(e: np.ndarray, t: int, text: str) -> None:
+        if privacy is not None:
+            privacy.detect(text)
         _decide(clf, policy, e, t, state)
+
+    for e, t, text in zip(embeddings, tokens, texts, strict=True):
+        one(e, t, text)
     samples: list[float] = []
     clock = time.perf_counter_ns
     for _ in range(repeats):
-        for e, t in zip(embeddings, tokens, strict=True):
+        for e, t, text in zip(embeddings, tokens, texts, strict=True):
             t0 = clock()
-            _decide(clf, policy, e, t, state)
+            one(e, t, text)
             samples.append((clock() - t0) / 1000)
     return samples
 
@@ -107,6 +121,7 @@ def evaluate(
     threshold: float,
     state: NodeState | None = None,
     repeats: int = 20,
+    privacy: PrivacyDetector | None = None,
 ) -> EvalReport:
     """Decide every prompt as the node would with idle sides, and compare with the labels."""
     state = state or NodeState()
@@ -135,7 +150,9 @@ def evaluate(
     correct = confusion["edge->edge"] + confusion["cloud->cloud"]
     sent_cloud = confusion["edge->cloud"] + confusion["cloud->cloud"]
     label_cloud = confusion["cloud->edge"] + confusion["cloud->cloud"]
-    samples = time_decisions(clf, policy, embeddings, tokens, state, repeats=repeats)
+    samples = time_decisions(
+        clf, policy, embeddings, tokens, state, repeats=repeats, texts=[p.text for p in prompts], privacy=privacy
+    )
     return EvalReport(
         policy=policy.name,
         threshold=threshold,

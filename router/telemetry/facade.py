@@ -58,6 +58,12 @@ class Telemetry:
             self.store.put(event)
         self.bus.publish(event)
 
+    def pool_event(self, kind: str, member: str | None) -> None:
+        """Count one cloud pool outcome (``member`` is None for pool-wide ones such as unavailable)."""
+        self.metrics.pool_events.labels(kind, member or "").inc()
+        if kind in ("ejected", "readmitted", "unavailable"):
+            log.info("cloud pool: %s %s", kind, member or "")
+
     def snapshot(self, max_age_s: float = 0.0) -> Snapshot:
         """The dashboard's rolling numbers; one computed up to ``max_age_s`` ago may be reused."""
         now = time.monotonic()

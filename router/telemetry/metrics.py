@@ -159,6 +159,12 @@ class Metrics:
             ["reason"],
             registry=r,
         )
+        self.pool_events = Counter(
+            "edgeroute_pool_events",
+            "Cloud pool outcomes by kind (started, success, failure, retry, ejected...) and member",
+            ["kind", "member"],
+            registry=r,
+        )
         self._live = _LiveCollector(counts or dict)
         r.register(self._live)
 

@@ -23,6 +23,9 @@ def assert_error(resp: httpx.Response, status: int, param: str | None, fragment:
     assert error["param"] == param
     assert fragment in error["message"]
     assert error["type"] == "invalid_request_error"
+    # Refused requests say where they went, like answers do.
+    assert resp.headers["x-edgeroute-route"] == "error"
+    assert resp.headers["x-edgeroute-reason"]
 
 
 @pytest.mark.parametrize(
@@ -42,11 +45,15 @@ def assert_error(resp: httpx.Response, status: int, param: str | None, fragment:
     ],
 )
 def test_invalid_fields(node_url: str, body: dict[str, object], param: str, fragment: str) -> None:
-    assert_error(post(node_url, CHAT, json=body), 400, param, fragment)
+    resp = post(node_url, CHAT, json=body)
+    assert_error(resp, 400, param, fragment)
+    assert resp.headers["x-edgeroute-reason"] == "invalid-request"
 
 
 def test_malformed_json(node_url: str) -> None:
-    assert_error(post(node_url, CHAT, content=b'{"messages": [{"role": "user",'), 400, None, "not valid JSON")
+    resp = post(node_url, CHAT, content=b'{"messages": [{"role": "user",')
+    assert_error(resp, 400, None, "not valid JSON")
+    assert resp.headers["x-edgeroute-reason"] == "invalid-json"
 
 
 def test_non_utf8_body(node_url: str) -> None:
@@ -70,6 +77,7 @@ def test_unknown_model(node_url: str) -> None:
     resp = post(node_url, CHAT, json={**OK, "model": "gpt-17"})
     assert_error(resp, 404, "model", "valid models: auto, edge, cloud")
     assert resp.json()["error"]["code"] == "model_not_found"
+    assert resp.headers["x-edgeroute-reason"] == "model-not-found"
 
 
 def test_unknown_route_and_method(node_url: str) -> None:

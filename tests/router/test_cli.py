@@ -38,6 +38,15 @@ def test_bad_config_file_exits_2(tmp_path: Path) -> None:
     assert "config file not found" in out.stderr
 
 
+def test_unknown_policy_exits_2_before_anything_loads(tmp_path: Path) -> None:
+    cfg = tmp_path / "policy.toml"
+    cfg.write_text("[routing]\npolicy = 'smartest'\n")
+    out = run("serve", "--config", str(cfg), "--data-dir", str(tmp_path / "d"))
+    assert out.returncode == 2
+    assert "valid policies: complexity, hybrid, length" in out.stderr
+    assert not (tmp_path / "d").exists()  # refused before the node built anything
+
+
 @pytest.mark.slow
 def test_serve_answers_the_openai_sdk(tmp_path: Path) -> None:
     port = free_port()

@@ -50,3 +50,11 @@ def test_missing_and_invalid_files_are_config_errors(tmp_path: Path) -> None:
     typo.write_text("[edg]\nmodel = 'x'\n")
     with pytest.raises(ConfigError, match="edg"):
         load_settings(typo)
+
+
+def test_an_unknown_policy_fails_when_settings_load_and_lists_the_valid_ones(tmp_path: Path) -> None:
+    cfg = tmp_path / "policy.toml"
+    cfg.write_text("[routing]\npolicy = 'smartest'\n")
+    with pytest.raises(ConfigError, match="unknown routing policy 'smartest'; valid policies: complexity, hybrid, length"):
+        load_settings(cfg)
+    assert load_settings(routing={"policy": "length"}).routing.policy == "length"

@@ -1,0 +1,131 @@
+"""Shared pieces of the hybrid-node tests: a scripted member with an access log, and a node on loopback."""
+
+from __future__ import annotations
+
+import json
+import socket
+import threading
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any
+
+import httpx
+
+from router import create_app, load_settings
+from tests.cloud.cloud_servers import ScriptedServer, chat_chunk, sse
+from tests.servers import serve_app
+
+ASK = [{"role": "user", "content": "Explain step by step how a hash map handles collisions, with code."}]
+
+
+class RecordingServer(ScriptedServer):
+    """A scripted member that answers health checks, and keeps an access log of completions."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        self.access_log: list[dict[str, Any]] = []
+        self.models = ["scripted"]  # what /v1/models lists: the pool's health check reads it
+        self._path = threading.local()
+        super().__init__(*args, **kwargs)
+
+    def handle(self, conn: socket.socket) -> None:
+        self._path.value = ""
+        try:
+            self._read_request(conn)
+        except OSError:
+            return
+        if self._path.value.endswith("/completions"):
+            script, self.script = self.script, [("noop",)]
+            try:
+                self._respond(conn, script)
+            finally:
+                self.script = script
+            return
+        data = [{"id": m, "object": "model"} for m in self.models]
+        body = json.dumps({"status": "ok", "object": "list", "data": data}).encode()
+        head = f"HTTP/1.1 200 OK\r\ncontent-type: application/json\r\ncontent-length: {len(body)}\r\nconnection: close\r\n\r\n"
+        try:
+            conn.sendall(head.encode() + body)
+            conn.close()
+        except OSError:
+            pass
+
+    def _respond(self, conn: socket.socket, script: list[tuple[object, ...]]) -> None:
+        head = (
+            f"HTTP/1.1 {self.status}\r\ncontent-type: {self.content_type}\r\n"
+            "transfer-encoding: chunked\r\nconnection: close\r\n\r\n"
+        )
+        try:
+            conn.sendall(head.encode())
+            for step in script:
+                if step[0] == "send":
+                    payload = step[1]
+                    assert isinstance(payload, bytes)
+                    conn.sendall(f"{len(payload):x}\r\n".encode() + payload + b"\r\n")
+                elif step[0] == "sleep":
+                    time.sleep(float(step[1]))  # type: ignore[arg-type]
+            conn.sendall(b"0\r\n\r\n")
+            conn.close()
+        except OSError:
+            pass
+
+    def _read_request(self, conn: socket.socket) -> tuple[str, bytes]:
+        path, body = super()._read_request(conn)
+        self._path.value = path
+        if path.endswith("/completions"):
+            self.access_log.append(json.loads(body or b"{}"))
+        return path, body
+
+
+def good_stream(*pieces: str) -> list[tuple[object, ...]]:
+    steps: list[tuple[object, ...]] = [("send", sse(chat_chunk(p))) for p in pieces]
+    steps.append(("send", sse(chat_chunk(None, "stop"), "[DONE]")))
+    return steps
+
+
+@contextmanager
+def node(tmp_path: Path, members: list[Any], **overrides: Any) -> Iterator[tuple[str, Any]]:
+    cloud = {
+        "members": [m.model_dump() if hasattr(m, "model_dump") else m for m in members],
+        "local_member": False,
+        "health_interval_s": 0,
+        "stall_timeout_s": 2.0,
+        "first_token_timeout_s": 20.0,
+        "retries": 0,
+        **overrides.pop("cloud", {}),
+    }
+    overrides.setdefault("cache", {"enabled": False})  # every request here must reach an engine
+    settings = load_settings(data_dir=tmp_path / "node", cloud=cloud, **overrides)
+    app = create_app(settings)
+    with serve_app(app) as base:
+        yield base, app
+
+
+def sse_lines(base: str, body: dict[str, Any], on_chunk: Any = None) -> tuple[httpx.Headers, list[str]]:
+    with httpx.stream("POST", base + "/v1/chat/completions", json=body, timeout=120) as resp:
+        assert resp.status_code == 200, resp.read()
+        lines = []
+        for line in resp.iter_lines():
+            if line.startswith("data: "):
+                lines.append(line[6:])
+                if on_chunk is not None:
+                    on_chunk(len(lines))
+        return resp.headers, lines
+
+
+def text_of(lines: list[str]) -> str:
+    out = []
+    for line in lines:
+        if line == "[DONE]":
+            continue
+        chunk = json.loads(line)
+        assert "error" not in chunk, chunk
+        for choice in chunk["choices"]:
+            out.append(choice["delta"].get("content") or "")
+    return "".join(out)
+
+
+def decisions(app: Any) -> list[Any]:
+    """The node's decision records, newest first, as the dashboard's feed sees them."""
+    return list(app.state.node.telemetry.recent())
