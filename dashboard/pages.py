@@ -11,6 +11,8 @@ from litestar.params import Parameter
 
 from router.telemetry import DashboardSettings
 
+from .auth import PAGE, DashboardAuth
+from .login import AUTH_OPT
 from .panels import (
     Links,
     cache_html,
@@ -29,7 +31,9 @@ Req = Request[Any, Any, State]
 
 
 def links_of(request: Req) -> Links:
-    return Links(base=request.route_handler.opt["dashboard_base"])
+    opt = request.route_handler.opt
+    auth = opt.get(AUTH_OPT)
+    return Links(base=opt["dashboard_base"], logout=isinstance(auth, DashboardAuth) and auth.enabled)
 
 
 def dashboard_settings(request: Req) -> DashboardSettings:
@@ -51,7 +55,7 @@ class DashboardController(Controller):
     path = "/"
     include_in_schema = False
 
-    @get("/", name="dashboard:overview")
+    @get("/", name="dashboard:overview", opt={PAGE: True})
     async def overview(self, request: Req) -> Response[str]:
         parts = node_parts(request.app.state)
         links = links_of(request)
@@ -68,7 +72,7 @@ class DashboardController(Controller):
             )
         )
 
-    @get("/feed", name="dashboard:feed")
+    @get("/feed", name="dashboard:feed", opt={PAGE: True})
     async def feed(self, request: Req) -> Response[str]:
         parts = node_parts(request.app.state)
         rows = dashboard_settings(request).feed_rows
@@ -86,7 +90,7 @@ class DashboardController(Controller):
             )
         )
 
-    @get("/pool", name="dashboard:pool")
+    @get("/pool", name="dashboard:pool", opt={PAGE: True})
     async def pool(self, request: Req) -> Response[str]:
         parts = node_parts(request.app.state)
         return _html(
@@ -100,7 +104,7 @@ class DashboardController(Controller):
             )
         )
 
-    @get("/cache", name="dashboard:cache")
+    @get("/cache", name="dashboard:cache", opt={PAGE: True})
     async def cache(self, request: Req, q: str = "", tenant: str = "") -> Response[str]:
         parts = node_parts(request.app.state)
         links = links_of(request)

@@ -23,6 +23,8 @@ class Links:
     """URLs of the dashboard, relative to where it is mounted."""
 
     base: str
+    # The node has API keys: the header offers a log-out button.
+    logout: bool = False
 
     @property
     def static(self) -> str:

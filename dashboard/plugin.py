@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Collection
 from pathlib import Path
 
 from litestar import Router
@@ -13,7 +14,9 @@ from litestar.types import Guard
 
 from router.telemetry import TelemetrySettings, metrics_handler
 
+from .auth import PUBLIC, DashboardAuth, exception_handlers
 from .live import events
+from .login import AUTH_OPT, login_form, login_submit, logout
 from .pages import DashboardController
 
 STATIC = Path(__file__).parent / "static"
@@ -31,21 +34,39 @@ SECURITY_HEADERS = [
 ]
 
 
-def dashboard_router(path: str = "/dashboard", *, guards: list[Guard] | None = None) -> Router:
-    """The dashboard's pages, live stream and static files, mounted at ``path``."""
+def dashboard_router(
+    path: str = "/dashboard", *, guards: list[Guard] | None = None, auth: DashboardAuth | None = None
+) -> Router:
+    """The dashboard's pages, live stream, login form and static files, mounted at ``path``."""
+    auth = auth or DashboardAuth()
     static = create_static_files_router(
         path="/static",
         directories=[STATIC],
         name="dashboard-static",
         cache_control=CacheControlHeader(max_age=3600),
         include_in_schema=False,
+        # Vendored scripts and styles hold nothing secret, and the login page needs its CSS.
+        opt={PUBLIC: True},
     )
     return Router(
         path=path,
-        route_handlers=[DashboardController, events, static],
-        guards=guards or [],
-        opt={"dashboard_base": path.rstrip("/")},
+        route_handlers=[DashboardController, events, static, login_form, login_submit, logout],
+        guards=[*auth.guards(), *(guards or [])],
+        exception_handlers=exception_handlers(),
+        opt={"dashboard_base": path.rstrip("/"), AUTH_OPT: auth},
         response_headers=SECURITY_HEADERS,
+        include_in_schema=False,
+    )
+
+
+def metrics_router(auth: DashboardAuth | None = None) -> Router:
+    """``GET /metrics``, behind the same keys as the dashboard (scrapers send a bearer key)."""
+    auth = auth or DashboardAuth()
+    return Router(
+        path="/",
+        route_handlers=[metrics_handler],
+        guards=auth.guards(),
+        exception_handlers=exception_handlers(),
         include_in_schema=False,
     )
 
@@ -53,22 +74,30 @@ def dashboard_router(path: str = "/dashboard", *, guards: list[Guard] | None = N
 class DashboardPlugin(InitPlugin):
     """Adds ``GET /metrics`` and, when enabled, the dashboard to the app being built.
 
-    ``Litestar(..., plugins=[DashboardPlugin(settings.telemetry)])``; ``guards`` apply to the
-    dashboard's routes (the node's auth, once it covers browsers).
+    ``Litestar(..., plugins=[DashboardPlugin(settings.telemetry, api_keys=settings.server.api_keys)])``.
+    With ``api_keys`` (any collection of keys; a key -> tenant mapping works) every dashboard
+    route and ``/metrics`` need one of them, as a bearer header or the login form's cookie;
+    without, both are open (the node binds to 127.0.0.1 by default). ``guards`` are extra guards
+    on the dashboard's routes.
     """
 
-    __slots__ = ("guards", "settings")
+    __slots__ = ("auth", "guards", "settings")
 
     def __init__(
-        self, settings: TelemetrySettings | None = None, *, guards: list[Guard] | None = None
+        self,
+        settings: TelemetrySettings | None = None,
+        *,
+        api_keys: Collection[str] = (),
+        guards: list[Guard] | None = None,
     ) -> None:
         self.settings = settings or TelemetrySettings()
+        self.auth = DashboardAuth(api_keys)
         self.guards = guards
 
     def on_app_init(self, app_config: AppConfig) -> AppConfig:
-        app_config.route_handlers.append(metrics_handler)
+        app_config.route_handlers.append(metrics_router(self.auth))
         if self.settings.dashboard.enabled:
             app_config.route_handlers.append(
-                dashboard_router(self.settings.dashboard.path, guards=self.guards)
+                dashboard_router(self.settings.dashboard.path, guards=self.guards, auth=self.auth)
             )
         return app_config

@@ -56,9 +56,18 @@ def _status_of(exc: EdgerouteError) -> tuple[int, str]:
     return 500, "server_error"
 
 
-def _edgeroute_error(_: Request[Any, Any, Any], exc: EdgerouteError) -> Response[Any]:
+def _route_headers(request: Request[Any, Any, Any], reason: str, extra: dict[str, str] | None = None) -> dict[str, str]:
+    """On the API, an error is a route too: ``x-edgeroute-route: error`` and a short reason."""
+    headers = dict(extra or {})
+    if request.url.path.startswith("/v1/"):
+        headers.setdefault("x-edgeroute-route", "error")
+        headers.setdefault("x-edgeroute-reason", reason.replace("_", "-"))
+    return headers
+
+
+def _edgeroute_error(request: Request[Any, Any, Any], exc: EdgerouteError) -> Response[Any]:
     status, err_type = _status_of(exc)
-    headers = {}
+    headers = _route_headers(request, exc.code or err_type, exc.headers)
     if status == 503:
         headers["retry-after"] = str(getattr(exc, "retry_after", 1))
     return Response(error_body(exc.message, err_type, exc.param, exc.code), status_code=status, headers=headers)
@@ -75,7 +84,7 @@ def _param(key: str | None) -> str | None:
     return ".".join(parts) or None
 
 
-def _validation_error(_: Request[Any, Any, Any], exc: ValidationException) -> Response[Any]:
+def _validation_error(request: Request[Any, Any, Any], exc: ValidationException) -> Response[Any]:
     details = exc.extra if isinstance(exc.extra, list) else []
     param = None
     parts = []
@@ -85,29 +94,41 @@ def _validation_error(_: Request[Any, Any, Any], exc: ValidationException) -> Re
             param = param or key
             parts.append(f"{key}: {item.get('message')}" if key else str(item.get("message")))
     message = "; ".join(parts) or exc.detail
-    return Response(error_body(message, "invalid_request_error", param, "invalid_request"), status_code=400)
+    return Response(
+        error_body(message, "invalid_request_error", param, "invalid_request"),
+        status_code=400,
+        headers=_route_headers(request, "invalid_request"),
+    )
 
 
-def _http_error(_: Request[Any, Any, Any], exc: HTTPException) -> Response[Any]:
+def _http_error(request: Request[Any, Any, Any], exc: HTTPException) -> Response[Any]:
     status = exc.status_code
     err_type = "invalid_request_error" if status < 500 else "server_error"
     detail = exc.detail
+    reason = f"http-{status}"
     if isinstance(exc.__cause__, SerializationException):
         detail = f"the body is not valid JSON: {detail}"
-    return Response(error_body(detail, err_type, None, None), status_code=status, headers=exc.headers)
+        reason = "invalid-json"
+    headers = _route_headers(request, reason, dict(exc.headers or {}))
+    return Response(error_body(detail, err_type, None, None), status_code=status, headers=headers)
 
 
-def _not_utf8(_: Request[Any, Any, Any], exc: UnicodeDecodeError) -> Response[Any]:
+def _not_utf8(request: Request[Any, Any, Any], exc: UnicodeDecodeError) -> Response[Any]:
     message = f"the body is not valid UTF-8 (byte {exc.start}: {exc.reason})"
-    return Response(error_body(message, "invalid_request_error", None, "invalid_encoding"), status_code=400)
+    return Response(
+        error_body(message, "invalid_request_error", None, "invalid_encoding"),
+        status_code=400,
+        headers=_route_headers(request, "invalid_encoding"),
+    )
 
 
-def _unexpected(_: Request[Any, Any, Any], exc: Exception) -> Response[Any]:
+def _unexpected(request: Request[Any, Any, Any], exc: Exception) -> Response[Any]:
     log.exception("unhandled error", exc_info=exc)
     return Response(
         error_body("internal error", "server_error", None, None),
         status_code=HTTP_500_INTERNAL_SERVER_ERROR,
         media_type=MediaType.JSON,
+        headers=_route_headers(request, "internal_error"),
     )
 
 
@@ -124,7 +145,7 @@ def create_app(settings: Settings) -> Litestar:
 
     return Litestar(
         route_handlers=[OpenAIController, healthz],
-        plugins=[DashboardPlugin(settings.telemetry)],
+        plugins=[DashboardPlugin(settings.telemetry, api_keys=settings.server.api_keys)],
         lifespan=[lifespan],
         exception_handlers={
             EdgerouteError: _edgeroute_error,

@@ -1,14 +1,16 @@
-"""Fixtures of the dashboard tests: a fake node's app, served in-process or on loopback."""
+"""Fixtures of the dashboard tests: a fake node's app in-process, and headless Chromium."""
 
 from __future__ import annotations
 
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 from litestar import Litestar
 from litestar.testing import TestClient
 
+from browserkit import CHROMIUM_ARGS, Tab, ensure_chromium
 from dashfakes import FakeCache, FakeEdge, FakeEntry, FakeMember, FakeNode, FakePool, fake_app, make_telemetry
 
 
@@ -37,3 +39,22 @@ def node(tmp_path: Path) -> FakeNode:
 def client(node: FakeNode) -> Iterator[TestClient[Litestar]]:
     with TestClient(fake_app(node)) as c:
         yield c
+
+
+@pytest.fixture(scope="session")
+def browser() -> Iterator[Any]:
+    """One headless Chromium for every browser test; each test gets its own context (``tab``)."""
+    from playwright.sync_api import sync_playwright
+
+    executable = ensure_chromium()
+    with sync_playwright() as p:
+        b = p.chromium.launch(executable_path=str(executable), args=CHROMIUM_ARGS)
+        yield b
+        b.close()
+
+
+@pytest.fixture
+def tab(browser: Any) -> Iterator[Tab]:
+    page = Tab(browser)
+    yield page
+    page.close()

@@ -1,13 +1,15 @@
 """Small in-memory stand-ins for the node's parts the dashboard reads (pool, cache, edge).
 
 They implement the dashboard's protocols (``dashboard.PoolView``, ``dashboard.CacheView``) the
-way the real cloud pool and edge cache are specified in notes/contracts.md, so the pages can be
-tested before those areas are merged.
+way the real cloud pool and edge cache do, so the pages, fragments, SSE stream and auth can be
+checked fast and with exact numbers, no model loaded. test_browser.py checks the same pages
+against the real node (real pool members, real cache).
 """
 
 from __future__ import annotations
 
 import time
+from collections.abc import Collection
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -135,8 +137,8 @@ def event(request_id: str = "req-1", **fields: Any) -> DecisionEvent:
     return DecisionEvent(**base)
 
 
-def fake_app(node: FakeNode) -> Litestar:
-    """The dashboard and /metrics on an app whose ``state.node`` is ``node``."""
+def fake_app(node: FakeNode, api_keys: Collection[str] = ()) -> Litestar:
+    """The dashboard and /metrics on an app whose ``state.node`` is ``node``, behind ``api_keys``."""
     settings = node.telemetry.settings if node.telemetry is not None else None
 
     async def attach(app: Litestar) -> None:
@@ -146,4 +148,5 @@ def fake_app(node: FakeNode) -> Litestar:
         if node.telemetry is not None:
             await node.telemetry.aclose()
 
-    return Litestar(plugins=[DashboardPlugin(settings)], on_startup=[attach], on_shutdown=[close])
+    plugin = DashboardPlugin(settings, api_keys=api_keys)
+    return Litestar(plugins=[plugin], on_startup=[attach], on_shutdown=[close])

@@ -1,0 +1,219 @@
+"""Dashboard and /metrics behind the node's API keys: bearer header, login form, session cookie."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import httpx
+import pytest
+from httpx_sse import connect_sse
+from litestar import Litestar
+from litestar.testing import TestClient
+
+from dashboard import DashboardAuth
+from dashboard.auth import COOKIE, SESSION_TTL_S, safe_next
+from dashfakes import FakeNode, event, fake_app
+from dashserver import serve
+
+KEYS = {"sk-ops": "acme", "sk-other": "globex"}
+UNAUTHORIZED = {
+    "error": {
+        "message": "invalid or missing API key",
+        "type": "authentication_error",
+        "param": None,
+        "code": "invalid_api_key",
+    }
+}
+PAGES = ("/dashboard", "/dashboard/feed", "/dashboard/pool", "/dashboard/cache")
+FRAGMENTS = (
+    "/dashboard/feed/rows",
+    "/dashboard/requests/r1",
+    "/dashboard/cache/search?q=capital",
+    "/dashboard/events",
+    "/metrics",
+)
+
+
+@pytest.fixture
+def keyed(node: FakeNode) -> Iterator[TestClient[Litestar]]:
+    with TestClient(fake_app(node, KEYS)) as c:
+        yield c
+
+
+def login(client: httpx.Client, key: str, next_url: str = "/dashboard") -> httpx.Response:
+    return client.post("/dashboard/login", data={"key": key, "next": next_url}, follow_redirects=False)
+
+
+def test_pages_redirect_to_the_login_form(keyed: TestClient[Litestar]) -> None:
+    for path in PAGES:
+        response = keyed.get(path, follow_redirects=False)
+        assert response.status_code == 303, path
+        assert response.headers["location"] == f"/dashboard/login?next={path}"
+    with_query = keyed.get("/dashboard/cache?q=a b&tenant=acme", follow_redirects=False)
+    expected = "/dashboard/login?next=/dashboard/cache%3Fq%3Da%2520b%26tenant%3Dacme"
+    assert with_query.headers["location"] == expected
+    # htmx asking for a page must not swap the login form into a panel.
+    assert keyed.get("/dashboard/pool", headers={"HX-Request": "true"}).status_code == 401
+
+
+def test_fragments_stream_and_metrics_answer_401(keyed: TestClient[Litestar], node: FakeNode) -> None:
+    assert node.cache is not None
+    for path in FRAGMENTS:
+        response = keyed.get(path, follow_redirects=False)
+        assert response.status_code == 401, path
+        assert response.json() == UNAUTHORIZED, path
+        assert response.headers["www-authenticate"] == 'Bearer realm="edgeroute"'
+    delete = keyed.post("/dashboard/cache/entries/3/delete", headers={"HX-Request": "true"})
+    assert delete.status_code == 401 and delete.json() == UNAUTHORIZED
+    assert 3 in node.cache.entries
+    # The static files stay open: the login page needs its stylesheet.
+    assert keyed.get("/dashboard/static/app.css").status_code == 200
+
+
+def test_a_bearer_key_opens_everything(keyed: TestClient[Litestar], node: FakeNode) -> None:
+    assert node.cache is not None and node.telemetry is not None
+    node.telemetry.record(event("r1"))
+    bearer = {"Authorization": "Bearer sk-other"}
+    for path in PAGES + FRAGMENTS[:-2] + ("/metrics",):
+        assert keyed.get(path, headers=bearer).status_code == 200, path
+    assert 'id="req-r1"' in keyed.get("/dashboard/feed/rows", headers=bearer).text
+    assert "edgeroute_requests_total" in keyed.get("/metrics", headers=bearer).text
+    deleted = keyed.post("/dashboard/cache/entries/3/delete", headers={**bearer, "HX-Request": "true"})
+    assert deleted.status_code == 200 and 3 not in node.cache.entries
+    for wrong in ("Bearer sk-nope", "Bearer ", "Basic c2stb3Bz", "sk-ops", "Bearer sk-ops2"):
+        assert keyed.get("/metrics", headers={"Authorization": wrong}).status_code == 401, wrong
+
+
+def test_login_sets_a_strict_httponly_cookie(keyed: TestClient[Litestar]) -> None:
+    form = keyed.get("/dashboard/login?next=/dashboard/pool")
+    assert form.status_code == 200 and form.headers["cache-control"] == "no-store"
+    assert '<form class="login" method="post" action="/dashboard/login">' in form.text
+    assert '<input type="hidden" name="next" value="/dashboard/pool">' in form.text
+    assert "script-src 'self'" in form.headers["content-security-policy"]
+    response = login(keyed, "sk-ops", "/dashboard/pool")
+    assert response.status_code == 303 and response.headers["location"] == "/dashboard/pool"
+    cookie = response.headers["set-cookie"]
+    value = cookie.split(";")[0].removeprefix(f"{COOKIE}=")
+    attributes = {part.strip().lower() for part in cookie.split(";")[1:]}
+    assert attributes == {"httponly", f"max-age={SESSION_TTL_S}", "path=/", "samesite=strict"}
+    assert "sk-ops" not in cookie  # the key itself never leaves the server
+    assert DashboardAuth(KEYS).valid_session(value) is True
+    page = keyed.get("/dashboard/pool")  # the client keeps the cookie, as a browser does
+    assert page.status_code == 200
+    assert '<form class="logout" method="post" action="/dashboard/logout">' in page.text
+    assert keyed.get("/dashboard/feed/rows").status_code == 200
+    assert keyed.get("/metrics").status_code == 200
+    # A wrong bearer header is judged alone, cookie or not.
+    assert keyed.get("/metrics", headers={"Authorization": "Bearer sk-nope"}).status_code == 401
+    # Already logged in: the form sends the browser on.
+    again = keyed.get("/dashboard/login?next=/dashboard/cache", follow_redirects=False)
+    assert again.status_code == 303 and again.headers["location"] == "/dashboard/cache"
+
+
+def test_a_wrong_key_is_refused_and_the_form_shown_again(keyed: TestClient[Litestar]) -> None:
+    for wrong in ("sk-nope", "", "SK-OPS", "sk-opsx"):
+        response = login(keyed, wrong, "/dashboard/feed")
+        assert response.status_code == 401, wrong
+        assert "set-cookie" not in response.headers
+        assert '<p class="notice" id="login-error" role="alert">' in response.text
+        assert "That key is not one of this node&#39;s API keys." in response.text
+        assert '<input type="hidden" name="next" value="/dashboard/feed">' in response.text
+    assert keyed.get("/dashboard", follow_redirects=False).status_code == 303
+
+
+def test_logout_ends_the_session(keyed: TestClient[Litestar]) -> None:
+    login(keyed, "sk-ops")
+    assert keyed.get("/dashboard", follow_redirects=False).status_code == 200
+    out = keyed.post("/dashboard/logout", follow_redirects=False)
+    assert out.status_code == 303 and out.headers["location"] == "/dashboard/login"
+    assert out.headers["set-cookie"].startswith(f'{COOKIE}=""; ')
+    assert keyed.get("/dashboard", follow_redirects=False).status_code == 303
+
+
+def test_the_login_page_escapes_and_never_sends_elsewhere(keyed: TestClient[Litestar]) -> None:
+    evil = '/dashboard/"><script>alert(1)</script>'
+    html = keyed.get("/dashboard/login", params={"next": evil}).text
+    assert "<script>" not in html
+    assert 'value="/dashboard/&#34;&gt;&lt;script&gt;alert(1)&lt;/script&gt;"' in html
+    outside = (
+        "https://evil.example/dashboard",
+        "//evil.example/dashboard",
+        "/\\evil.example",
+        "/v1/models",
+        "/dashboardx",
+    )
+    for target in outside:
+        html = keyed.get("/dashboard/login", params={"next": target}).text
+        assert '<input type="hidden" name="next" value="/dashboard">' in html, target
+    for target in outside:  # logging in sends the browser home, not to the target
+        assert login(keyed, "sk-ops", target).headers["location"] == "/dashboard", target
+    assert safe_next("/ops/board/pool?x=1", "/ops/board") == "/ops/board/pool?x=1"
+    assert safe_next("/ops/boardroom", "/ops/board") == "/ops/board"
+
+
+def test_sessions_expire_and_cannot_be_forged() -> None:
+    auth = DashboardAuth(KEYS)
+    now = 1_000_000.0
+    value = auth.session_value("sk-ops", now=now)
+    assert value.split(".")[0] == str(int(now) + SESSION_TTL_S)
+    assert auth.valid_session(value, now=now + SESSION_TTL_S - 1) is True
+    assert auth.valid_session(value, now=now + SESSION_TTL_S) is False
+    expires, mac = value.split(".")
+    assert auth.valid_session(f"{int(expires) + 3600}.{mac}", now=now) is False  # extended by hand
+    flipped = mac[:-1] + ("1" if mac[-1] == "0" else "0")
+    assert auth.valid_session(f"{expires}.{flipped}", now=now) is False
+    assert [auth.valid_session(v, now=now) for v in ("", ".", "x.y", f"{expires}.", "-1.ab")] == [False] * 5
+    # A key taken out of the settings ends the sessions made with it.
+    assert DashboardAuth({"sk-other": "globex"}).valid_session(value, now=now) is False
+    assert DashboardAuth().enabled is False and DashboardAuth(["", "k"]).enabled is True
+
+
+def test_no_keys_leaves_the_dashboard_open(client: TestClient[Litestar]) -> None:
+    page = client.get("/dashboard")
+    assert page.status_code == 200 and 'class="logout"' not in page.text
+    assert client.get("/metrics").status_code == 200
+    to_board = client.get("/dashboard/login?next=/dashboard/pool", follow_redirects=False)
+    assert to_board.status_code == 303 and to_board.headers["location"] == "/dashboard/pool"
+    posted = client.post("/dashboard/login", data={"key": "anything"}, follow_redirects=False)
+    assert posted.status_code == 303 and "set-cookie" not in posted.headers
+
+
+def test_the_cookie_is_secure_over_https(node: FakeNode) -> None:
+    with TestClient(fake_app(node, KEYS), base_url="https://testserver.local") as c:
+        cookie = login(c, "sk-ops").headers["set-cookie"]
+    assert "secure" in {part.strip().lower() for part in cookie.split(";")}
+
+
+def test_the_node_app_puts_dashboard_and_metrics_behind_its_keys(tmp_path: Path) -> None:
+    from router import create_app, load_settings
+
+    settings = load_settings(data_dir=tmp_path, server={"api_keys": KEYS})
+    # No lifespan (no models loaded): the guard answers before any handler reads the node.
+    c = TestClient(create_app(settings))
+    assert c.get("/metrics").json() == UNAUTHORIZED
+    assert c.get("/metrics", headers={"Authorization": "Bearer sk-ops"}).status_code == 200
+    redirect = c.get("/dashboard", follow_redirects=False)
+    assert redirect.headers["location"] == "/dashboard/login?next=/dashboard"
+    assert c.get("/dashboard/events").status_code == 401
+
+
+def test_the_live_stream_accepts_the_login_cookie(node: FakeNode) -> None:
+    assert node.telemetry is not None
+    with serve(fake_app(node, KEYS)) as base, httpx.Client(base_url=base, timeout=10) as http:
+        assert http.get("/dashboard/events?topics=feed").status_code == 401
+        assert login(http, "sk-ops").status_code == 303
+        assert http.cookies.get(COOKIE) is not None
+        with connect_sse(http, "GET", "/dashboard/events?topics=feed") as source:
+            assert source.response.status_code == 200
+            assert source.response.headers["content-type"].startswith("text/event-stream")
+            deadline = time.monotonic() + 10
+            while node.telemetry.bus.subscribers < 1:
+                assert time.monotonic() < deadline, "the SSE handler never subscribed"
+                time.sleep(0.02)
+            node.telemetry.record(event("live-auth"))
+            for sse in source.iter_sse():
+                if sse.event == "feed":
+                    assert 'id="req-live-auth"' in sse.data
+                    break
