@@ -45,6 +45,7 @@ __all__ = [
     "PoolUnavailableError",
     "StreamBrokenError",
     "open_pool",
+    "register_prepare_steps",
 ]
 
 
@@ -54,5 +55,10 @@ def _prepare_twin(models_dir: Path, progress: bool) -> None:
     prepare_twin(models_dir, progress)
 
 
-# `edgeroute models prepare` also builds the local member's fp32 twin (torch is imported only then).
-register_step(_prepare_twin)
+def register_prepare_steps() -> None:
+    """Add the cloud's step to `edgeroute models prepare`: build the local member's fp32 twin.
+
+    Explicit (the caller runs it before :func:`models.prepare`) so importing ``cloud`` changes no
+    global state; idempotent. torch is imported only when the step runs.
+    """
+    register_step(_prepare_twin)

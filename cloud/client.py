@@ -23,26 +23,25 @@ from .breaker import CircuitBreaker, Transition
 from .config import MemberSettings, PoolSettings
 from .errors import (
     CloudRequestError,
+    ErrorEventError,
     MemberConnectError,
     MemberError,
     MemberHTTPError,
     MemberProtocolError,
     MemberTimeoutError,
     StreamBrokenError,
+    StreamFaultError,
+    TruncatedStreamError,
 )
 from .events import EventKind, MemberStatus, PoolEvent
 from .health import Probe, Scrape, probe
 from .stats import Window
-from .wire import Malformed, Refused, error_message, parse_event, request_body
+from .wire import error_message, parse_event, request_body
 
 log = logging.getLogger(__name__)
 
 # The request's own fault: another member would refuse it too.
 _REQUEST_FAULT = frozenset({400, 413, 422})
-
-
-class _Truncated(Exception):
-    """The stream ended before a finish_reason."""
 
 
 class Member:
@@ -213,11 +212,11 @@ class Member:
                         event = await anext(events, None)
                     if event is None:
                         if finish is None:
-                            raise _Truncated("the stream ended without a finish_reason")
+                            raise TruncatedStreamError("the stream ended without a finish_reason")
                         break
                     if event.data == "[DONE]":
                         if finish is None:
-                            raise _Truncated("the stream ended ([DONE]) without a finish_reason")
+                            raise TruncatedStreamError("the stream ended ([DONE]) without a finish_reason")
                         break
                     if not event.data:
                         continue  # comments and pings
@@ -245,7 +244,7 @@ class Member:
             self._transition(self.breaker.success())  # the member answered: it is alive
             self._emit("rejected", request.request_id, attempt=attempt)
             raise
-        except (httpx.HTTPError, SSEError, TimeoutError, Malformed, Refused, _Truncated, MemberError) as exc:
+        except (httpx.HTTPError, SSEError, TimeoutError, StreamFaultError, MemberError) as exc:
             verdict = True
             error = self._translate(exc, parts, first_at is not None)
             self._failed(error, request.request_id, attempt, started)
@@ -298,7 +297,7 @@ class Member:
         elif isinstance(exc, httpx.HTTPError):
             detail = f": {exc}" if str(exc) else ""
             reason = f"member {self.name}: connection lost ({type(exc).__name__}{detail})"
-        elif isinstance(exc, Refused):
+        elif isinstance(exc, ErrorEventError):
             reason = f"member {self.name} sent an error event: {exc}"
         else:
             reason = f"member {self.name} sent a malformed stream: {exc}"

@@ -70,6 +70,25 @@ class LocalMemberError(CloudError):
     """A local member process could not be started or died."""
 
 
+# -- faults of one stream (internal: the client turns them into MemberError / StreamBrokenError) --
+
+
+class StreamFaultError(CloudError):
+    """Base of what can be wrong with a member's event stream itself."""
+
+
+class MalformedEventError(StreamFaultError):
+    """A stream event that is not an OpenAI chunk."""
+
+
+class ErrorEventError(StreamFaultError):
+    """The member sent an error event inside the stream."""
+
+
+class TruncatedStreamError(StreamFaultError):
+    """The stream ended (EOF or ``[DONE]``) before a finish_reason."""
+
+
 # -- the member server -----------------------------------------------------------------------
 
 
@@ -93,5 +112,9 @@ class RankFailureError(MemberServerError):
     """A tensor-parallel rank died or stopped answering; the member is going down."""
 
 
+class ProcessGroupError(MemberServerError):
+    """The tensor-parallel ranks could not form their torch.distributed process group."""
+
+
 class VllmUnavailableError(MemberServerError):
-    """`--engine vllm` was asked for where vLLM is not installed."""
+    """`--engine vllm` was asked for where vLLM is not installed (or could not be executed)."""

@@ -1,7 +1,8 @@
 """Server processes this node starts itself: the local pool member (and, in tests, other servers).
 
 Each runs in its own process group so stopping it takes every rank with it; a stop that is not
-heeded within the timeout becomes SIGKILL, and an ``atexit`` hook kills whatever is left. The
+heeded within the timeout becomes SIGKILL, and an ``atexit`` hook (armed by the first spawn)
+kills whatever is left. The
 member server also exits by itself if this process disappears (``--parent-pid``).
 """
 
@@ -31,12 +32,20 @@ from .member.ranks import child_env, free_port, project_root
 log = logging.getLogger(__name__)
 
 _LIVE: weakref.WeakSet[ServerProcess] = weakref.WeakSet()
+_atexit_armed = False
 
 
-@atexit.register
 def _kill_leftovers() -> None:
     for proc in list(_LIVE):
         proc.kill()
+
+
+def _arm_atexit() -> None:
+    """Register the leftover killer on the first spawn: importing this module has no side effect."""
+    global _atexit_armed
+    if not _atexit_armed:
+        atexit.register(_kill_leftovers)
+        _atexit_armed = True
 
 
 class ServerProcess:
@@ -86,6 +95,7 @@ class ServerProcess:
             if out is not None:
                 out.close()
         _LIVE.add(self)
+        _arm_atexit()
 
     def _failed_to_start(self, why: str) -> LocalMemberError:
         tail = ""

@@ -8,6 +8,8 @@ from typing import Any
 
 from models import GenerationRequest, Usage
 
+from .errors import ErrorEventError, MalformedEventError
+
 
 def request_body(request: GenerationRequest, model: str) -> tuple[str, dict[str, Any]]:
     """The path (under ``/v1``) and the JSON body of a streaming request.
@@ -41,14 +43,6 @@ def request_body(request: GenerationRequest, model: str) -> tuple[str, dict[str,
     return "/chat/completions", body
 
 
-class Malformed(ValueError):
-    """A stream event that is not an OpenAI chunk."""
-
-
-class Refused(ValueError):
-    """An error event inside the stream."""
-
-
 @dataclass(frozen=True, slots=True)
 class Delta:
     text: str
@@ -57,35 +51,38 @@ class Delta:
 
 
 def parse_event(data: str) -> Delta:
-    """One ``data:`` payload (not ``[DONE]``) of a chat or text completion stream."""
+    """One ``data:`` payload (not ``[DONE]``) of a chat or text completion stream.
+
+    Raises :class:`MalformedEventError` or :class:`ErrorEventError` (the member's own error event).
+    """
     try:
         obj = json.loads(data)
     except ValueError as exc:
-        raise Malformed(f"invalid JSON in stream event: {data[:80]!r}") from exc
+        raise MalformedEventError(f"invalid JSON in stream event: {data[:80]!r}") from exc
     if not isinstance(obj, dict):
-        raise Malformed(f"stream event is not an object: {data[:80]!r}")
+        raise MalformedEventError(f"stream event is not an object: {data[:80]!r}")
     if "error" in obj:
         err = obj["error"]
         message = err.get("message") if isinstance(err, dict) else err
-        raise Refused(str(message))
+        raise ErrorEventError(str(message))
     choices = obj.get("choices")
     if not isinstance(choices, list):
-        raise Malformed(f"stream event without choices: {data[:80]!r}")
+        raise MalformedEventError(f"stream event without choices: {data[:80]!r}")
     usage = _usage(obj.get("usage"))
     if not choices:
         return Delta("", None, usage)
     choice = choices[0]
     if not isinstance(choice, dict):
-        raise Malformed(f"stream choice is not an object: {data[:80]!r}")
+        raise MalformedEventError(f"stream choice is not an object: {data[:80]!r}")
     if "delta" in choice:
         delta = choice["delta"]
         if not isinstance(delta, dict):
-            raise Malformed(f"stream delta is not an object: {data[:80]!r}")
+            raise MalformedEventError(f"stream delta is not an object: {data[:80]!r}")
         text = delta.get("content")
     else:
         text = choice.get("text")
     if text is not None and not isinstance(text, str):
-        raise Malformed(f"stream text is not a string: {data[:80]!r}")
+        raise MalformedEventError(f"stream text is not a string: {data[:80]!r}")
     finish = choice.get("finish_reason")
     return Delta(text or "", finish if isinstance(finish, str) else None, usage)
 
@@ -96,7 +93,7 @@ def _usage(value: Any) -> Usage | None:
     try:
         return Usage(int(value.get("prompt_tokens") or 0), int(value.get("completion_tokens") or 0))
     except (TypeError, ValueError) as exc:
-        raise Malformed(f"invalid usage in stream event: {value!r}") from exc
+        raise MalformedEventError(f"invalid usage in stream event: {value!r}") from exc
 
 
 def error_message(body: bytes) -> tuple[str, str | None, str | None]:

@@ -9,6 +9,7 @@ from typing import Annotated, Optional
 
 import typer
 
+from cloud import register_prepare_steps
 from cloud.cli import cloud_app
 from edge.cli import cache_app
 from models import EdgerouteError, prepare, registry
@@ -105,6 +106,7 @@ def models_prepare(config: ConfigOpt = None, data_dir: DataDirOpt = None) -> Non
     """Assemble chunked models and verify every checksum (one-time work)."""
     settings = _settings(config, data_dir)
     try:
+        register_prepare_steps()  # the local cloud member's fp32 twin is built here too
         done = prepare(settings.models_dir, progress=True)
     except EdgerouteError as exc:
         typer.echo(f"error: {exc}", err=True)

@@ -24,6 +24,7 @@ from ..errors import BadRequestError, MemberServerError, OverloadedError, RankFa
 from .engine import Piece, Plan, TorchEngine
 from .metrics import CONTENT_TYPE, MemberMetrics
 from .schemas import ChatBody, CompletionBody
+from .shards import ShardReport
 
 log = logging.getLogger(__name__)
 
@@ -140,9 +141,9 @@ def _usage(piece: Piece) -> dict[str, int]:
 
 
 def create_member_app(
-    engine: TorchEngine, metrics: MemberMetrics, settings: MemberServerSettings
+    engine: TorchEngine, metrics: MemberMetrics, settings: MemberServerSettings, shards: ShardReport
 ) -> Litestar:
-    """The ASGI app of rank 0."""
+    """The ASGI app of rank 0; ``/health`` also says how the weights are sharded across ranks."""
     served = settings.name
 
     async def api_key_guard(connection: ASGIConnection[Any, Any, Any, Any], _: BaseRouteHandler) -> None:
@@ -232,7 +233,9 @@ def create_member_app(
     async def health() -> Response[Any]:
         if not engine.alive:
             return _error(f"the member is going down: {engine.fatal_reason}", "server_error", 503)
-        return Response(b"", media_type="text/plain")
+        # vLLM answers an empty 200; the pool reads only the status, so the body is free for the
+        # evidence that tensor parallelism shards (see shards.py).
+        return Response({"status": "ok", "tensor_parallel": shards.as_json()})
 
     @get("/metrics")
     async def prometheus() -> Response[bytes]:

@@ -42,6 +42,18 @@ class Lockstep:
         dist.broadcast_object_list(box, src=0, device=self._device)
         return box[0]  # type: ignore[no-any-return]
 
+    def gather_sizes(self, size: int) -> list[int]:
+        """Every rank's ``size``, in rank order (a collective: all ranks must call it together)."""
+        if self.world_size == 1:
+            return [size]
+        import torch
+        import torch.distributed as dist
+
+        mine = torch.tensor([size], dtype=torch.long, device=self._device)
+        out = [torch.zeros_like(mine) for _ in range(self.world_size)]
+        dist.all_gather(out, mine)
+        return [int(t.item()) for t in out]
+
     def step(self, token: int = 0, stop: bool = False) -> tuple[int, bool]:
         """Rank 0 passes the next token (or stop); every rank returns what rank 0 sent."""
         if self.world_size == 1:

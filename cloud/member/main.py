@@ -6,6 +6,8 @@ import logging
 import os
 from pathlib import Path
 
+from models import EdgerouteError
+
 from ..config import MemberServerSettings
 from .ranks import Ranks, exit_with_parent, init_group
 from .vllm import exec_vllm, find_vllm
@@ -34,34 +36,46 @@ def serve(settings: MemberServerSettings, models_dir: Path) -> None:
     from .engine import TorchEngine
     from .group import Lockstep
     from .metrics import MemberMetrics
+    from .shards import gather_shards
 
     world = settings.tensor_parallel
     weights = ensure_weights(settings.model, models_dir)
     torch.set_num_threads(settings.threads or max(1, (os.cpu_count() or 1) // world))
     device = pick_device(settings.device)
     ranks: Ranks | None = None
-    if world > 1:
-        ranks = Ranks(settings, weights)
-        ranks.spawn()
-        init_group(0, world, device.type, settings.collective_timeout_s)
-    model, tokenizer = load_model(weights, device, tensor_parallel=world > 1)
+    group = Lockstep(world, device)
+    try:
+        if world > 1:
+            ranks = Ranks(settings, weights)
+            ranks.spawn()
+            init_group(0, world, device.type, settings.collective_timeout_s)
+        model, tokenizer = load_model(weights, device, tensor_parallel=world > 1)
+        shards = gather_shards(model, group)
+    except EdgerouteError:
+        if ranks is not None:  # a failed startup must not leave ranks waiting on a rendezvous
+            ranks.quiesce()
+            ranks.kill()
+        raise
     metrics = MemberMetrics(settings.name)
     engine = TorchEngine(
         model,
         tokenizer,
-        Lockstep(world, device),
+        group,
         settings,
         metrics,
         on_fatal=ranks.fatal if ranks is not None else _no_group,
     )
-    app = create_member_app(engine, metrics, settings)
+    app = create_member_app(engine, metrics, settings, shards)
     log.warning(
-        "member %s (%d rank%s) on http://%s:%d",
+        "member %s (%d rank%s) on http://%s:%d; %s numel per rank %s of %d",
         settings.name,
         world,
         "s" * (world > 1),
         settings.host,
         settings.port,
+        shards.param,
+        list(shards.local_numel),
+        shards.full_numel,
     )
     try:
         uvicorn.run(

@@ -19,6 +19,7 @@ import time
 from pathlib import Path
 
 from ..config import MemberServerSettings
+from ..errors import ProcessGroupError
 
 log = logging.getLogger(__name__)
 
@@ -58,16 +59,28 @@ def exit_with_parent(parent_pid: int) -> None:
 
 
 def init_group(rank: int, world_size: int, device_type: str, timeout_s: float) -> None:
-    """Join the process group (``MASTER_ADDR``/``MASTER_PORT`` in the environment)."""
+    """Join the process group (``MASTER_ADDR``/``MASTER_PORT`` in the environment).
+
+    Raises :class:`ProcessGroupError` when the rendezvous fails (port taken, a rank never came,
+    backend unavailable), instead of torch's own RuntimeError/ValueError and their traceback.
+    """
     import torch.distributed as dist
 
     os.environ.update({"RANK": str(rank), "LOCAL_RANK": str(rank), "WORLD_SIZE": str(world_size)})
-    dist.init_process_group(
-        backend="nccl" if device_type == "cuda" else "gloo",
-        rank=rank,
-        world_size=world_size,
-        timeout=datetime.timedelta(seconds=timeout_s),
-    )
+    backend = "nccl" if device_type == "cuda" else "gloo"
+    try:
+        dist.init_process_group(
+            backend=backend,
+            rank=rank,
+            world_size=world_size,
+            timeout=datetime.timedelta(seconds=timeout_s),
+        )
+    except (RuntimeError, ValueError, OSError) as exc:  # DistStoreError/DistNetworkError are RuntimeErrors
+        where = f"{os.environ.get('MASTER_ADDR')}:{os.environ.get('MASTER_PORT')}"
+        raise ProcessGroupError(
+            f"rank {rank} of {world_size} could not join the {backend} process group at {where}: {exc}",
+            code="process_group_failed",
+        ) from exc
 
 
 class Ranks:
@@ -95,7 +108,12 @@ class Ranks:
                     "WORLD_SIZE": str(self.settings.tensor_parallel),
                 }
             )
-            self.procs.append(subprocess.Popen([sys.executable, "-m", "cloud.member.worker"], env=env))
+            try:
+                proc = subprocess.Popen([sys.executable, "-m", "cloud.member.worker"], env=env)
+            except OSError as exc:
+                self.kill()
+                raise ProcessGroupError(f"could not start rank {rank}: {exc}") from exc
+            self.procs.append(proc)
         threading.Thread(target=self._watch, name="rank-watch", daemon=True).start()
 
     def _watch(self) -> None:

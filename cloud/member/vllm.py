@@ -48,6 +48,11 @@ def find_vllm() -> str:
 
 
 def exec_vllm(settings: MemberServerSettings, weights: Path) -> None:
-    """Replace this process with `vllm serve` (does not return)."""
+    """Replace this process with `vllm serve` (does not return on success)."""
     exe = find_vllm()
-    os.execv(exe, vllm_command(settings, weights, exe))
+    try:
+        os.execv(exe, vllm_command(settings, weights, exe))
+    except OSError as exc:  # found on PATH but not runnable (permissions, bad interpreter line...)
+        raise VllmUnavailableError(
+            f"could not execute {exe}: {exc}", param="engine", code="vllm_exec_failed"
+        ) from exc

@@ -47,10 +47,21 @@ def ensure_weights(model: str, models_dir: Path) -> Path:
     target = twin_dir(spec.alias, models_dir)
     if _complete(target, spec.sha256):
         return target
-    target.parent.mkdir(parents=True, exist_ok=True)
     lock_path = target.parent / f".{target.name}.lock"
-    with lock_path.open("w") as lock:
-        fcntl.flock(lock, fcntl.LOCK_EX)  # another process may be converting the same model
+    try:
+        target.parent.mkdir(parents=True, exist_ok=True)
+        lock = lock_path.open("w")
+    except OSError as exc:  # read-only or full models dir: say where, not a bare traceback
+        raise WeightsError(
+            f"cannot write the fp32 twin of {model!r} under {target.parent}: {exc}",
+            param="model",
+            code="models_dir_unwritable",
+        ) from exc
+    with lock:
+        try:
+            fcntl.flock(lock, fcntl.LOCK_EX)  # another process may be converting the same model
+        except OSError as exc:
+            raise WeightsError(f"cannot lock {lock_path}: {exc}", code="models_dir_unwritable") from exc
         if not _complete(target, spec.sha256):
             _convert(spec.path, target, spec.sha256)
     return target
@@ -73,7 +84,11 @@ def _convert(gguf: Path, target: Path, sha256: str) -> None:
         shutil.rmtree(tmp, ignore_errors=True)
         raise WeightsError(f"could not dequantize {gguf}: {exc}") from exc
     shutil.rmtree(target, ignore_errors=True)
-    tmp.rename(target)
+    try:
+        tmp.rename(target)
+    except OSError as exc:
+        shutil.rmtree(tmp, ignore_errors=True)
+        raise WeightsError(f"could not move the fp32 twin into {target}: {exc}") from exc
 
 
 def prepare_twin(models_dir: Path, progress: bool) -> None:

@@ -8,6 +8,8 @@ import signal
 import sys
 from pathlib import Path
 
+from models import EdgerouteError
+
 from ..config import MemberServerSettings
 from .ranks import SETTINGS_ENV, WEIGHTS_ENV, exit_with_parent, init_group
 
@@ -28,12 +30,15 @@ def main() -> None:
 
     from .decode import load_model, pick_device
     from .group import Lockstep, follow
+    from .shards import gather_shards
 
     torch.set_num_threads(settings.threads or max(1, (os.cpu_count() or 1) // settings.tensor_parallel))
     device = pick_device(settings.device)
     init_group(rank, settings.tensor_parallel, device.type, settings.collective_timeout_s)
     model, _ = load_model(Path(os.environ[WEIGHTS_ENV]), device, tensor_parallel=True)
-    follow(model, Lockstep(settings.tensor_parallel, device))
+    group = Lockstep(settings.tensor_parallel, device)
+    gather_shards(model, group)  # rank 0 publishes every rank's shard size
+    follow(model, group)
     dist.destroy_process_group()
 
 
@@ -42,3 +47,6 @@ if __name__ == "__main__":
         main()
     except KeyboardInterrupt:
         sys.exit(130)
+    except EdgerouteError as exc:  # rank 0 notices the exit and reports the member down
+        logging.getLogger("cloud.member.worker").error("%s", exc.message)
+        sys.exit(1)

@@ -1,17 +1,20 @@
-"""A member killed with SIGKILL: ejected within 3 failed requests, readmitted once it is back, and a
-stream it was sending breaks with the partial text."""
+"""A member killed with SIGKILL (the project's member server, or llama.cpp's): ejected by exactly its
+3rd failed request, readmitted once it is back, and a stream it was sending breaks with the partial text."""
 
 from __future__ import annotations
 
 import asyncio
 import time
+from collections import Counter
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 import pytest
-from cloud_servers import llama_server, llama_settings, running
+from cloud_servers import llama_server, llama_settings, running, torch_member
 
-from cloud import CloudPool, PoolEvent, PoolSettings, StreamBrokenError
-from cloud.local import LocalMember
+from cloud import CloudPool, MemberSettings, PoolEvent, PoolSettings, StreamBrokenError
+from cloud.local import LocalMember, ServerProcess
 from models import GenerationRequest, SamplingParams, collect
 
 pytestmark = pytest.mark.slow
@@ -20,54 +23,72 @@ QUESTION = ({"role": "user", "content": "What is the capital of France?"},)
 SHORT = GenerationRequest(SamplingParams(max_tokens=2, temperature=0.0), messages=QUESTION)
 
 
+@contextmanager
+def _victim(kind: str, logs: Path) -> Iterator[tuple[ServerProcess, MemberSettings]]:
+    """A second member to kill: the project's own member server, or llama.cpp's server."""
+    if kind == "member":
+        with torch_member(logs, name="victim") as member:
+            yield member, member.settings
+    else:
+        with running(llama_server(logs, "victim")) as proc:
+            yield proc, llama_settings(proc, "victim")
+
+
+def _victim_log(events: list[PoolEvent], since: int) -> list[str]:
+    return [e.kind for e in events[since:] if e.member == "victim" and e.kind != "retry"]
+
+
+@pytest.mark.parametrize("kind", ["member", "llama"])
 async def test_sigkill_ejects_within_three_failures_and_restart_readmits(
-    member: LocalMember, logs: Path
+    kind: str, member: LocalMember, logs: Path
 ) -> None:
     events: list[PoolEvent] = []
     ps = PoolSettings(
-        health_interval_s=0.5,
+        # No health loop: only the opening round (both alive) runs, so ejection comes from requests.
+        health_interval_s=0,
         health_timeout_s=5,
-        cooldown_s=1.0,
+        cooldown_s=5.0,  # longer than one round of requests, so the ejected member is not probed early
         failure_threshold=3,
         first_token_timeout_s=120,
         retries=2,
         backoff_initial_s=0.01,
     )
-    with running(llama_server(logs, "victim")) as victim:
-        async with CloudPool(
-            ps, members=[member.settings, llama_settings(victim, "victim")], on_event=events.append
-        ) as pool:
+    with _victim(kind, logs) as (victim, victim_settings):
+        async with CloudPool(ps, members=[member.settings, victim_settings], on_event=events.append) as pool:
+            # Two at a time: the least-loaded choice sends one of each pair to each member.
             await asyncio.gather(*(collect(pool.stream(SHORT)) for _ in range(2)))
-            assert {e.member for e in events if e.kind == "success"} == {"torch", "victim"}
+            assert Counter(e.member for e in events if e.kind == "success") == {"torch": 1, "victim": 1}
 
             victim.kill()  # SIGKILL, the whole process group
             killed_at = len(events)
-            answers = []
-            for _ in range(10):
-                answers.append(await collect(pool.stream(SHORT)))
-                if pool.status()[1].circuit == "open":
-                    break
-            after = events[killed_at:]
-            assert pool.status()[1].circuit == "open"
-            assert ("ejected", "victim") in [(e.kind, e.member) for e in after]
-            failed_requests = [e for e in after if e.kind == "failure" and e.member == "victim"]
-            assert len(failed_requests) <= 3
-            assert all(a.text for a in answers)  # every request was answered (retried on the live member)
-            assert all(e.member == "torch" for e in after if e.kind == "success")
+            for failed in (1, 2, 3):
+                # The member is idle and healthy-looking: one of the pair goes to it, is refused, and
+                # is retried on the live member; exactly one failed request per round.
+                answers = await asyncio.gather(*(collect(pool.stream(SHORT)) for _ in range(2)))
+                assert all(a.text for a in answers)  # every request was answered anyway
+                row = pool.status()[1]
+                assert row.failures == failed
+                assert row.circuit == ("open" if failed == 3 else "closed")
+            assert _victim_log(events, killed_at) == ["failure", "failure", "failure", "ejected"]
+            assert all(e.member == "torch" for e in events[killed_at:] if e.kind == "success")
+
+            ejected_at = len(events)
+            await asyncio.gather(*(collect(pool.stream(SHORT)) for _ in range(2)))
+            assert _victim_log(events, ejected_at) == []  # ejected: not even tried
 
             victim.spawn()  # same port
             victim.wait_ready()
             restarted_at = len(events)
-            deadline = time.monotonic() + 120
-            while time.monotonic() < deadline:
-                await collect(pool.stream(SHORT))
-                if any(e.kind == "readmitted" and e.member == "victim" for e in events[restarted_at:]):
-                    break
-                await asyncio.sleep(0.2)
-            back = [(e.kind, e.member) for e in events[restarted_at:] if e.member == "victim"]
-            assert ("half_open", "victim") in back and ("readmitted", "victim") in back
-            assert ("success", "victim") in back  # the probe request was served by the restarted member
-            assert pool.status()[1].circuit == "closed" and pool.status()[1].healthy
+            deadline = time.monotonic() + ps.cooldown_s + 10
+            while not pool.members[1].breaker.cooled() and time.monotonic() < deadline:
+                await asyncio.sleep(0.1)
+            assert pool.status()[1].circuit == "open"  # cooled, but nothing has looked at it yet
+            await pool.check_health()  # a passing health check lets one request probe it
+            assert pool.status()[1].circuit == "half-open"
+            assert (await collect(pool.stream(SHORT))).text
+            assert _victim_log(events, restarted_at) == ["half_open", "started", "success", "readmitted"]
+            row = pool.status()[1]
+            assert (row.circuit, row.healthy, row.failures) == ("closed", True, 0)
 
 
 async def test_sigkill_mid_stream_breaks_with_the_partial_text(logs: Path) -> None:

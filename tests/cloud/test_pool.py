@@ -10,7 +10,7 @@ from collections import Counter
 
 import httpx
 import pytest
-from cloud_servers import HangingServer, llama_settings
+from cloud_servers import HangingServer, ScriptedServer, llama_settings
 
 from cloud import (
     CloudPool,
@@ -89,6 +89,62 @@ async def test_requests_spread_across_members(member: LocalMember, llama: Server
         assert [s.outstanding for s in pool.status()] == [0, 0]
 
 
+@pytest.mark.parametrize(("torch_weight", "llama_weight", "expected"), [(2, 1, (4, 2)), (1, 2, (2, 4))])
+async def test_weight_steers_concurrent_load(
+    member: LocalMember,
+    llama: ServerProcess,
+    torch_weight: float,
+    llama_weight: float,
+    expected: tuple[int, int],
+) -> None:
+    """Load is in-flight requests / weight: of 6 concurrent requests the weight-2 member takes 4.
+
+    Deterministic: all six are placed before any answers. With weights 2:1 the scores go
+    0|0 (tie, first) -> .5|0 -> .5|1 -> 1|1 (tie, rotates to the second) -> 1|2 -> 1.5|2.
+    """
+    events: list[PoolEvent] = []
+    members = [
+        member.settings.model_copy(update={"weight": torch_weight}),
+        llama_settings(llama).model_copy(update={"weight": llama_weight}),
+    ]
+    async with CloudPool(settings(), members=members, on_event=events.append) as pool:
+        answers = await asyncio.gather(*(collect(pool.stream(greedy(2))) for _ in range(6)))
+        assert all(a.text for a in answers)
+    served = Counter(e.member for e in events if e.kind == "success")
+    assert (served["torch"], served["llama"]) == expected
+    assert not [e for e in events if e.kind in ("failure", "retry")]
+
+
+async def test_a_429_before_the_first_token_is_retried_on_another_member(member: LocalMember) -> None:
+    limited = ScriptedServer(
+        [("send", b'{"error": {"message": "rate limited", "type": "rate_limit_error"}}')],
+        status="429 Too Many Requests",
+        content_type="application/json",
+    )
+    events: list[PoolEvent] = []
+    # Not started (no health round): the scripted server would answer /health with 429 as well.
+    pool = CloudPool(
+        settings(retries=1, backoff_initial_s=0.01),
+        members=[limited.settings("limited"), member.settings],  # a tie goes to the first: limited
+        on_event=events.append,
+    )
+    try:
+        answer = await collect(pool.stream(greedy(4)))
+        assert answer.text and answer.finish_reason in ("stop", "length")
+        assert [(e.kind, e.member) for e in events] == [
+            ("failure", "limited"),
+            ("retry", "limited"),
+            ("started", "torch"),
+            ("success", "torch"),
+        ]
+        assert events[0].error == "member limited answered 429: rate limited"
+        assert limited.connections == 1
+        assert [(s.name, s.failures) for s in pool.status()] == [("limited", 1), ("torch", 0)]
+    finally:
+        await pool.aclose()
+        limited.close()
+
+
 async def test_metrics_steer_requests_away_from_a_busy_member(
     member: LocalMember, llama: ServerProcess
 ) -> None:
@@ -122,7 +178,7 @@ async def test_a_member_that_never_answers_is_timed_out(member: LocalMember) -> 
         started = time.monotonic()
         with pytest.raises(MemberTimeoutError, match="silent for 1s before the first token"):
             await anext(lone.stream(greedy()))
-        assert time.monotonic() - started < 30
+        assert 1.0 <= time.monotonic() - started < 3.0  # the 1 s deadline, not some later one
         await lone.aclose()
 
         events: list[PoolEvent] = []

@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from cloud.wire import Malformed, Refused, error_message, parse_event, request_body
+from cloud.errors import CloudError, ErrorEventError, MalformedEventError
+from cloud.wire import error_message, parse_event, request_body
 from models import GenerationRequest, SamplingParams, Usage
 
 
@@ -67,12 +68,13 @@ def test_parse_chat_text_and_usage_events() -> None:
     ],
 )
 def test_malformed_events(data: str) -> None:
-    with pytest.raises(Malformed):
+    with pytest.raises(MalformedEventError) as info:
         parse_event(data)
+    assert isinstance(info.value, CloudError)
 
 
 def test_error_event_and_error_bodies() -> None:
-    with pytest.raises(Refused, match="boom"):
+    with pytest.raises(ErrorEventError, match="boom"):
         parse_event('{"error":{"message":"boom","type":"server_error"}}')
     assert error_message(
         b'{"error":{"message":"too long","param":"messages","code":"context_length_exceeded"}}'
