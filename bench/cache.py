@@ -35,7 +35,6 @@ from edge import CacheKey, CacheSettings, EdgeCache, Embedder  # noqa: E402
 from edge.cache import LabelLinks, Verifier, load_pairs, split_pairs  # noqa: E402
 from edge.cache.keys import exact_key, request_record, semantic_parts  # noqa: E402
 from edge.cache.store import NewEntry  # noqa: E402
-from edge.cache.verifier import features  # noqa: E402
 from models import SamplingParams  # noqa: E402
 
 REPO = Path(__file__).resolve().parent.parent

@@ -6,7 +6,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from router.telemetry import DecisionEvent, ROUTES, Snapshot, Telemetry
+from router.telemetry import ROUTES, DecisionEvent, Snapshot, Telemetry
 
 from .charts import latency_chart, share_bar, split_chart
 from .render import render

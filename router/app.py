@@ -12,6 +12,7 @@ from litestar.exceptions import HTTPException, SerializationException, Validatio
 from litestar.openapi import OpenAPIConfig
 from litestar.status_codes import HTTP_500_INTERNAL_SERVER_ERROR
 
+from cloud import CloudRequestError, PoolUnavailableError
 from edge import (
     EdgeSaturatedError,
     EngineClosedError,
@@ -19,7 +20,6 @@ from edge import (
     GenerationError,
     PromptTooLongError,
 )
-from cloud import CloudRequestError, PoolUnavailableError
 from models import EdgerouteError, UnknownModelError
 
 from .api import OpenAIController, healthz

@@ -189,12 +189,19 @@ class ScriptedServer(_TCPServer):
     def handle(self, conn: socket.socket) -> None:
         try:
             self._read_request(conn)
+        except OSError:
+            return
+        self.respond(conn, self.script)
+
+    def respond(self, conn: socket.socket, script: Sequence[tuple[object, ...]]) -> None:
+        """Play ``script`` as one chunked response (unknown steps are skipped)."""
+        try:
             head = (
                 f"HTTP/1.1 {self.status}\r\ncontent-type: {self.content_type}\r\n"
                 "transfer-encoding: chunked\r\nconnection: close\r\n\r\n"
             )
             conn.sendall(head.encode())
-            for step in self.script:
+            for step in script:
                 if step[0] == "send":
                     payload = step[1]
                     assert isinstance(payload, bytes)

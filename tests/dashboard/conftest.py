@@ -41,9 +41,14 @@ def client(node: FakeNode) -> Iterator[TestClient[Litestar]]:
         yield c
 
 
-@pytest.fixture(scope="session")
+@pytest.fixture(scope="module")
 def browser() -> Iterator[Any]:
-    """One headless Chromium for every browser test; each test gets its own context (``tab``)."""
+    """One headless Chromium per browser test module; each test gets its own context (``tab``).
+
+    Module scope on purpose: Playwright's sync API keeps an event loop running in the main thread
+    while it is open, and pytest-asyncio cannot start a test's loop while that one runs, so it
+    must be closed before the async tests of later modules.
+    """
     from playwright.sync_api import sync_playwright
 
     executable = ensure_chromium()

@@ -5,7 +5,6 @@ from __future__ import annotations
 import json
 import socket
 import threading
-import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -38,7 +37,7 @@ class RecordingServer(ScriptedServer):
         if self._path.value.endswith("/completions"):
             script, self.script = self.script, [("noop",)]
             try:
-                self._respond(conn, script)
+                self.respond(conn, script)
             finally:
                 self.script = script
             return
@@ -47,25 +46,6 @@ class RecordingServer(ScriptedServer):
         head = f"HTTP/1.1 200 OK\r\ncontent-type: application/json\r\ncontent-length: {len(body)}\r\nconnection: close\r\n\r\n"
         try:
             conn.sendall(head.encode() + body)
-            conn.close()
-        except OSError:
-            pass
-
-    def _respond(self, conn: socket.socket, script: list[tuple[object, ...]]) -> None:
-        head = (
-            f"HTTP/1.1 {self.status}\r\ncontent-type: {self.content_type}\r\n"
-            "transfer-encoding: chunked\r\nconnection: close\r\n\r\n"
-        )
-        try:
-            conn.sendall(head.encode())
-            for step in script:
-                if step[0] == "send":
-                    payload = step[1]
-                    assert isinstance(payload, bytes)
-                    conn.sendall(f"{len(payload):x}\r\n".encode() + payload + b"\r\n")
-                elif step[0] == "sleep":
-                    time.sleep(float(step[1]))  # type: ignore[arg-type]
-            conn.sendall(b"0\r\n\r\n")
             conn.close()
         except OSError:
             pass
@@ -129,3 +109,27 @@ def text_of(lines: list[str]) -> str:
 def decisions(app: Any) -> list[Any]:
     """The node's decision records, newest first, as the dashboard's feed sees them."""
     return list(app.state.node.telemetry.recent())
+
+
+def kill_after_chunks(proc: Any, n: int) -> tuple[threading.Event, Any]:
+    """An ``on_chunk`` callback for :func:`sse_lines` that SIGKILLs ``proc`` at the n-th chunk."""
+    killed = threading.Event()
+
+    def on_chunk(count: int) -> None:
+        if count == n and not killed.is_set():
+            killed.set()
+            proc.kill()
+
+    return killed, on_chunk
+
+
+def stream_through_a_kill(base: str, proc: Any, *, after: int = 3) -> list[str]:
+    """Stream ASK from the cloud, SIGKILL ``proc`` at chunk ``after``; the client must still see one
+    cloud stream ending in exactly one ``[DONE]``. Returns the SSE data lines."""
+    killed, on_chunk = kill_after_chunks(proc, after)
+    body = {"model": "cloud", "messages": ASK, "stream": True, "max_tokens": 48, "temperature": 0}
+    headers, lines = sse_lines(base, body, on_chunk)
+    assert killed.is_set(), "the member finished before the kill: the test proves nothing"
+    assert headers["x-edgeroute-route"] == "cloud"
+    assert lines.count("[DONE]") == 1 and lines[-1] == "[DONE]"
+    return lines

@@ -13,7 +13,16 @@ import openai
 import pytest
 
 from tests.cloud.cloud_servers import chat_chunk, llama_server, llama_settings, running, sse
-from tests.router.hybrid_helpers import ASK, RecordingServer, decisions, good_stream, node, sse_lines, text_of
+from tests.router.hybrid_helpers import (
+    ASK,
+    RecordingServer,
+    decisions,
+    good_stream,
+    node,
+    sse_lines,
+    stream_through_a_kill,
+    text_of,
+)
 
 pytestmark = pytest.mark.slow
 
@@ -22,18 +31,7 @@ def test_member_killed_mid_stream_the_client_still_gets_one_complete_stream(tmp_
     proc = llama_server(tmp_path, name="victim")
     with running(proc):
         with node(tmp_path, [llama_settings(proc, "victim")]) as (base, app):
-            killed = threading.Event()
-
-            def kill_after(n: int) -> None:
-                if n == 3 and not killed.is_set():
-                    killed.set()
-                    proc.kill()
-
-            body = {"model": "cloud", "messages": ASK, "stream": True, "max_tokens": 48, "temperature": 0}
-            headers, lines = sse_lines(base, body, kill_after)
-            assert killed.is_set()
-            assert headers["x-edgeroute-route"] == "cloud"
-            assert lines.count("[DONE]") == 1 and lines[-1] == "[DONE]"
+            lines = stream_through_a_kill(base, proc)
             finishes = [json.loads(x)["choices"][0]["finish_reason"] for x in lines[:-1] if json.loads(x)["choices"]]
             assert finishes[-1] in ("stop", "length")
             assert len(text_of(lines)) > 0

@@ -4,8 +4,6 @@ with model aliases and the body's privacy flag."""
 
 from __future__ import annotations
 
-import json
-import threading
 import time
 from pathlib import Path
 
@@ -14,32 +12,21 @@ import openai
 import pytest
 
 from tests.cloud.cloud_servers import chat_chunk, llama_server, llama_settings, running, sse
-from tests.router.hybrid_helpers import ASK, RecordingServer, decisions, good_stream, node, sse_lines, text_of
+from tests.router import hybrid_helpers as hy
 
 pytestmark = pytest.mark.slow
 
 
 def test_member_killed_mid_stream_continues_on_the_other_member_from_the_partial(tmp_path: Path) -> None:
     proc = llama_server(tmp_path, name="victim")
-    survivor = RecordingServer(good_stream(" and", " done."))
+    survivor = hy.RecordingServer(hy.good_stream(" and", " done."))
     try:
         with running(proc):
             # On a tie the pool takes the first member listed: the real llama.cpp server.
             members = [llama_settings(proc, "victim"), survivor.settings("survivor")]
-            with node(tmp_path, members) as (base, app):
-                killed = threading.Event()
-
-                def kill_after(n: int) -> None:
-                    if n == 3 and not killed.is_set():
-                        killed.set()
-                        proc.kill()
-
-                body = {"model": "cloud", "messages": ASK, "stream": True, "max_tokens": 48, "temperature": 0}
-                headers, lines = sse_lines(base, body, kill_after)
-                assert killed.is_set()
-                assert headers["x-edgeroute-route"] == "cloud"
-                assert lines.count("[DONE]") == 1 and lines[-1] == "[DONE]"
-                text = text_of(lines)
+            with hy.node(tmp_path, members) as (base, app):
+                lines = hy.stream_through_a_kill(base, proc)
+                text = hy.text_of(lines)
                 assert text.endswith(" and done.")
                 # The survivor was asked to continue the victim's words, not to start again.
                 assert len(survivor.access_log) == 1
@@ -49,26 +36,26 @@ def test_member_killed_mid_stream_continues_on_the_other_member_from_the_partial
                 assert sent["messages"][-1] == {"role": "assistant", "content": prefix}
                 assert sent["continue_final_message"] is True
                 assert sent["add_generation_prompt"] is False
-                row = decisions(app)[-1]
+                row = hy.decisions(app)[-1]
                 assert (row.route, row.fallback, row.status, row.member) == ("cloud", "cloud->cloud", "ok", "survivor")
     finally:
         survivor.close()
 
 
 def test_429_before_the_first_token_moves_to_the_other_member(tmp_path: Path) -> None:
-    limited = RecordingServer([("send", b'{"error": "slow down"}')], status="429 Too Many Requests",
+    limited = hy.RecordingServer([("send", b'{"error": "slow down"}')], status="429 Too Many Requests",
                               content_type="application/json")
-    good = RecordingServer(good_stream("from ", "the ", "other"))
+    good = hy.RecordingServer(hy.good_stream("from ", "the ", "other"))
     try:
-        with node(tmp_path, [limited.settings("limited"), good.settings("good")], cloud={"retries": 1}) as (base, app):
+        with hy.node(tmp_path, [limited.settings("limited"), good.settings("good")], cloud={"retries": 1}) as (base, app):
             client = openai.OpenAI(base_url=base + "/v1", api_key="x", max_retries=0, timeout=120)
-            raw = client.chat.completions.with_raw_response.create(model="cloud", messages=ASK, max_tokens=8)
+            raw = client.chat.completions.with_raw_response.create(model="cloud", messages=hy.ASK, max_tokens=8)
             assert raw.parse().choices[0].message.content == "from the other"
             assert raw.headers["x-edgeroute-route"] == "cloud"
             assert raw.headers["x-edgeroute-fallback"] == "cloud->cloud"
             assert "x-edgeroute-degraded" not in raw.headers
             assert (len(limited.access_log), len(good.access_log)) == (1, 1)
-            row = decisions(app)[-1]
+            row = hy.decisions(app)[-1]
             assert (row.fallback, row.member) == ("cloud->cloud", "good")
             scrape = httpx.get(base + "/metrics").text
             assert 'edgeroute_pool_events_total{kind="failure",member="limited"} 1.0' in scrape
@@ -79,16 +66,16 @@ def test_429_before_the_first_token_moves_to_the_other_member(tmp_path: Path) ->
 
 
 def test_malformed_chunk_mid_stream_continues_on_the_edge_streamed_and_not(tmp_path: Path) -> None:
-    bad = RecordingServer([("send", sse(chat_chunk("Collisions"))), ("send", sse(chat_chunk(" are"))),
+    bad = hy.RecordingServer([("send", sse(chat_chunk("Collisions"))), ("send", sse(chat_chunk(" are"))),
                            ("send", b"data: {this is not json\n\n")])
     try:
-        with node(tmp_path, [bad.settings("garbled")]) as (base, app):
-            body = {"model": "cloud", "messages": ASK, "stream": True, "max_tokens": 16, "temperature": 0}
-            headers, lines = sse_lines(base, body)
-            text = text_of(lines)
+        with hy.node(tmp_path, [bad.settings("garbled")]) as (base, app):
+            body = {"model": "cloud", "messages": hy.ASK, "stream": True, "max_tokens": 16, "temperature": 0}
+            headers, lines = hy.sse_lines(base, body)
+            text = hy.text_of(lines)
             assert text.startswith("Collisions are") and len(text) > len("Collisions are")
             assert lines.count("[DONE]") == 1
-            assert (decisions(app)[0].fallback, decisions(app)[0].degraded) == ("cloud->edge", "cloud-unavailable")
+            assert (hy.decisions(app)[0].fallback, hy.decisions(app)[0].degraded) == ("cloud->edge", "cloud-unavailable")
             # Non-streamed, the headers are written after the answer, so they can tell the truth.
             plain = httpx.post(base + "/v1/chat/completions", json={**body, "stream": False}, timeout=120)
             assert plain.status_code == 200
@@ -101,12 +88,12 @@ def test_malformed_chunk_mid_stream_continues_on_the_edge_streamed_and_not(tmp_p
 
 
 def test_a_member_silent_before_the_first_token_times_out_to_the_edge(tmp_path: Path) -> None:
-    silent = RecordingServer([("sleep", 30)])
+    silent = hy.RecordingServer([("sleep", 30)])
     try:
-        with node(tmp_path, [silent.settings("silent")], cloud={"first_token_timeout_s": 1.5}) as (base, app):
+        with hy.node(tmp_path, [silent.settings("silent")], cloud={"first_token_timeout_s": 1.5}) as (base, app):
             started = time.monotonic()
             reply = httpx.post(base + "/v1/chat/completions",
-                               json={"model": "cloud", "messages": ASK, "max_tokens": 8}, timeout=120)
+                               json={"model": "cloud", "messages": hy.ASK, "max_tokens": 8}, timeout=120)
             assert time.monotonic() - started < 20  # the 1.5 s first-token timeout, not the 30 s silence
             assert reply.status_code == 200
             assert (reply.headers["x-edgeroute-route"], reply.headers["x-edgeroute-fallback"]) == ("edge", "cloud->edge")
@@ -117,11 +104,11 @@ def test_a_member_silent_before_the_first_token_times_out_to_the_edge(tmp_path: 
 
 
 def test_an_edge_answer_in_the_cache_is_not_served_to_a_prompt_now_bound_for_the_cloud(tmp_path: Path) -> None:
-    member = RecordingServer([("send", b'{"error": "down"}')], status="500 Internal Server Error",
+    member = hy.RecordingServer([("send", b'{"error": "down"}')], status="500 Internal Server Error",
                              content_type="application/json")
     try:
-        with node(tmp_path, [member.settings("cloudy")], cache={"enabled": True}) as (base, app):
-            body = {"model": "auto", "messages": ASK, "max_tokens": 8, "temperature": 0}
+        with hy.node(tmp_path, [member.settings("cloudy")], cache={"enabled": True}) as (base, app):
+            body = {"model": "auto", "messages": hy.ASK, "max_tokens": 8, "temperature": 0}
             # The cloud is down: the complex prompt is answered by the edge, and that answer is cached.
             first = httpx.post(base + "/v1/chat/completions", json=body, timeout=120)
             assert (first.headers["x-edgeroute-route"], first.headers["x-edgeroute-reason"]) == ("edge", "complex")
@@ -129,11 +116,11 @@ def test_an_edge_answer_in_the_cache_is_not_served_to_a_prompt_now_bound_for_the
             edge_text = first.json()["choices"][0]["message"]["content"]
             # The cloud is back: the same (exact) prompt goes to it, not to the edge's cached answer.
             member.status, member.content_type = "200 OK", "text/event-stream"
-            member.script = good_stream("cloud ", "answer")
+            member.script = hy.good_stream("cloud ", "answer")
             second = httpx.post(base + "/v1/chat/completions", json=body, timeout=120)
             assert (second.headers["x-edgeroute-route"], second.headers["x-edgeroute-reason"]) == ("cloud", "complex")
             assert second.json()["choices"][0]["message"]["content"] == "cloud answer" != edge_text
-            assert decisions(app)[0].cache_refusal == "edge-answer-for-cloud-prompt"
+            assert hy.decisions(app)[0].cache_refusal == "edge-answer-for-cloud-prompt"
             # The cloud's answer replaced the edge's: now the cache serves it, and says who made it.
             third = httpx.post(base + "/v1/chat/completions", json=body, timeout=120)
             assert third.headers["x-edgeroute-route"] == "cache-exact"
@@ -151,10 +138,10 @@ def test_an_edge_answer_in_the_cache_is_not_served_to_a_prompt_now_bound_for_the
 
 
 def test_model_aliases_steer_and_the_body_privacy_flag_keeps_a_request_home(tmp_path: Path) -> None:
-    member = RecordingServer(good_stream("cloud ", "answer"))
+    member = hy.RecordingServer(hy.good_stream("cloud ", "answer"))
     member.models = ["big-model"]
     try:
-        with node(tmp_path, [member.settings("cloudy", model="big-model")]) as (base, app):
+        with hy.node(tmp_path, [member.settings("cloudy", model="big-model")]) as (base, app):
             client = openai.OpenAI(base_url=base + "/v1", api_key="x", max_retries=0, timeout=120)
             ids = [m.id for m in client.models.list()]
             assert ids == ["auto", "edge", "cloud", "smollm2-135m-instruct", "big-model"]
@@ -164,14 +151,14 @@ def test_model_aliases_steer_and_the_body_privacy_flag_keeps_a_request_home(tmp_
             assert to_cloud.parse().model == "big-model"
             assert member.access_log[-1]["model"] == "big-model"
             to_edge = client.chat.completions.with_raw_response.create(
-                model="smollm2-135m-instruct", messages=ASK, max_tokens=4
+                model="smollm2-135m-instruct", messages=hy.ASK, max_tokens=4
             )
             assert (to_edge.headers["x-edgeroute-route"], to_edge.headers["x-edgeroute-reason"]) == ("edge", "hint-edge")
             private = client.chat.completions.with_raw_response.create(
-                model="big-model", messages=ASK, max_tokens=4, extra_body={"private": True}
+                model="big-model", messages=hy.ASK, max_tokens=4, extra_body={"private": True}
             )
             assert (private.headers["x-edgeroute-route"], private.headers["x-edgeroute-reason"]) == ("edge", "private")
             assert len(member.access_log) == 1
-            assert decisions(app)[0].private is True
+            assert hy.decisions(app)[0].private is True
     finally:
         member.close()
