@@ -2,8 +2,8 @@
 
 Each runs in its own process group so stopping it takes every rank with it; a stop that is not
 heeded within the timeout becomes SIGKILL, and an ``atexit`` hook (armed by the first spawn)
-kills whatever is left. The
-member server also exits by itself if this process disappears (``--parent-pid``).
+kills whatever is left. The member server also exits by itself if this process disappears
+(``--parent-pid``).
 """
 
 from __future__ import annotations

@@ -34,9 +34,18 @@ class StreamPlan:
     @property
     def fallback(self) -> str | None:
         """``"cloud->edge"`` style path when more than one engine was tried, else None."""
-        if len(self.attempts) < 2:
-            return None
-        return "->".join(a.engine for a in self.attempts)
+        return self.path()
+
+    def path(self, member_hops: int = 0) -> str | None:
+        """The fallback path, counting ``member_hops`` more ``cloud`` hops before the cloud attempt
+        that got a first token: members the pool left for another one inside that attempt."""
+        hops: list[str] = []
+        for attempt in self.attempts:
+            if member_hops and attempt.engine == "cloud" and attempt.outcome != "failed-before-first-token":
+                hops += ["cloud"] * member_hops
+                member_hops = 0
+            hops.append(attempt.engine)
+        return "->".join(hops) if len(hops) > 1 else None
 
 
 OnBroken = Callable[[Attempt], Awaitable[None] | None]

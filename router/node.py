@@ -84,14 +84,7 @@ class Node:
         the same member are not hops.
         """
         answering = self._members.get(request_id)
-        others = [m for m in self._failed.get(request_id, ()) if m != answering]
-        hops: list[str] = []
-        for attempt in plan.attempts:
-            if attempt.engine == "cloud" and attempt.outcome != "failed-before-first-token" and others:
-                hops += ["cloud"] * len(others)
-                others = []
-            hops.append(attempt.engine)
-        return "->".join(hops) if len(hops) > 1 else None
+        return plan.path(sum(1 for m in self._failed.get(request_id, ()) if m != answering))
 
     # -- what a client may ask for ---------------------------------------------------------
 

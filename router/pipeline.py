@@ -107,8 +107,9 @@ async def route(node: Node, gen: GenerationRequest, ctx: RequestContext, stream:
                 hit, refusal, embedding = lookup.hit, lookup.refusal, lookup.embedding
             except (CacheError, EmbedderError):
                 log.exception("cache lookup failed; treated as a miss")
-    # An exact hit comes without an embedding; when an edge answer is on offer, the complexity
-    # score must still be known, or a complex prompt would be served the edge's answer.
+    # When an edge answer is on offer the complexity score must be known, or a complex prompt
+    # would be served the edge's answer. An exact hit brings the embedding stored with it; only
+    # an entry stored without one (a prompt too long for the semantic layer) costs a model run.
     if embedding is None and routing_embedding and node.embedder is not None and (hit is None or hit.tier == "edge"):
         embedding = await node.embedder.embed(_last_user(gen))
 

@@ -112,7 +112,12 @@ class EdgeCache:
         allow_tiers: Sequence[str] = ("edge", "cloud"),
         want_embedding: bool = False,
     ) -> Lookup:
-        """Exact layer, then semantic layer. ``want_embedding``: embed even when not cacheable."""
+        """Exact layer, then semantic layer.
+
+        ``want_embedding``: the caller routes on the prompt's embedding, so return one whatever
+        happens: computed when not cacheable, and on an exact hit the one stored with the entry
+        (a point read, not a model run; None when the entry has none).
+        """
         tiers = tuple(allow_tiers) + (("warmup",) if "warmup" not in allow_tiers else ())
         if not self.cacheable(key, opt):
             emb = await self._embed_for_routing(key) if want_embedding else None
@@ -125,7 +130,8 @@ class EdgeCache:
         if entry is not None:
             self._count("exact_hits")
             self._touch(entry.id)
-            return Lookup(self._hit("exact", entry, 1.0), None, None)
+            stored = self.db.stored_embedding(entry.id) if want_embedding else None
+            return Lookup(self._hit("exact", entry, 1.0), stored, None)
         parts = semantic_parts(key)
         if not self._semantic_ok(parts.text):
             self._count("misses")

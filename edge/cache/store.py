@@ -120,6 +120,14 @@ class CacheStore:
             ).fetchone()
         return Entry(*row) if row else None
 
+    def stored_embedding(self, entry_id: int) -> np.ndarray | None:
+        """The embedding an entry was stored with (None for one too long for the semantic layer)."""
+        with _translate("embedding read"), self._point_lock:
+            row = self.point.execute("SELECT embedding FROM entries WHERE id = ?", (entry_id,)).fetchone()
+        if row is None or row[0] is None:
+            return None
+        return np.frombuffer(row[0], dtype=np.float32).copy()
+
     def search(
         self,
         tenant: str,

@@ -172,6 +172,19 @@ async def test_lookup_can_embed_for_routing_when_not_cacheable(cache: EdgeCache)
     assert look.hit is None and look.embedding is not None and look.embedding.shape == (384,)
 
 
+async def test_an_exact_hit_returns_the_stored_embedding_only_when_asked(cache: EdgeCache) -> None:
+    await cache.store(chat("Name a colour."), "Blue.", "stop", USAGE, "edge")
+    assert (await cache.lookup(chat("Name a colour."))).embedding is None
+    assert cache.embedder is not None
+    runs = cache.embedder.runs
+    look = await cache.lookup(chat("Name a colour."), want_embedding=True)
+    assert look.hit is not None and look.hit.kind == "exact"
+    assert look.embedding is not None and look.embedding.shape == (384,)
+    assert cache.embedder.runs == runs  # read back from the file, not computed again
+    fresh = await cache.embedder.embed("Name a colour.")
+    assert float(look.embedding @ fresh) > 0.99  # the same text's embedding
+
+
 async def test_allow_tiers_filters_who_produced_the_answer(cache: EdgeCache) -> None:
     await cache.store(chat("Name a colour."), "Blue.", "stop", USAGE, "cloud")
     assert (await cache.lookup(chat("Name a colour."), allow_tiers=("edge",))).hit is None

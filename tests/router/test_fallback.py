@@ -8,7 +8,7 @@ from collections.abc import AsyncIterator
 import pytest
 
 from models import Chunk, EngineLoad, GenerationRequest, SamplingParams, Usage, collect
-from router.fallback import StreamPlan, resilient, start
+from router.fallback import Attempt, StreamPlan, resilient, start
 
 
 class Broken(Exception):
@@ -101,3 +101,14 @@ async def test_break_with_no_target_left_propagates() -> None:
     index, first, stream = await start(plan, REQ, (Down, Broken))
     with pytest.raises(Broken):
         await collect(resilient(plan, REQ, index, first, stream, (Broken,), (Down, Broken), prompt_tokens=1))
+
+
+def test_member_hops_count_before_the_cloud_attempt_that_answered() -> None:
+    plan = StreamPlan([])
+    plan.attempts = [Attempt("cloud", "broken-mid-stream"), Attempt("edge", "ok")]
+    assert plan.path() == plan.fallback == "cloud->edge"
+    assert plan.path(1) == "cloud->cloud->edge"  # one member failed before another started
+    plan.attempts = [Attempt("cloud", "failed-before-first-token"), Attempt("edge", "ok")]
+    assert plan.path(2) == "cloud->edge"  # the pool gave up altogether: one cloud hop
+    plan.attempts = [Attempt("cloud", "ok")]
+    assert (plan.path(), plan.path(1)) == (None, "cloud->cloud")

@@ -130,8 +130,10 @@ def test_an_edge_answer_in_the_cache_is_not_served_to_a_prompt_now_bound_for_the
             # A simple prompt the edge answered is still served from the cache: the check is per route.
             hi = {"model": "auto", "messages": [{"role": "user", "content": "Say hi."}], "max_tokens": 4, "temperature": 0}
             assert httpx.post(base + "/v1/chat/completions", json=hi, timeout=120).headers["x-edgeroute-route"] == "edge"
+            runs = app.state.node.embedder.runs
             again = httpx.post(base + "/v1/chat/completions", json=hi, timeout=120)
             assert (again.headers["x-edgeroute-route"], again.headers["x-edgeroute-cache-tier"]) == ("cache-exact", "edge")
+            assert app.state.node.embedder.runs == runs  # the stored embedding scored it: no model run
             assert len(member.access_log) == 2
     finally:
         member.close()
