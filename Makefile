@@ -38,7 +38,7 @@ browser:
 	@command -v chromium >/dev/null 2>&1 || test -x /usr/bin/chromium || { echo "chromium is still missing" >&2; exit 1; }
 
 test: prepare browser
-	$(BIN)/python -m pytest
+	$(BIN)/lint-imports && $(BIN)/python -m pytest
 
 bench: prepare
 	$(BIN)/python -m bench.edge_api

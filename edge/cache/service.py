@@ -20,7 +20,7 @@ from ..config import CacheSettings
 from ..embedder import Embedder
 from ..errors import CacheError
 from . import browse, guards
-from .keys import CacheKey, exact_key, request_record, semantic_parts
+from .keys import CacheKey, embedding_text, exact_key, request_record, semantic_parts
 from .store import CacheStore, Entry, NewEntry
 from .verifier import Verifier
 
@@ -304,8 +304,8 @@ class EdgeCache:
         return self.embedder
 
     async def _embed_for_routing(self, key: CacheKey) -> np.ndarray | None:
-        text = semantic_parts(key).text
-        return await self._embedder().embed(text[: self.settings.semantic_max_chars]) if text else None
+        text = embedding_text(key.messages, key.prompt, self.settings.semantic_max_chars)
+        return await self._embedder().embed(text) if text else None
 
     def _semantic_ok(self, text: str) -> bool:
         return self.settings.semantic and bool(text) and len(text) <= self.settings.semantic_max_chars

@@ -16,7 +16,7 @@ import pytest
 
 from tests.servers import free_port
 
-EDGEROUTE = [sys.executable, "-c", "from router.cli import main; main()"]
+EDGEROUTE = [sys.executable, "-c", "from dashboard.cli import main; main()"]
 REPO = Path(__file__).resolve().parents[2]
 
 

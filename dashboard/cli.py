@@ -1,4 +1,4 @@
-"""The `edgeroute` command line."""
+"""The `edgeroute` command line, assembled in the top layer from every package's commands."""
 
 from __future__ import annotations
 
@@ -13,9 +13,10 @@ from cloud import register_prepare_steps
 from cloud.cli import cloud_app
 from edge.cli import cache_app
 from models import EdgerouteError, prepare, registry
+from router import Settings, load_settings
+from router.policy.cli import router_app
 
-from .policy.cli import router_app
-from .settings import Settings, load_settings
+from .app import create_app
 
 app = typer.Typer(help="edgeroute: an edge/cloud hybrid LLM routing node.", no_args_is_help=True)
 models_app = typer.Typer(help="The bundled model artifacts.", no_args_is_help=True)
@@ -50,8 +51,6 @@ def serve(
 ) -> None:
     """Serve the OpenAI-compatible API (and the dashboard)."""
     import uvicorn
-
-    from .app import create_app
 
     settings = _settings(config, data_dir)
     server = settings.server.model_copy(
