@@ -199,7 +199,10 @@ class Member:
             async with contextlib.AsyncExitStack() as stack:
                 async with asyncio.timeout_at(deadline):  # connect, send, and wait for the headers
                     source = await stack.enter_async_context(
-                        aconnect_sse(self._client, "POST", path, json=body)
+                        # The node's request id travels on, so a member's logs can be joined with ours.
+                        aconnect_sse(
+                            self._client, "POST", path, json=body, headers={"x-request-id": request.request_id}
+                        )
                     )
                     await self._check_status(source.response)
                 events = source.aiter_sse()

@@ -13,7 +13,9 @@ from collections.abc import AsyncIterator
 from typing import Any
 
 from litestar import Controller, Request, Response, get, post
+from litestar.connection import ASGIConnection
 from litestar.datastructures import State
+from litestar.handlers.base import BaseRouteHandler
 from litestar.response import Stream
 
 from models import Usage, collect
@@ -40,10 +42,11 @@ def _flag(value: str | None) -> bool | None:
     return True if lowered in _TRUE else False if lowered in _FALSE else None
 
 
-def request_id(request: Request[Any, Any, State]) -> str:
-    """The request's id: the client's ``x-request-id`` when it sent a sane one, else a new one."""
-    given = request.headers.get(REQUEST_ID_HEADER)
-    return given if given and _REQUEST_ID.fullmatch(given) else uuid.uuid4().hex
+async def request_id_guard(connection: ASGIConnection[Any, Any, Any, Any], _: BaseRouteHandler) -> None:
+    """Give the request its id before anything can fail (errors carry it too): the client's
+    ``x-request-id`` when it sent a sane one, else a new one."""
+    given = connection.headers.get(REQUEST_ID_HEADER)
+    connection.state.request_id = given if given and _REQUEST_ID.fullmatch(given) else uuid.uuid4().hex
 
 
 def request_context(request: Request[Any, Any, State], body: ChatCompletionRequest | CompletionRequest) -> RequestContext:
@@ -64,11 +67,10 @@ async def _respond(
 ) -> Response[Any]:
     started = time.perf_counter()
     node: Node = request.app.state.node
-    rid = request_id(request)
+    rid: str = request.state.request_id
     gen = body.to_generation(rid)
     routing = Routing()
     request.state.routing = routing  # the error handler reads the route from here
-    request.state.request_id = rid
     routed = await pipeline.run(node, gen, request_context(request, body), routing)
     writer = ChunkWriter(kind, gen.model, include_usage=body.include_usage)
     if not body.stream:
@@ -97,7 +99,7 @@ async def _respond(
 class OpenAIController(Controller):
     path = "/v1"
     tags = ["openai"]
-    guards = [api_key_guard]
+    guards = [request_id_guard, api_key_guard]
 
     @post("/chat/completions", summary="Create a chat completion", status_code=200)
     async def chat_completions(self, request: Request[Any, Any, State], data: ChatCompletionRequest) -> Response[Any]:

@@ -24,6 +24,7 @@ from models import Chunk, Engine, EngineError, EngineLoad, GenerationRequest, Us
 
 from .errors import InvalidRequestError, NoCapacityError
 from .fallback import StreamPlan, resilient, start
+from .logs import log_request
 from .node import Node
 from .policy import Decision, Features, Hint, decide
 from .telemetry import Trace
@@ -325,7 +326,9 @@ class _Recorder:
         self._emit(route="error", reason=reason, status="error", error=str(exc)[:300], fallback=fallback)
 
     def _emit(self, **fields: Any) -> None:
-        self._node.telemetry.record(self._trace.event(**fields, **self.common))
+        event = self._trace.event(**fields, **self.common)
+        self._node.telemetry.record(event)
+        log_request(event)
 
 
 async def _respond(

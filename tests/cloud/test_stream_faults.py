@@ -122,8 +122,11 @@ async def test_pool_retries_a_failure_before_the_first_token_on_another_member()
     events: list[PoolEvent] = []
     pool = CloudPool(PS, members=[broken.settings("broken"), good.settings("good")], on_event=events.append)
     try:
-        done = await collect(pool.stream(REQ))
+        stream = pool.stream(REQ)
+        done = await collect(stream)
         assert (done.text, done.finish_reason, done.usage) == ("Hello wor", "length", Usage(0, 2))
+        # The stream itself says who answered and who failed before it.
+        assert (stream.member, stream.failed) == ("good", ["broken"])
         assert [(e.kind, e.member) for e in events] == [
             ("failure", "broken"),
             ("retry", "broken"),
@@ -169,3 +172,15 @@ async def test_a_continuation_avoids_the_member_whose_stream_broke() -> None:
         await pool.aclose()
         first.close()
         second.close()
+
+
+async def test_the_request_id_goes_to_the_member() -> None:
+    server = ScriptedServer([*HELLO, ("send", sse(chat_chunk(None, "stop"), "[DONE]"))])
+    member = Member(server.settings("scripted"), PS)
+    try:
+        await collect(member.stream(REQ))
+    finally:
+        await member.aclose()
+        server.close()
+    headers = server.heads[0].decode().lower().split("\r\n")[1:]
+    assert f"x-request-id: {REQ.request_id}" in headers
