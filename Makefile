@@ -45,6 +45,7 @@ bench: prepare
 	$(BIN)/python -m bench.cache
 	$(BIN)/python -m bench.cache_http
 	$(BIN)/python -m bench.pool
+	$(BIN)/python -m bench.overhead
 	$(BIN)/python bench/bench_routing.py
 	$(BIN)/python -m bench.dashboard_sse
 

@@ -220,6 +220,7 @@ class Member:
                     if event.data == "[DONE]":
                         if finish is None:
                             raise TruncatedStreamError("the stream ended ([DONE]) without a finish_reason")
+                        await _drain(events, loop.time() + self._pool.stall_timeout_s)
                         break
                     if not event.data:
                         continue  # comments and pings
@@ -316,3 +317,15 @@ class Member:
 
     async def aclose(self) -> None:
         await self._client.aclose()
+
+
+async def _drain(events: AsyncIterator[object], deadline: float) -> None:
+    """Read what follows ``[DONE]`` up to the end of the body (normally nothing but the chunked
+    terminator): a response read to its end gives its connection back to the pool for the next
+    request, one left unread is closed, and every request would pay a new connection."""
+    try:
+        async with asyncio.timeout_at(deadline):
+            while await anext(events, None) is not None:
+                pass
+    except TimeoutError:  # a member that holds the body open after [DONE]: the connection is dropped
+        pass
