@@ -93,7 +93,7 @@ async def open_node(settings: Settings) -> AsyncIterator[Node]:
             edge=edge,
             telemetry=telemetry,
             policy=policy,
-            classifier=load_classifier(settings.routing.classifier_path),
+            classifier=load_classifier(settings.routing.complexity.classifier_path),
             privacy=PrivacyDetector.from_settings(settings.routing),
             cache=cache,
             embedder=embedder,

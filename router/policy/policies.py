@@ -120,23 +120,15 @@ class HybridPolicy:
 
 
 def _length(s: RoutingSettings) -> LengthPolicy:
-    return LengthPolicy(long_prompt_tokens=s.long_prompt_tokens, long_max_tokens=s.long_max_tokens)
+    return LengthPolicy(long_prompt_tokens=s.length.long_prompt_tokens, long_max_tokens=s.length.long_max_tokens)
 
 
 def _complexity(s: RoutingSettings) -> ComplexityPolicy:
-    return ComplexityPolicy(threshold=s.complexity_threshold, length=_length(s))
+    return ComplexityPolicy(threshold=s.complexity.threshold, length=_length(s))
 
 
 def _hybrid(s: RoutingSettings) -> HybridPolicy:
-    return HybridPolicy(
-        threshold=s.complexity_threshold,
-        length=_length(s),
-        edge_queue_bound=s.edge_queue_bound,
-        edge_pressure=s.edge_pressure,
-        cloud_pressure=s.cloud_pressure,
-        cloud_member_capacity=s.cloud_member_capacity,
-        cloud_ttft_budget_ms=s.cloud_ttft_budget_ms,
-    )
+    return HybridPolicy(threshold=s.complexity.threshold, length=_length(s), **s.hybrid.model_dump())
 
 
 POLICIES: dict[str, Callable[[RoutingSettings], Policy]] = {

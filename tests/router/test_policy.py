@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
+from pathlib import Path
 
 import pytest
 
@@ -244,8 +245,26 @@ def test_routing_settings_from_the_environment(monkeypatch: pytest.MonkeyPatch) 
 
 def test_out_of_range_threshold_is_a_config_error(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("EDGEROUTE_ROUTING__COMPLEXITY_THRESHOLD", "1.5")
-    with pytest.raises(ConfigError, match="complexity_threshold"):
+    with pytest.raises(ConfigError, match=r"routing\.complexity\.threshold"):
         load_settings()
+
+
+def test_each_policy_has_its_own_section_and_the_flat_names_still_work(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    cfg = tmp_path / "node.toml"
+    cfg.write_text(
+        "[routing]\npolicy = 'hybrid'\nedge_pressure = 0.3\n"
+        "[routing.length]\nlong_prompt_tokens = 100\n[routing.complexity]\nthreshold = 0.6\n"
+        "[routing.hybrid]\nedge_queue_bound = 2\n"
+    )
+    monkeypatch.setenv("EDGEROUTE_ROUTING__HYBRID__CLOUD_MEMBER_CAPACITY", "3")
+    routing = load_settings(cfg).routing
+    assert (routing.length.long_prompt_tokens, routing.complexity.threshold) == (100, 0.6)
+    assert (routing.hybrid.edge_queue_bound, routing.hybrid.edge_pressure, routing.hybrid.cloud_member_capacity) == (2, 0.3, 3)
+    assert build_policy(routing) == HybridPolicy(
+        threshold=0.6, length=LengthPolicy(100, 512), edge_queue_bound=2, edge_pressure=0.3, cloud_member_capacity=3
+    )
 
 
 def test_features_round_trip_through_json_dict() -> None:
