@@ -52,4 +52,7 @@ def create_api_app(settings: Settings, *, plugins: Sequence[PluginProtocol] = ()
         exception_handlers=exception_handlers(_route_headers),
         openapi_config=OpenAPIConfig(title="edgeroute", version="0.1.0", path="/openapi"),
         request_max_body_size=settings.server.max_body_bytes,
+        # The node owns logging (router.logs.configure_logging at `serve`): Litestar's default
+        # would replace the root handler with its own queue listener, dropping the chosen format.
+        logging_config=None,
     )

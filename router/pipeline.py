@@ -171,7 +171,7 @@ async def run(node: Node, gen: GenerationRequest, ctx: RequestContext, routing: 
         routing.route, routing.cache_hit = f"cache-{hit.kind}", hit
         record.common["similarity"] = hit.similarity
         trace.first_token()
-        out = _respond(node, record, _replay(hit), key=None)
+        out = _respond(node, record, _replay(hit), store=None)
         return RoutedStream(await anext(out), out, routing)
     if hit is not None:
         record.common["cache"] = "miss"
@@ -196,7 +196,7 @@ async def run(node: Node, gen: GenerationRequest, ctx: RequestContext, routing: 
     # 6. the answer, stored and recorded before its last chunk goes out
     chunks = resilient(plan, gen, index, first, rest, features.prompt_tokens)
     store = _Store(key, embedding, ctx.cache) if cacheable and key is not None else None
-    out = _respond(node, record, chunks, key=store)
+    out = _respond(node, record, chunks, store=store)
     return RoutedStream(await anext(out), out, routing)
 
 
@@ -290,6 +290,8 @@ def _replay(hit: CacheHit) -> AsyncIterator[Chunk]:
 
 @dataclass(frozen=True, slots=True)
 class _Store:
+    """What storing the answer needs: its key, the prompt's embedding, the request's switch."""
+
     key: CacheKey
     embedding: np.ndarray | None
     opt: bool | None
@@ -332,7 +334,7 @@ class _Recorder:
 
 
 async def _respond(
-    node: Node, record: _Recorder, chunks: AsyncIterator[Chunk], *, key: _Store | None
+    node: Node, record: _Recorder, chunks: AsyncIterator[Chunk], *, store: _Store | None
 ) -> AsyncIterator[Chunk]:
     """Pass chunks through; before the last one goes out, store the answer and record the decision.
 
@@ -348,8 +350,8 @@ async def _respond(
                 continue
             record.done(chunk, None)
             recorded = True
-            if key is not None and node.cache is not None:
-                await _store(node, key, record.routing.plan, "".join(parts), chunk)
+            if store is not None:
+                await _store(node, store, record.routing.plan, "".join(parts), chunk)
             yield chunk
             return
     except Exception as exc:
@@ -362,14 +364,15 @@ async def _respond(
             record.done(None, "client went away before the end")
 
 
-async def _store(node: Node, key: _Store, plan: StreamPlan | None, text: str, final: Chunk) -> None:
+async def _store(node: Node, store: _Store, plan: StreamPlan | None, text: str, final: Chunk) -> None:
+    """Store a finished answer made by an engine (never a replayed hit)."""
     tier = plan.attempts[-1].engine if plan is not None and plan.attempts else None
     if tier not in ("edge", "cloud") or node.cache is None:
         return
     try:
         await node.cache.store(
-            key.key, text, final.finish_reason or "stop", final.usage or Usage(0, 0), tier,
-            embedding=key.embedding, opt=key.opt,
+            store.key, text, final.finish_reason or "stop", final.usage or Usage(0, 0), tier,
+            embedding=store.embedding, opt=store.opt,
         )
     except Exception:  # noqa: BLE001 - a failed cache write must not fail the answer
         log.exception("cache store failed")
