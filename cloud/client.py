@@ -18,12 +18,13 @@ import httpx
 from httpx_sse import SSEError, aconnect_sse
 
 from models import Chunk, EngineLoad, GenerationRequest, Usage
+from models.errors import ErrorEventError, WireFormatError
+from models.openai.client import error_message, parse_event, request_body
 
 from .breaker import CircuitBreaker, Transition
 from .config import MemberSettings, PoolSettings
 from .errors import (
     CloudRequestError,
-    ErrorEventError,
     MemberConnectError,
     MemberError,
     MemberHTTPError,
@@ -36,7 +37,6 @@ from .errors import (
 from .events import EventKind, MemberStatus, PoolEvent
 from .health import Probe, Scrape, probe
 from .stats import Window
-from .wire import error_message, parse_event, request_body
 
 log = logging.getLogger(__name__)
 
@@ -248,7 +248,7 @@ class Member:
             self._transition(self.breaker.success())  # the member answered: it is alive
             self._emit("rejected", request.request_id, attempt=attempt)
             raise
-        except (httpx.HTTPError, SSEError, TimeoutError, StreamFaultError, MemberError) as exc:
+        except (httpx.HTTPError, SSEError, TimeoutError, StreamFaultError, WireFormatError, MemberError) as exc:
             verdict = True
             error = self._translate(exc, parts, first_at is not None)
             self._failed(error, request.request_id, attempt, started)

@@ -77,19 +77,12 @@ class LocalMemberError(CloudError):
     """A local member process could not be started or died."""
 
 
-# -- faults of one stream (internal: the client turns them into MemberError / StreamBrokenError) --
+# -- faults of one stream (internal: the client turns them into MemberError / StreamBrokenError;
+#    malformed and error events are models.errors.WireFormatError, raised by models.openai) --
 
 
 class StreamFaultError(CloudError):
     """Base of what can be wrong with a member's event stream itself."""
-
-
-class MalformedEventError(StreamFaultError):
-    """A stream event that is not an OpenAI chunk."""
-
-
-class ErrorEventError(StreamFaultError):
-    """The member sent an error event inside the stream."""
 
 
 class TruncatedStreamError(StreamFaultError):

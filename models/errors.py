@@ -76,6 +76,19 @@ class StreamBrokenError(EngineError):
         self.member = member
 
 
+class WireFormatError(EdgerouteError):
+    """An OpenAI-compatible server's answer is not in OpenAI's shape (the pool's client turns it
+    into a member failure)."""
+
+
+class MalformedEventError(WireFormatError):
+    """A stream event that is not an OpenAI chunk."""
+
+
+class ErrorEventError(WireFormatError):
+    """The server sent an error event inside the stream."""
+
+
 class ModelError(EdgerouteError):
     """A model artifact is missing, corrupt or unknown."""
 

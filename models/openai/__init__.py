@@ -1,31 +1,46 @@
 """The OpenAI wire format, written once for every server and client here: request bodies, the
-response and stream writer, error bodies and their HTTP mapping, the API-key guard.
+response and stream writer, error bodies and their HTTP mapping, the API-key guard (the servers'
+side, on Litestar), and the bodies the cloud pool sends and the events it reads
+(:mod:`models.openai.client`, plain Python).
 
-Not imported by :mod:`models` itself: only the servers pay for Litestar and pydantic here.
+Names are loaded on first use, so the pool's client (``models.openai.client``) imports no
+Litestar: a process that only calls members does not pay for the server side.
 """
 
-from .auth import API_KEYS, api_key_guard
-from .errors import error_body, exception_handlers, http_status
-from .schemas import MAX_TOKENS_LIMIT, ChatBody, CompletionBody, Message, SamplingBody, StreamOptions, TextPart
-from .stream import DONE, ChunkWriter, Kind, new_id, sse, usage_dict
+from __future__ import annotations
 
-__all__ = [
-    "API_KEYS",
-    "DONE",
-    "MAX_TOKENS_LIMIT",
-    "ChatBody",
-    "ChunkWriter",
-    "CompletionBody",
-    "Kind",
-    "Message",
-    "SamplingBody",
-    "StreamOptions",
-    "TextPart",
-    "api_key_guard",
-    "error_body",
-    "exception_handlers",
-    "http_status",
-    "new_id",
-    "sse",
-    "usage_dict",
-]
+import importlib
+from typing import Any
+
+_WHERE = {
+    "API_KEYS": "auth",
+    "api_key_guard": "auth",
+    "error_body": "errors",
+    "exception_handlers": "errors",
+    "http_status": "errors",
+    "MAX_TOKENS_LIMIT": "schemas",
+    "ChatBody": "schemas",
+    "CompletionBody": "schemas",
+    "Message": "schemas",
+    "SamplingBody": "schemas",
+    "StreamOptions": "schemas",
+    "TextPart": "schemas",
+    "DONE": "stream",
+    "ChunkWriter": "stream",
+    "Kind": "stream",
+    "new_id": "stream",
+    "sse": "stream",
+    "usage_dict": "stream",
+    "error_message": "client",
+    "parse_event": "client",
+    "request_body": "client",
+}
+
+__all__ = sorted(_WHERE)
+
+
+def __getattr__(name: str) -> Any:
+    module = _WHERE.get(name)
+    if module is None:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    return getattr(importlib.import_module(f".{module}", __name__), name)

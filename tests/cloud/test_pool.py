@@ -40,7 +40,7 @@ def settings(**kw: object) -> PoolSettings:
 
 async def direct_deltas(base_url: str, model: str, request: GenerationRequest) -> list[str]:
     """The content deltas the member sends, read straight off its SSE stream."""
-    from cloud.wire import request_body
+    from models.openai.client import request_body
 
     path, body = request_body(request, model)
     out: list[str] = []
