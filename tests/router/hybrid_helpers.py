@@ -12,7 +12,8 @@ from typing import Any
 
 import httpx
 
-from router import create_app, load_settings
+from dashboard import create_app
+from router import load_settings
 from tests.cloud.cloud_servers import ScriptedServer, chat_chunk, sse
 from tests.servers import serve_app
 
