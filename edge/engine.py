@@ -138,7 +138,9 @@ class LlamaEngine:
     def _admit(self, request: GenerationRequest) -> _Job:
         if self._closed:
             raise EngineClosedError("the edge engine is closed")
-        tokens = self.prompt_tokens(request)
+        # An empty prompt is valid (OpenAI completes from the start of a document); llama.cpp
+        # needs at least one token, so it starts from BOS.
+        tokens = self.prompt_tokens(request) or [self._llm.token_bos()]
         n_prompt = len(tokens)
         wanted = request.params.max_tokens
         if n_prompt >= self.n_ctx or (wanted is not None and n_prompt + wanted > self.n_ctx):

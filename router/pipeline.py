@@ -11,10 +11,11 @@
 
 from __future__ import annotations
 
+import asyncio
 import logging
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, TypeVar
 
 import numpy as np
 
@@ -24,12 +25,17 @@ from models import Chunk, Engine, EngineError, EngineLoad, GenerationRequest, Us
 
 from .errors import InvalidRequestError, NoCapacityError
 from .fallback import StreamPlan, resilient, start
+from .limits import Reservation
 from .logs import log_request
 from .node import Node
 from .policy import Decision, Features, Hint, decide
 from .telemetry import Trace
 
 log = logging.getLogger(__name__)
+T = TypeVar("T")
+# Text beyond this many characters (a message counts as 64 more: the chat template renders each)
+# is tokenized, scanned and rendered on a worker thread, so no request holds the event loop.
+_OFFLOAD_COST = 8192
 
 
 @dataclass(frozen=True, slots=True)
@@ -52,6 +58,7 @@ class Routing:
     """
 
     route: str = "error"  # where the answer started: edge, cloud, cache-exact, cache-semantic
+    refusal: str | None = None  # why a refused request was refused, when it is not the decision's reason
     decision: Decision | None = None
     plan: StreamPlan | None = None
     cache_hit: CacheHit | None = None
@@ -84,7 +91,10 @@ class Routing:
     def error_headers(self, reason: str) -> dict[str, str]:
         """An error is a route too: ``error``, the decision's reason (else ``reason``), the fallback path."""
         headers = {"x-edgeroute-route": "error"}
-        headers["x-edgeroute-reason"] = self.decision.reason if self.decision else reason.replace("_", "-")
+        if self.refusal is not None:
+            headers["x-edgeroute-reason"] = self.refusal
+        else:
+            headers["x-edgeroute-reason"] = self.decision.reason if self.decision else reason.replace("_", "-")
         fallback = self.plan.path() if self.plan is not None else None
         if fallback:
             headers["x-edgeroute-fallback"] = fallback
@@ -127,7 +137,8 @@ async def run(node: Node, gen: GenerationRequest, ctx: RequestContext, routing: 
     # 1. the hint and the privacy rules
     hint = _hint(node, gen.model)
     text = prompt_text(gen)
-    private = node.privacy.detect(text, flag=ctx.private) is not None
+    cost = _cost(gen)
+    private = await _off_loop(cost, lambda: node.privacy.detect(text, flag=ctx.private) is not None)
     trace = Trace(gen.request_id, ctx.tenant, gen.model, prompt=text, stream=ctx.stream, private=private)
     routing.hybrid = node.pool is not None
     wants_complexity = node.pool is not None and hint == "auto" and not private and node.policy.uses_complexity
@@ -155,7 +166,8 @@ async def run(node: Node, gen: GenerationRequest, ctx: RequestContext, routing: 
         embedding = await node.embedder.embed(words) if words else None
 
     # 3. features and the decision
-    features = _features(node, gen, hint, private, embedding)
+    prompt_tokens = await _off_loop(cost, lambda: node.edge.count_prompt_tokens(gen))
+    features = _features(node, gen, hint, private, embedding, prompt_tokens)
     decision = decide(node.policy, features)
     routing.decision = decision
     routing.complexity = features.complexity
@@ -181,9 +193,16 @@ async def run(node: Node, gen: GenerationRequest, ctx: RequestContext, routing: 
     plan = _plan(node, decision, features)
     routing.plan = plan
     try:
+        if plan.targets[0] is node.edge:
+            _check_edge_context(node, gen, prompt_tokens)  # refused here: the engine need not tokenize it again
+        if node.limiter is not None:
+            wanted = gen.params.max_tokens or node.settings.edge.default_max_tokens
+            record.reservation = node.limiter.reserve_tokens(ctx.tenant, prompt_tokens + wanted)
         index, first, rest = await start(plan, gen)
     except EngineError as exc:
         record.failed(exc)
+        if any(a.error and a.error.startswith("EdgeSaturatedError") for a in plan.attempts):
+            routing.refusal = "edge-saturated"  # the edge's queue bound, whatever the cloud said
         raise NoCapacityError(
             f"neither the edge nor the cloud can take this request now ({exc})", retry_after=2
         ) from exc
@@ -216,11 +235,38 @@ def _hint(node: Node, model: str) -> Hint:
     )
 
 
+def _cost(gen: GenerationRequest) -> int:
+    if gen.messages is None:
+        return len(gen.prompt or "")
+    return sum(len(m["content"]) + 64 for m in gen.messages)
+
+
+async def _off_loop(cost: int, work: Callable[[], T]) -> T:
+    """Run ``work`` here when it is small, else on a worker thread (llama.cpp's tokenizer and
+    the regexes release nothing to the loop while they run)."""
+    if cost < _OFFLOAD_COST:
+        return work()
+    return await asyncio.to_thread(work)
+
+
+def _check_edge_context(node: Node, gen: GenerationRequest, prompt_tokens: int) -> None:
+    """The edge's own context check (as :class:`edge.LlamaEngine` makes it), from the count made off the loop."""
+    n_ctx = node.edge.n_ctx
+    wanted = gen.params.max_tokens
+    if prompt_tokens >= n_ctx or (wanted is not None and prompt_tokens + wanted > n_ctx):
+        asked = f" + max_tokens {wanted}" if wanted is not None else ""
+        raise InvalidRequestError(
+            f"this model's context window is {n_ctx} tokens; the prompt has {prompt_tokens} tokens"
+            f"{asked}. Shorten the messages or lower max_tokens.",
+            param="messages" if gen.is_chat else "prompt",
+            code="context_length_exceeded",
+        )
+
+
 def _features(
-    node: Node, gen: GenerationRequest, hint: Hint, private: bool, embedding: np.ndarray | None
+    node: Node, gen: GenerationRequest, hint: Hint, private: bool, embedding: np.ndarray | None, prompt_tokens: int
 ) -> Features:
     load = node.edge.load()
-    prompt_tokens = node.edge.count_prompt_tokens(gen)
     wanted = gen.params.max_tokens or node.settings.edge.default_max_tokens
     healthy = [m for m in node.pool.status() if m.healthy] if node.pool is not None else []
     return Features(
@@ -302,10 +348,17 @@ class _Recorder:
 
     def __init__(self, node: Node, trace: Trace, routing: Routing, common: dict[str, Any]) -> None:
         self._node, self._trace, self.routing, self.common = node, trace, routing, common
+        self.reservation: Reservation | None = None  # tokens taken from the tenant's rate
+
+    def settle(self, used: int) -> None:
+        if self._node.limiter is not None and self.reservation is not None:
+            self._node.limiter.settle(self.reservation, used)
 
     def done(self, final: Chunk | None, error: str | None) -> None:
         routing = self.routing
         usage = final.usage if final is not None and final.usage else Usage(0, 0)
+        if final is not None:
+            self.settle(usage.prompt_tokens + usage.completion_tokens)
         headers = routing.headers()
         reason = headers.get("x-edgeroute-reason", "")
         self._emit(
@@ -325,6 +378,7 @@ class _Recorder:
         routing = self.routing
         fallback = routing.plan.path() if routing.plan is not None and isinstance(exc, EngineError) else None
         reason = routing.decision.reason if routing.decision is not None else "error"
+        self.settle(0)  # nothing was generated
         self._emit(route="error", reason=reason, status="error", error=str(exc)[:300], fallback=fallback)
 
     def _emit(self, **fields: Any) -> None:
