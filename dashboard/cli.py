@@ -56,8 +56,8 @@ def serve(
         typer.Option("--local-member/--no-local-member", help="start a local cloud member when none is configured"),
     ] = None,
 ) -> None:
-    """Serve the OpenAI-compatible API (and the dashboard)."""
-    import uvicorn
+    """Serve the OpenAI-compatible API (and the dashboard). SIGTERM drains: see docs/usage.md."""
+    from router.server import serve as run_server
 
     settings = _settings(config, data_dir)
     server = settings.server.model_copy(
@@ -68,18 +68,9 @@ def serve(
         cloud = cloud.model_copy(update={"local_member": local_member})
     settings = settings.model_copy(update={"server": server, "cloud": cloud})
     configure_logging(log_level, log_format.value)
-    # uvicorn keeps its hands off logging (log_config=None): its lines go through the root handler
-    # above; no access log, since the node writes its own line per request.
-    # An open dashboard tab holds an SSE connection; do not let it block shutdown.
-    uvicorn.run(
-        create_app(settings),
-        host=server.host,
-        port=server.port,
-        log_config=None,
-        log_level=log_level,
-        access_log=False,
-        timeout_graceful_shutdown=5,
-    )
+    # uvicorn keeps its hands off logging (its lines go through the root handler above); no
+    # access log, since the node writes its own line per request.
+    run_server(create_app(settings), server, log_level=log_level)
 
 
 @models_app.command("list")
