@@ -23,7 +23,7 @@ from litestar.response import Stream
 from models import Chunk, Completion, Usage, collect
 from models.openai import ChunkWriter, Kind, api_key_guard
 
-from . import pipeline
+from . import openapi, pipeline
 from .admission import Drain
 from .errors import ClientGoneError
 from .limits import check_messages, check_prompt
@@ -154,22 +154,41 @@ class OpenAIController(Controller):
     tags = ["openai"]
     guards = [request_id_guard, api_key_guard]
 
-    @post("/chat/completions", summary="Create a chat completion", status_code=200)
+    @post(
+        "/chat/completions",
+        summary="Create a chat completion",
+        status_code=200,
+        responses=openapi.answers(openapi.ChatCompletionBody, *openapi.COMPLETION_ERRORS),
+        operation_class=openapi.StreamingOperation,
+    )
     async def chat_completions(self, request: Request[Any, Any, State], data: ChatCompletionRequest) -> Response[Any]:
         return await _respond(request, "chat", data)
 
-    @post("/completions", summary="Create a text completion", status_code=200)
+    @post(
+        "/completions",
+        summary="Create a text completion",
+        status_code=200,
+        responses=openapi.answers(openapi.TextCompletionBody, *openapi.COMPLETION_ERRORS),
+        operation_class=openapi.StreamingOperation,
+    )
     async def completions(self, request: Request[Any, Any, State], data: CompletionRequest) -> Response[Any]:
         return await _respond(request, "text", data)
 
-    @get("/models", summary="List the model ids a client may send")
+    @get(
+        "/models", summary="List the model ids a client may send", responses=openapi.answers(openapi.ModelList, 401, 503)
+    )
     async def models(self, request: Request[Any, Any, State]) -> dict[str, Any]:
         node: Node = request.app.state.node
         data = [{"id": m, "object": "model", "created": 0, "owned_by": "edgeroute"} for m in node.model_ids()]
         return {"object": "list", "data": data}
 
 
-@get("/healthz", summary="Liveness and the edge's load", tags=["ops"])
+@get(
+    "/healthz",
+    summary="Liveness and the edge's load (503 while the node drains)",
+    tags=["ops"],
+    responses=openapi.answers(openapi.Health, 503),
+)
 async def healthz(request: Request[Any, Any, State]) -> dict[str, Any]:
     node: Node = request.app.state.node
     load = node.edge.load()
