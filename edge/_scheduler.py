@@ -37,6 +37,7 @@ class SchedulerStats:
     slots: int
     prompt_tokens: int  # prompt tokens of the requests that started
     prefix_reused_tokens: int  # of those, tokens whose KV was already in the slot
+    prefill_tokens: int  # prompt tokens evaluated (prompt_tokens - reused, less what was cancelled)
     completed: int
     cancelled: int
     steps: int
@@ -56,6 +57,7 @@ class Scheduler:
         self._running = 0
         self._prompt_tokens = 0
         self._reused = 0
+        self._prefilled = 0
         self._completed = 0
         self._cancelled = 0
         self._steps = 0
@@ -90,6 +92,7 @@ class Scheduler:
                 slots=len(self._slots),
                 prompt_tokens=self._prompt_tokens,
                 prefix_reused_tokens=self._reused,
+                prefill_tokens=self._prefilled,
                 completed=self._completed,
                 cancelled=self._cancelled,
                 steps=self._steps,
@@ -173,7 +176,7 @@ class Scheduler:
                 self._outputs.append((slot, batch.add(slot.next_token, pos, slot.seq, True)))
                 slot.cached.append(slot.next_token)
                 slot.next_token = None
-        budget = min(self._settings.prefill_chunk, batch.capacity - batch.n)
+        budget = start = min(self._settings.prefill_chunk, batch.capacity - batch.n)
         for slot in sorted((s for s in self._slots if s.prefilling), key=lambda s: len(s.pending)):
             if budget <= 0:
                 break
@@ -187,6 +190,8 @@ class Scheduler:
             slot.cached.extend(take)
             if not slot.pending:
                 self._outputs.append((slot, index))
+        with self._cond:
+            self._prefilled += start - budget
         return batch.n > 0
 
     def _after_decode(self) -> None:
