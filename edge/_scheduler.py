@@ -29,7 +29,7 @@ _DURATIONS = 32
 
 
 @dataclass(frozen=True, slots=True)
-class SchedulerStats:
+class EngineStats:
     """Counters since start; the router exports them (``/metrics``) and estimates waits from them."""
 
     running: int
@@ -83,10 +83,10 @@ class Scheduler:
         with self._cond:
             self._cond.notify()
 
-    def stats(self) -> SchedulerStats:
+    def stats(self) -> EngineStats:
         with self._cond:
             durations = list(self._durations)
-            return SchedulerStats(
+            return EngineStats(
                 running=self._running,
                 waiting=len(self._waiting),
                 slots=len(self._slots),

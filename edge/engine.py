@@ -18,7 +18,7 @@ from typing import Any
 from models import Chunk, EngineLoad, GenerationRequest, ModelSpec
 
 from ._runtime import Runtime
-from ._scheduler import Scheduler, SchedulerStats
+from ._scheduler import Scheduler, EngineStats
 from ._sequence import DONE, Job
 from .config import EdgeSettings
 from .errors import EdgeSaturatedError, EngineClosedError, PromptTooLongError
@@ -50,7 +50,7 @@ class LlamaEngine:
         s = self._scheduler.stats()
         return EngineLoad(running=s.running, waiting=s.waiting, capacity=s.slots)
 
-    def stats(self) -> SchedulerStats:
+    def stats(self) -> EngineStats:
         """Counters of the scheduler: reused prefix tokens, completions, recent request time."""
         return self._scheduler.stats()
 

@@ -145,6 +145,8 @@ class Node:
             cloud_ttft_ms=statistics.median(ttfts) if ttfts else None,
             hint=hint,
             private=private,
+            edge_capacity=load.capacity,
+            edge_wait_ms=_edge_wait_ms(self.edge),
         )
 
     def targets(self, decision: Decision, features: Features, plan: StreamPlan) -> list[Engine]:
@@ -165,6 +167,13 @@ class Node:
         """Route and start ``gen``; failures before the first chunk raise here, before any byte."""
         return await route(self, gen, ctx, ctx.stream)
 
+
+
+def _edge_wait_ms(edge: Engine) -> float | None:
+    """The edge's own estimate of a new request's wait for a slot (None: it cannot tell)."""
+    estimate = getattr(edge, "expected_wait_s", None)
+    wait = estimate() if callable(estimate) else None
+    return None if wait is None else wait * 1000.0
 
 
 class _PoolTarget:

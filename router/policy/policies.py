@@ -98,7 +98,8 @@ class HybridPolicy:
     """Length and complexity, weighed against the live state of both sides.
 
     After the hard rules and the length rule, a saturated edge (``edge_waiting`` at the bound)
-    sends the request to the cloud. Otherwise the complexity threshold moves with load: a busy
+    sends the request to the cloud, and so does an edge whose estimated wait for a free slot is
+    over ``edge_wait_budget_ms`` (``edge-wait-over-budget``). Otherwise the complexity threshold moves with load: a busy
     edge lowers it by up to ``edge_pressure`` and a busy or slow cloud raises it by up to
     ``cloud_pressure``. Reasons say which force decided: ``complex``/``simple`` when the
     unadjusted threshold agrees, ``edge-busy``/``cloud-busy`` when only the load tipped it.
@@ -107,6 +108,7 @@ class HybridPolicy:
     threshold: float = 0.5
     length: LengthPolicy = LengthPolicy()
     edge_queue_bound: int = 4
+    edge_wait_budget_ms: float = 2000.0
     edge_pressure: float = 0.15
     cloud_pressure: float = 0.15
     cloud_member_capacity: int = 8
@@ -118,8 +120,8 @@ class HybridPolicy:
         return max(1, min(self.edge_queue_bound, f.edge_max_queue))
 
     def edge_load(self, f: Features) -> float:
-        """0 (idle) to 1 (queue at the saturation bound)."""
-        return min(1.0, (f.edge_running + f.edge_waiting) / (self._queue_bound(f) + 1))
+        """0 (idle) to 1 (every slot busy and the queue at the saturation bound)."""
+        return min(1.0, (f.edge_running + f.edge_waiting) / (self._queue_bound(f) + max(1, f.edge_capacity)))
 
     def cloud_load(self, f: Features) -> float:
         """0 (idle, fast) to 1 (every member at capacity, or TTFT at twice the budget)."""
@@ -146,6 +148,8 @@ class HybridPolicy:
             return by_length
         if f.edge_waiting >= self._queue_bound(f):
             return _cloud(f, "edge-saturated", score)
+        if f.edge_wait_ms is not None and f.edge_wait_ms > self.edge_wait_budget_ms:
+            return _cloud(f, "edge-wait-over-budget", score)
         if f.complexity is None:
             return by_length
         if score >= self.effective_threshold(f):
@@ -166,6 +170,7 @@ def _hybrid(s: RoutingSettings) -> HybridPolicy:
         threshold=s.complexity_threshold,
         length=_length(s),
         edge_queue_bound=s.edge_queue_bound,
+        edge_wait_budget_ms=s.edge_wait_budget_ms,
         edge_pressure=s.edge_pressure,
         cloud_pressure=s.cloud_pressure,
         cloud_member_capacity=s.cloud_member_capacity,
