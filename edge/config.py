@@ -18,8 +18,11 @@ class EdgeSettings(BaseModel):
     n_ctx: int = Field(
         2048, ge=128, le=131072, description="context window of one request (per slot; KV = n_ctx * slots)"
     )
+    # One thread: on this 2-core box two threads were 1.4x faster only while nothing else ran;
+    # with any other load (the local member, the embedder, a neighbour) their spin-waits made
+    # decoding 10-15x slower (docs/edge.md).
     n_threads: int | None = Field(
-        None, ge=1, description="llama.cpp threads for decode and prompt (default: all the cores)"
+        1, ge=1, description="llama.cpp threads for decode and prompt (None: all the cores)"
     )
     n_batch: int = Field(256, ge=8, description="most tokens in one llama_decode (decode tokens + prefill)")
     slots: int = Field(8, ge=1, le=64, description="sequences decoded together (continuous batching)")
