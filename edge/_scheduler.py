@@ -154,7 +154,7 @@ class Scheduler:
         # one unused for longest, so the KV of recent conversations stays around.
         slot = max(free, key=lambda s: (s.common_prefix(job.tokens), -s.last_used))
         # At least the prompt's last token is evaluated again: its logits give the first token.
-        keep = min(slot.common_prefix(job.tokens), len(job.tokens) - 1)
+        keep = min(slot.common_prefix(job.tokens), len(job.tokens) - 1) if self._settings.prefix_reuse else 0
         if not self._rt.seq_rm(slot.seq, keep):
             keep = 0
         params = job.request.params

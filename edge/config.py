@@ -29,6 +29,7 @@ class EdgeSettings(BaseModel):
     prefill_chunk: int = Field(
         64, ge=1, description="most prompt tokens evaluated per step, so long prompts never stall streams"
     )
+    prefix_reuse: bool = Field(True, description="keep a slot's KV for prompts that start with the same tokens")
     flash_attn: bool = Field(
         True, description="llama.cpp flash attention (also what keeps greedy output batch-independent)"
     )

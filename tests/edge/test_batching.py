@@ -161,6 +161,18 @@ async def test_a_repeated_prompt_and_a_continued_conversation_reuse_the_kv_prefi
         await eng.aclose()
 
 
+async def test_prefix_reuse_can_be_turned_off() -> None:
+    eng = _engine(slots=1, prefix_reuse=False)
+    try:
+        req = chat("Name three primary colours.", max_tokens=6)
+        first, again = await collect(eng.stream(req)), await collect(eng.stream(req))
+        assert again.text == first.text
+        stats = eng.stats()
+        assert (stats.prefix_reused_tokens, stats.prefill_tokens) == (0, 2 * len(eng.prompt_tokens(req)))
+    finally:
+        await eng.aclose()
+
+
 async def test_one_slot_runs_requests_one_at_a_time_with_the_same_answers(engine: LlamaEngine) -> None:
     single = _engine(slots=1, max_queue=8)
     try:
