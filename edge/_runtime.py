@@ -8,7 +8,6 @@ then sit at the same places whatever runs beside it, which keeps greedy output b
 
 from __future__ import annotations
 
-import os
 import threading
 from pathlib import Path
 from typing import Any
@@ -111,7 +110,7 @@ class Runtime:
             cp = llama_cpp.llama_context_default_params()
             cp.n_ctx = self.n_ctx_slot * slots
             cp.n_seq_max = slots
-            cp.kv_unified = os.environ.get("EDGE_KV_UNIFIED") == "1"
+            cp.kv_unified = False
             cp.n_batch = settings.n_batch
             cp.n_ubatch = settings.n_batch
             threads = settings.threads()
