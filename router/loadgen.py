@@ -163,6 +163,7 @@ async def one_request(client: httpx.AsyncClient, cfg: LoadConfig, job: Job) -> R
     ttft: float | None = None
     tokens = chunks = 0
     route = "foreign"
+    finish: str | None = None
     try:
         async with aconnect_sse(client, "POST", cfg.target.rstrip("/") + "/v1/chat/completions", json=body) as es:
             es.response.raise_for_status()
@@ -174,13 +175,18 @@ async def one_request(client: httpx.AsyncClient, cfg: LoadConfig, job: Job) -> R
                 if data.get("usage"):
                     tokens = int(data["usage"].get("completion_tokens") or 0)
                 choices = data.get("choices") or []
+                if choices and choices[0].get("finish_reason"):
+                    finish = choices[0]["finish_reason"]
                 if choices and (choices[0].get("delta") or {}).get("content"):
                     chunks += 1
                     if ttft is None:
                         ttft = time.perf_counter() - start
     except (httpx.HTTPError, json.JSONDecodeError, KeyError, ValueError) as exc:
         return Result(job.kind, route, False, time.perf_counter() - start, ttft, 0, type(exc).__name__)
-    return Result(job.kind, route, True, time.perf_counter() - start, ttft, tokens or chunks)
+    elapsed = time.perf_counter() - start
+    if finish is None:  # the server closed the stream before the answer ended
+        return Result(job.kind, route, False, elapsed, ttft, tokens or chunks, "stream-cut")
+    return Result(job.kind, route, True, elapsed, ttft, tokens or chunks)
 
 
 async def run_load(cfg: LoadConfig) -> dict[str, Any]:
