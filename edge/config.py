@@ -29,7 +29,9 @@ class EdgeSettings(BaseModel):
     prefill_chunk: int = Field(
         64, ge=1, description="most prompt tokens evaluated per step, so long prompts never stall streams"
     )
-    prefix_reuse: bool = Field(True, description="keep a slot's KV for prompts that start with the same tokens")
+    prefix_reuse: bool = Field(
+        True, description="keep a slot's KV for prompts that start with the same tokens"
+    )
     flash_attn: bool = Field(
         True, description="llama.cpp flash attention (also what keeps greedy output batch-independent)"
     )
@@ -48,7 +50,9 @@ class EdgeSettings(BaseModel):
         """The llama.cpp thread count: the setting, else every core this process may use."""
         if self.n_threads is not None:
             return self.n_threads
-        return max(1, len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1)
+        if hasattr(os, "sched_getaffinity"):
+            return max(1, len(os.sched_getaffinity(0)))
+        return os.cpu_count() or 1
 
 
 class CacheSettings(BaseModel):

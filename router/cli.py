@@ -124,15 +124,17 @@ def bench_load(
     scenario: Annotated[str, typer.Option(help="mix, streams or short-behind-long")] = "mix",
     clients: Annotated[int, typer.Option(min=1, max=64, help="concurrent clients")] = 8,
     requests: Annotated[int, typer.Option(min=1, max=10_000, help="requests to send (at most)")] = 64,
-    duration: Annotated[float, typer.Option(min=1, max=3600, help="stop sending after this many seconds")] = 120.0,
+    duration: Annotated[float, typer.Option(min=1, max=3600, help="stop sending after this many s")] = 120.0,
     max_tokens: Annotated[int, typer.Option(min=1, help="max_tokens of short requests and streams")] = 64,
     long_max_tokens: Annotated[int, typer.Option(min=1, help="max_tokens of long answers")] = 256,
-    pairs: Annotated[Optional[Path], typer.Option(help="QQP pairs JSONL [default: ../shared/data/qqp_pairs.jsonl]")] = None,
+    pairs: Annotated[
+        Optional[Path], typer.Option(help="QQP pairs JSONL [default: ../shared/data/qqp_pairs.jsonl]")
+    ] = None,
     model: Annotated[str, typer.Option(help="model field of every request")] = "auto",
-    cache: Annotated[bool, typer.Option("--cache/--no-cache", help="let the node answer from its cache")] = True,
+    cache: Annotated[bool, typer.Option("--cache/--no-cache", help="let the node use its cache")] = True,
     api_key: Annotated[Optional[str], typer.Option(envvar="EDGEROUTE_API_KEY", help="bearer key")] = None,
     seed: Annotated[int, typer.Option(help="workload seed")] = 0,
-    as_json: Annotated[Optional[Path], typer.Option("--json", help="also write the summary as JSON here")] = None,
+    as_json: Annotated[Optional[Path], typer.Option("--json", help="also write the summary as JSON")] = None,
 ) -> None:
     """Concurrent streaming load over HTTP: tokens/s, latency and TTFT percentiles per route."""
     import asyncio

@@ -114,6 +114,10 @@ def _user(text: str) -> tuple[dict[str, str], ...]:
     return ({"role": "user", "content": text},)
 
 
+def _long_answer(topic: str, cfg: LoadConfig) -> Job:
+    return Job("long_answer", _user(f"Write a long, detailed story about {topic}."), cfg.long_max_tokens)
+
+
 def workload(cfg: LoadConfig) -> Iterator[Job]:
     """The seeded, endless sequence of requests of ``cfg.scenario``."""
     rng = random.Random(cfg.seed)
@@ -144,8 +148,7 @@ def workload(cfg: LoadConfig) -> Iterator[Job]:
                                            "Which topic comes up most often? Answer in one sentence."),
                       cfg.max_tokens)
         else:
-            topic = rng.choice(TOPICS)
-            yield Job("long_answer", _user(f"Write a long, detailed story about {topic}."), cfg.long_max_tokens)
+            yield _long_answer(rng.choice(TOPICS), cfg)
 
 
 async def one_request(client: httpx.AsyncClient, cfg: LoadConfig, job: Job) -> Result:
@@ -165,7 +168,8 @@ async def one_request(client: httpx.AsyncClient, cfg: LoadConfig, job: Job) -> R
     route = "foreign"
     finish: str | None = None
     try:
-        async with aconnect_sse(client, "POST", cfg.target.rstrip("/") + "/v1/chat/completions", json=body) as es:
+        url = cfg.target.rstrip("/") + "/v1/chat/completions"
+        async with aconnect_sse(client, "POST", url, json=body) as es:
             es.response.raise_for_status()
             route = es.response.headers.get("x-edgeroute-route", "foreign")
             async for sse in es.aiter_sse():
@@ -215,8 +219,7 @@ async def run_load(cfg: LoadConfig) -> dict[str, Any]:
                 results.append(await one_request(client, cfg, job))
 
         async def long_loop(i: int) -> None:
-            topic = TOPICS[i % len(TOPICS)]
-            job = Job("long_answer", _user(f"Write a long, detailed story about {topic}."), cfg.long_max_tokens)
+            job = _long_answer(TOPICS[i % len(TOPICS)], cfg)
             while not stop.is_set() and time.monotonic() < deadline:
                 results.append(await one_request(client, cfg, job))
 
@@ -259,14 +262,14 @@ def summarize(results: list[Result], wall_s: float, cfg: LoadConfig) -> dict[str
     ok = [r for r in results if r.ok]
     tokens = sum(r.tokens for r in ok)
     routes = Counter(r.route for r in ok)
-    per_route = {
-        route: {
+    per_route = {}
+    for route in sorted(routes):
+        mine = [r for r in ok if r.route == route]
+        per_route[route] = {
             "requests": routes[route],
-            "latency_ms": _percentiles([r.latency_s * 1000 for r in ok if r.route == route]),
-            "ttft_ms": _percentiles([r.ttft_s * 1000 for r in ok if r.route == route and r.ttft_s is not None]),
+            "latency_ms": _percentiles([r.latency_s * 1000 for r in mine]),
+            "ttft_ms": _percentiles([r.ttft_s * 1000 for r in mine if r.ttft_s is not None]),
         }
-        for route in sorted(routes)
-    }
     return {
         "target": cfg.target,
         "scenario": cfg.scenario,

@@ -67,7 +67,7 @@ class RoutingSettings(BaseModel):
     edge_wait_budget_ms: float = Field(
         2000.0,
         gt=0,
-        description="a request the edge would keep waiting for a slot longer than this goes to the cloud (hybrid)",
+        description="a longer expected wait for an edge slot sends the request to the cloud (hybrid)",
     )
     edge_pressure: float = Field(
         0.15, ge=0.0, le=1.0, description="how far a busy edge lowers the complexity threshold (hybrid)"

@@ -99,9 +99,9 @@ class HybridPolicy:
 
     After the hard rules and the length rule, a saturated edge (``edge_waiting`` at the bound)
     sends the request to the cloud, and so does an edge whose estimated wait for a free slot is
-    over ``edge_wait_budget_ms`` (``edge-wait-over-budget``). Otherwise the complexity threshold moves with load: a busy
-    edge lowers it by up to ``edge_pressure`` and a busy or slow cloud raises it by up to
-    ``cloud_pressure``. Reasons say which force decided: ``complex``/``simple`` when the
+    over ``edge_wait_budget_ms`` (``edge-wait-over-budget``). Otherwise the complexity threshold
+    moves with load: a busy edge lowers it by up to ``edge_pressure`` and a busy or slow cloud
+    raises it by up to ``cloud_pressure``. Reasons say which force decided: ``complex``/``simple`` when the
     unadjusted threshold agrees, ``edge-busy``/``cloud-busy`` when only the load tipped it.
     """
 
