@@ -16,9 +16,10 @@ import time
 from dataclasses import dataclass
 
 from models import Chunk
+from models.worker import DONE
 
 from ._runtime import Runtime, free_sampler, sampler_chain
-from ._sequence import DONE, Job, Slot
+from ._sequence import Job, Slot
 from .config import EdgeSettings
 from .errors import GenerationError
 

@@ -9,10 +9,9 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from models import Chunk, GenerationRequest, Usage
+from models.worker import DONE
 
 from .text import IncrementalDecoder, StopMatcher
-
-DONE = object()
 
 
 @dataclass(eq=False)

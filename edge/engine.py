@@ -16,10 +16,11 @@ from collections.abc import AsyncIterator
 from typing import Any
 
 from models import Chunk, EngineLoad, GenerationRequest, ModelSpec
+from models.worker import drain
 
 from ._runtime import Runtime
 from ._scheduler import Scheduler, EngineStats
-from ._sequence import DONE, Job
+from ._sequence import Job
 from .config import EdgeSettings
 from .errors import EdgeSaturatedError, EngineClosedError, PromptTooLongError
 
@@ -98,12 +99,7 @@ class LlamaEngine:
         """Queue the request and yield its tokens as the scheduler decodes them."""
         job = self._admit(request)
         try:
-            while True:
-                item = await job.out.get()
-                if item is DONE:
-                    return
-                if isinstance(item, BaseException):
-                    raise item
+            async for item in drain(job.out):
                 yield item
         finally:
             # The consumer went away (client disconnect, fallback): the scheduler frees the slot
