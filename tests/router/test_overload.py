@@ -25,7 +25,7 @@ LONG = {"model": "edge", "max_tokens": 1500, "temperature": 0,
 def small_edge(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[str, object]]:
     settings = load_settings(
         data_dir=tmp_path_factory.mktemp("overload"),
-        edge={"max_queue": 1},
+        edge={"max_queue": 1, "slots": 1},
         cloud={"local_member": False},
         cache={"enabled": False},
     )
