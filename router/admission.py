@@ -26,6 +26,7 @@ from litestar.middleware import ASGIMiddleware
 from litestar.types import ASGIApp, Message, Receive, Scope, Send
 
 from .errors import BodyTimeoutError, DrainingError, InvalidRequestError, PayloadTooLargeError
+from .limits import ACTIVE, LimitSettings
 
 _WITH_BODY = {"POST", "PUT", "PATCH"}
 _STRING = re.compile(rb'"[^"\\]*(?:\\.[^"\\]*)*"')  # a JSON string (escapes included), unrolled: no backtracking
@@ -90,25 +91,26 @@ class Drain:
 class AdmissionMiddleware(ASGIMiddleware):
     scopes = (ScopeType.HTTP,)
 
-    def __init__(
-        self, drain: Drain, *, max_body_bytes: int, body_timeout_s: float, max_json_depth: int
-    ) -> None:
+    def __init__(self, drain: Drain, *, max_body_bytes: int, body_timeout_s: float, limits: LimitSettings) -> None:
         self.drain = drain
         self.max_body_bytes = max_body_bytes
         self.body_timeout_s = body_timeout_s
-        self.max_json_depth = max_json_depth
+        self.limits = limits
+        self.max_json_depth = limits.max_json_depth
 
     async def handle(self, scope: Scope, receive: Receive, send: Send, next_app: ASGIApp) -> None:
         drain = self.drain
         if drain.draining:
             raise DrainingError("the node is shutting down; retry on another node or later")
         drain.enter()
+        token = ACTIVE.set(self.limits)  # for the body's validator (router.limits.precheck)
         try:
             if scope["method"] in _WITH_BODY:
                 body = await self._read_body(scope, receive)
                 receive = _replay(body, receive)
             await next_app(scope, receive, send)
         finally:
+            ACTIVE.reset(token)
             drain.leave()
 
     async def _read_body(self, scope: Scope, receive: Receive) -> bytes:

@@ -50,7 +50,7 @@ def create_api_app(settings: Settings, *, plugins: Sequence[PluginProtocol] = ()
         drain,
         max_body_bytes=settings.server.max_body_bytes,
         body_timeout_s=settings.server.body_timeout_s,
-        max_json_depth=settings.limits.max_json_depth,
+        limits=settings.limits,
     )
     return Litestar(
         route_handlers=[OpenAIController, healthz],

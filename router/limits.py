@@ -13,7 +13,9 @@ from __future__ import annotations
 import math
 import time
 from collections.abc import Callable
+from contextvars import ContextVar
 from dataclasses import dataclass
+from typing import Any
 
 from pydantic import BaseModel, Field
 
@@ -53,15 +55,33 @@ class LimitSettings(BaseModel):
 
 # -- the caps ----------------------------------------------------------------------------------
 
+# The caps of the request being handled, set by the admission middleware: the body's validator
+# reads them to refuse 20,000 messages before validating each one (that alone took ~70 ms).
+ACTIVE: ContextVar[LimitSettings | None] = ContextVar("edgeroute_limits", default=None)
+
+
+def precheck(data: Any) -> None:
+    """The message count, on the decoded JSON before any model is built from it."""
+    limits = ACTIVE.get()
+    if limits is None or not isinstance(data, dict):
+        return
+    messages = data.get("messages")
+    if isinstance(messages, list) and len(messages) > limits.max_messages:
+        _too_many(len(messages), limits)
+
+
+def _too_many(count: int, limits: LimitSettings) -> None:
+    raise InvalidRequestError(
+        f"too many messages: {count} (at most {limits.max_messages})",
+        param="messages",
+        code="array_above_max_length",
+    )
+
 
 def check_messages(messages: list[object], limits: LimitSettings) -> None:
     """Refuse a chat body over the caps (400, as OpenAI answers an array or string above its maximum)."""
     if len(messages) > limits.max_messages:
-        raise InvalidRequestError(
-            f"too many messages: {len(messages)} (at most {limits.max_messages})",
-            param="messages",
-            code="array_above_max_length",
-        )
+        _too_many(len(messages), limits)
     total = 0
     for i, message in enumerate(messages):
         content = getattr(message, "content", None)

@@ -11,11 +11,10 @@
 
 from __future__ import annotations
 
-import asyncio
 import logging
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
-from typing import Any, TypeVar
+from typing import Any
 
 import numpy as np
 
@@ -27,15 +26,12 @@ from .errors import InvalidRequestError, NoCapacityError
 from .fallback import StreamPlan, resilient, start
 from .limits import Reservation
 from .logs import log_request
+from .offload import check_edge_context, off_loop, prompt_cost
 from .node import Node
 from .policy import Decision, Features, Hint, decide
 from .telemetry import Trace
 
 log = logging.getLogger(__name__)
-T = TypeVar("T")
-# Text beyond this many characters (a message counts as 64 more: the chat template renders each)
-# is tokenized, scanned and rendered on a worker thread, so no request holds the event loop.
-_OFFLOAD_COST = 8192
 
 
 @dataclass(frozen=True, slots=True)
@@ -137,8 +133,8 @@ async def run(node: Node, gen: GenerationRequest, ctx: RequestContext, routing: 
     # 1. the hint and the privacy rules
     hint = _hint(node, gen.model)
     text = prompt_text(gen)
-    cost = _cost(gen)
-    private = await _off_loop(cost, lambda: node.privacy.detect(text, flag=ctx.private) is not None)
+    cost = prompt_cost(gen)
+    private = await off_loop(cost, lambda: node.privacy.detect(text, flag=ctx.private) is not None)
     trace = Trace(gen.request_id, ctx.tenant, gen.model, prompt=text, stream=ctx.stream, private=private)
     routing.hybrid = node.pool is not None
     wants_complexity = node.pool is not None and hint == "auto" and not private and node.policy.uses_complexity
@@ -166,7 +162,7 @@ async def run(node: Node, gen: GenerationRequest, ctx: RequestContext, routing: 
         embedding = await node.embedder.embed(words) if words else None
 
     # 3. features and the decision
-    prompt_tokens = await _off_loop(cost, lambda: node.edge.count_prompt_tokens(gen))
+    prompt_tokens = await off_loop(cost, lambda: node.edge.count_prompt_tokens(gen))
     features = _features(node, gen, hint, private, embedding, prompt_tokens)
     decision = decide(node.policy, features)
     routing.decision = decision
@@ -194,7 +190,7 @@ async def run(node: Node, gen: GenerationRequest, ctx: RequestContext, routing: 
     routing.plan = plan
     try:
         if plan.targets[0] is node.edge:
-            _check_edge_context(node, gen, prompt_tokens)  # refused here: the engine need not tokenize it again
+            check_edge_context(node.edge.n_ctx, gen, prompt_tokens)  # refused here: the engine need not tokenize it again
         if node.limiter is not None:
             wanted = gen.params.max_tokens or node.settings.edge.default_max_tokens
             record.reservation = node.limiter.reserve_tokens(ctx.tenant, prompt_tokens + wanted)
@@ -233,34 +229,6 @@ def _hint(node: Node, model: str) -> Hint:
     raise InvalidRequestError(
         f"the model {model!r} does not exist; valid models: {valid}", param="model", code="model_not_found"
     )
-
-
-def _cost(gen: GenerationRequest) -> int:
-    if gen.messages is None:
-        return len(gen.prompt or "")
-    return sum(len(m["content"]) + 64 for m in gen.messages)
-
-
-async def _off_loop(cost: int, work: Callable[[], T]) -> T:
-    """Run ``work`` here when it is small, else on a worker thread (llama.cpp's tokenizer and
-    the regexes release nothing to the loop while they run)."""
-    if cost < _OFFLOAD_COST:
-        return work()
-    return await asyncio.to_thread(work)
-
-
-def _check_edge_context(node: Node, gen: GenerationRequest, prompt_tokens: int) -> None:
-    """The edge's own context check (as :class:`edge.LlamaEngine` makes it), from the count made off the loop."""
-    n_ctx = node.edge.n_ctx
-    wanted = gen.params.max_tokens
-    if prompt_tokens >= n_ctx or (wanted is not None and prompt_tokens + wanted > n_ctx):
-        asked = f" + max_tokens {wanted}" if wanted is not None else ""
-        raise InvalidRequestError(
-            f"this model's context window is {n_ctx} tokens; the prompt has {prompt_tokens} tokens"
-            f"{asked}. Shorten the messages or lower max_tokens.",
-            param="messages" if gen.is_chat else "prompt",
-            code="context_length_exceeded",
-        )
 
 
 def _features(
