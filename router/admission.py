@@ -102,7 +102,10 @@ class AdmissionMiddleware(ASGIMiddleware):
         drain = self.drain
         if drain.draining:
             raise DrainingError("the node is shutting down; retry on another node or later")
-        drain.enter()
+        # The drain waits for API requests only: a dashboard tab's live stream never ends by itself.
+        counted = scope["path"].startswith("/v1/")
+        if counted:
+            drain.enter()
         token = ACTIVE.set(self.limits)  # for the body's validator (router.limits.precheck)
         try:
             if scope["method"] in _WITH_BODY:
@@ -111,7 +114,8 @@ class AdmissionMiddleware(ASGIMiddleware):
             await next_app(scope, receive, send)
         finally:
             ACTIVE.reset(token)
-            drain.leave()
+            if counted:
+                drain.leave()
 
     async def _read_body(self, scope: Scope, receive: Receive) -> bytes:
         declared = _content_length(scope)
