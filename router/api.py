@@ -132,6 +132,9 @@ async def _collect_while_connected(request: Request[Any, Any, State], chunks: As
     gone = asyncio.ensure_future(_disconnected(request))
     try:
         await asyncio.wait({work, gone}, return_when=asyncio.FIRST_COMPLETED)
+    except BaseException:
+        work.cancel()  # the handler itself is cancelled (the server stops): so is the generation
+        raise
     finally:
         gone.cancel()
     if not work.done():

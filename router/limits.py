@@ -144,6 +144,18 @@ class _Bucket:
         return 0.0 if self.level >= cost else (cost - self.level) / self.rate
 
 
+# Without keys a tenant is any x-edgeroute-tenant header: buckets that have refilled (they hold
+# nothing a new bucket would not) are forgotten beyond this many, so memory stays bounded.
+_MAX_BUCKETS = 10_000
+
+
+def _forget_full(table: dict[str, _Bucket], now: float) -> None:
+    for tenant, bucket in list(table.items()):
+        bucket.refill(now)
+        if bucket.level >= bucket.capacity:
+            del table[tenant]
+
+
 @dataclass(slots=True)
 class Reservation:
     """Tokens taken at admission; :meth:`RateLimiter.settle` gives back what the answer did not use."""
@@ -223,6 +235,8 @@ class RateLimiter:
         now = self._clock()
         bucket = table.get(tenant)
         if bucket is None or bucket.capacity != per_minute:
+            if len(table) >= _MAX_BUCKETS:
+                _forget_full(table, now)
             bucket = table[tenant] = _Bucket(per_minute, now)
         bucket.refill(now)
         return bucket

@@ -219,3 +219,16 @@ def test_limits_from_the_environment_and_per_tenant(monkeypatch: pytest.MonkeyPa
     limits = load_settings(cfg).limits
     assert limits.rates("anyone") == (120, 1000)
     assert limits.rates("big") == (0, 1000)
+
+
+def test_buckets_that_refilled_are_forgotten_beyond_the_bound(monkeypatch: pytest.MonkeyPatch) -> None:
+    import router.limits as limits_module
+
+    monkeypatch.setattr(limits_module, "_MAX_BUCKETS", 3)
+    now = [0.0]
+    limiter = RateLimiter(LimitSettings(requests_per_minute=60), clock=lambda: now[0])
+    for tenant in ("a", "b", "c"):
+        limiter.admit_request(tenant)
+    now[0] = 2.0  # a, b and c have refilled
+    limiter.admit_request("d")
+    assert sorted(limiter._requests) == ["d"]
