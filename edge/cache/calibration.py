@@ -1,4 +1,9 @@
-"""Calibration: pick the verifier threshold with the highest recall at a required hit precision."""
+"""Calibration: pick the verifier threshold with the highest recall at a required hit precision.
+
+On a replay (each query's nearest stored question, judged servable or not), ``positives`` are the
+answerable queries, so ``recall`` is the share of answerable queries served right and
+``hit_rate`` the share of all queries served.
+"""
 
 from __future__ import annotations
 
@@ -6,6 +11,8 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
+
+CURVE_THRESHOLDS = (0.99, 0.98, 0.97, 0.96, 0.95, 0.93, 0.9, 0.85, 0.8, 0.7, 0.6, 0.5)
 
 
 @dataclass(frozen=True)
@@ -19,6 +26,10 @@ class Calibration:
     target_precision: float
     curve: list[dict[str, float]] = field(default_factory=list)
 
+    @property
+    def hit_rate(self) -> float:
+        return self.served / self.pairs if self.pairs else 0.0
+
     def as_dict(self) -> dict[str, Any]:
         return {
             "threshold": self.threshold,
@@ -28,6 +39,7 @@ class Calibration:
             "positives": self.positives,
             "pairs": self.pairs,
             "target_precision": self.target_precision,
+            "hit_rate": self.hit_rate,
             "curve": self.curve,
         }
 
@@ -51,7 +63,7 @@ def sweep(scores: np.ndarray, labels: np.ndarray, precision: float, min_served: 
     prec = tp / served
     ok = last & (prec >= precision) & (served >= min_served)
     curve = []
-    for q in (0.99, 0.98, 0.97, 0.95, 0.9, 0.85, 0.8, 0.7, 0.6, 0.5):
+    for q in CURVE_THRESHOLDS:
         idx = np.where(last & (s_sorted >= q))[0]
         if len(idx):
             i = idx[-1]
