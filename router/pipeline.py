@@ -126,6 +126,8 @@ async def route(node: Node, gen: GenerationRequest, ctx: RequestContext, stream:
         route_name = f"cache-{hit.kind}"
         trace.first_token()
         headers = {"x-edgeroute-similarity": f"{hit.similarity:.4f}", "x-edgeroute-cache-tier": hit.tier}
+        if hit.probability is not None:  # semantic hits: the verifier's calibrated probability
+            headers["x-edgeroute-verifier"] = f"{hit.probability:.4f}"
         rest = _finish(node, trace, _replay_hit(hit), route_name, f"{hit.kind}-hit", None, None,
                        {**common, "similarity": hit.similarity}, key=None)
         first = await anext(rest)

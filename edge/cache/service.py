@@ -279,7 +279,9 @@ class EdgeCache:
         ask = [i for i, r in enumerate(refusals) if r is None]
         if ask and self.verifier is not None and s.verifier:
             # One batched model run for every candidate the guards let through.
-            scored = self.verifier.probabilities(text, [near[i][0].prompt_text for i in ask])
+            scored = self.verifier.probabilities(
+                text, [near[i][0].prompt_text for i in ask], [near[i][1] for i in ask]
+            )
             for i, p in zip(ask, scored, strict=True):
                 probs[i] = float(p)
                 refusals[i] = "verifier" if p < self.threshold else None

@@ -32,13 +32,15 @@ from .verifier import MODEL_FILE, TOKENIZER_FILE, Platt, Replay, Verifier, fit_p
 Progress = Callable[[int, float], None]
 
 
+# Calibrate on the cross-encoder's score and the embedding cosine together (see Platt).
+USE_COSINE = True
 MAX_PAIR_CHARS = 240  # a cache's questions are short; long QQP pairs would pad every batch to 64 tokens
 
 # Phase 1 learns "same question" from QQP and the generated pairs (a constant learning rate: any
 # prefix is a valid checkpoint); phase 2 adds the judged train pairs, which carry the criterion.
-PHASE1 = FinetuneConfig(steps=700, lr=5e-5, schedule="constant", seed=0,
+PHASE1 = FinetuneConfig(steps=500, lr=5e-5, warmup=0.07, schedule="constant", seed=0,
                         mix=(("qqp", 0.5), ("generated", 0.5)))
-PHASE2 = FinetuneConfig(steps=300, lr=3e-5, schedule="cosine", seed=1,
+PHASE2 = FinetuneConfig(steps=250, lr=3e-5, schedule="cosine", seed=1,
                         mix=(("judged", 0.45), ("generated", 0.3), ("qqp", 0.25)))
 
 
@@ -69,10 +71,11 @@ def cosines(embedder: Embedder, items: Sequence[tuple[str, str]], batch: int = 6
 @dataclass
 class ReplayScores:
     logits: np.ndarray  # NaN where refused before the verifier
+    cosines: np.ndarray
     servable: np.ndarray
 
     def replay(self, platt: Platt) -> Replay:
-        probs = np.where(np.isnan(self.logits), -1.0, platt(np.nan_to_num(self.logits)))
+        probs = np.where(np.isnan(self.logits), -1.0, platt(np.nan_to_num(self.logits), self.cosines))
         return Replay(probs, self.servable)
 
 
@@ -87,13 +90,14 @@ def score_replay(
     ]
     if ok:
         logits[ok] = verifier.model.many_logits([(items[i].query, items[i].stored) for i in ok])
-    return ReplayScores(logits, np.asarray([j.servable for j in items], dtype=bool))
+    return ReplayScores(logits, np.asarray(cos, dtype=np.float64), np.asarray([j.servable for j in items], dtype=bool))
 
 
-def calibrate(verifier: Verifier, scores: ReplayScores) -> Verifier:
+def calibrate(verifier: Verifier, scores: ReplayScores, with_cosine: bool = USE_COSINE) -> Verifier:
     """Fit Platt scaling on the pairs the verifier scored; attach the calibration replay."""
     seen = ~np.isnan(scores.logits)
-    platt = fit_platt(scores.logits[seen], scores.servable[seen])
+    cos = scores.cosines[seen] if with_cosine else None
+    platt = fit_platt(scores.logits[seen], scores.servable[seen], cos)
     return replace(verifier, platt=platt, replay=scores.replay(platt))
 
 

@@ -34,13 +34,19 @@ FILES = (MODEL_FILE, TOKENIZER_FILE, META_FILE)
 
 @dataclass(frozen=True)
 class Platt:
-    """p = sigmoid(a * logit + b)."""
+    """p = sigmoid(a * logit + c * cosine + b): Platt scaling, with the pair's embedding cosine as a
+    second input (c = 0: plain Platt). The cosine carries what the cross-encoder does not see."""
 
     a: float = 1.0
     b: float = 0.0
+    c: float = 0.0
 
-    def __call__(self, logits: np.ndarray) -> np.ndarray:
+    def __call__(self, logits: np.ndarray, cosines: np.ndarray | None = None) -> np.ndarray:
         z = self.a * np.asarray(logits, dtype=np.float64) + self.b
+        if self.c:
+            if cosines is None:
+                raise VerifierError("this calibration needs the pairs' cosines")
+            z = z + self.c * np.asarray(cosines, dtype=np.float64)
         return 1.0 / (1.0 + np.exp(-z))
 
 
@@ -75,16 +81,16 @@ class Verifier:
     replay: Replay | None = None
     meta: dict[str, Any] = field(default_factory=dict)
 
-    def probabilities(self, query: str, candidates: Sequence[str]) -> np.ndarray:
-        """Calibrated probabilities of ``query`` against each candidate: one batched model run."""
-        return self.platt(self.model.logits(query, candidates))
+    def probabilities(
+        self, query: str, candidates: Sequence[str], cosines: Sequence[float] | None = None
+    ) -> np.ndarray:
+        """Calibrated probabilities of ``query`` against each candidate (embedding cosines given
+        alongside): one batched model run."""
+        cos = None if cosines is None else np.asarray(cosines, dtype=np.float64)
+        return self.platt(self.model.logits(query, candidates), cos)
 
-    def probability(self, query: str, candidate: str) -> float:
-        return float(self.probabilities(query, [candidate])[0])
-
-    def pair_probabilities(self, pairs: Sequence[tuple[str, str]]) -> np.ndarray:
-        """Probabilities of many (query, stored) pairs, batched (calibration, benchmarks)."""
-        return self.platt(self.model.many_logits(pairs))
+    def probability(self, query: str, candidate: str, cosine: float | None = None) -> float:
+        return float(self.probabilities(query, [candidate], None if cosine is None else [cosine])[0])
 
     def operating_point(self, max_wrong_rate: float) -> Calibration:
         if self.replay is None:
@@ -109,7 +115,7 @@ class Verifier:
                     f"{directory / META_FILE}: format {doc.get('format')} is not {FORMAT}; "
                     "retrain with `edgeroute cache train-verifier`"
                 )
-            platt = Platt(float(doc["platt"]["a"]), float(doc["platt"]["b"]))
+            platt = Platt(float(doc["platt"]["a"]), float(doc["platt"]["b"]), float(doc["platt"].get("c", 0.0)))
             replay = Replay.from_json(doc["replay"]) if doc.get("replay") else None
             meta = dict(doc.get("meta", {}))
         except VerifierError:
@@ -124,7 +130,7 @@ class Verifier:
         doc = {
             "format": FORMAT,
             "model": "MiniLM cross-encoder (ONNX INT8) + Platt scaling",
-            "platt": {"a": round(self.platt.a, 6), "b": round(self.platt.b, 6)},
+            "platt": {"a": round(self.platt.a, 6), "b": round(self.platt.b, 6), "c": round(self.platt.c, 6)},
             "replay": self.replay.as_json() if self.replay is not None else None,
             "meta": self.meta,
         }
@@ -134,12 +140,16 @@ class Verifier:
             raise VerifierError(f"cannot write {directory / META_FILE}: {exc}") from exc
 
 
-def fit_platt(logits: np.ndarray, labels: np.ndarray) -> Platt:
-    """Platt scaling: a one-feature logistic regression of the label on the raw score."""
+def fit_platt(logits: np.ndarray, labels: np.ndarray, cosines: np.ndarray | None = None) -> Platt:
+    """Platt scaling: a logistic regression of the label on the raw score (and the cosine, if given)."""
     from sklearn.linear_model import LogisticRegression
 
     y = np.asarray(labels, dtype=bool)
     if y.all() or not y.any():
         raise VerifierError("Platt scaling needs both servable and unservable pairs")
-    model = LogisticRegression(C=1e4, max_iter=1000).fit(np.asarray(logits, dtype=np.float64)[:, None], y)
-    return Platt(float(model.coef_[0, 0]), float(model.intercept_[0]))
+    x = np.asarray(logits, dtype=np.float64)[:, None]
+    if cosines is not None:
+        x = np.concatenate([x, np.asarray(cosines, dtype=np.float64)[:, None]], axis=1)
+    model = LogisticRegression(C=1e4, max_iter=1000).fit(x, y)
+    c = float(model.coef_[0, 1]) if cosines is not None else 0.0
+    return Platt(float(model.coef_[0, 0]), float(model.intercept_[0]), c)

@@ -72,7 +72,8 @@ def test_train_verifier_on_a_tiny_set_writes_loadable_files(tmp_path: Path) -> N
     v = Verifier.load(out)
     assert [ph["steps"] for ph in v.meta["phases"]] == [2, 2] and v.meta["phases"][0]["layers"] == 1
     assert v.replay is not None and len(v.replay.scores) == v.meta["judged"]["calibration"] > 0
-    p = v.probabilities("How can I learn chess?", ["How do I learn chess?", "How do I learn chess for kids?"])
+    p = v.probabilities("How can I learn chess?", ["How do I learn chess?", "How do I learn chess for kids?"],
+                        [0.97, 0.9])
     assert p.shape == (2,) and ((p > 0) & (p < 1)).all()
 
 

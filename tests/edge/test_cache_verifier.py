@@ -7,8 +7,9 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from cache_helpers import embedder  # noqa: F401  (module-scoped fixture)
 
-from edge import CacheSettings, VerifierError
+from edge import CacheSettings, Embedder, VerifierError
 from edge.cache import Verifier, load_judged, split_judged, sweep
 from edge.cache.index import IvfIndex
 from edge.cache.judged import part_of
@@ -26,26 +27,34 @@ def verifier() -> Verifier:
     return Verifier.shipped()
 
 
+def _cos(embedder: Embedder, a: str, b: str) -> float:
+    va, vb = embedder.embed_batch([a, b])
+    return float(va @ vb)
+
+
 def test_batched_scores_equal_per_pair_scores(verifier: Verifier) -> None:
     query = "How do I reset my password on Windows 10?"
     cands = ["How can I reset my password on Windows 10?", "How do I reset my password on Windows 7?",
              "What is the best laptop under 500 dollars?"]
-    batched = verifier.probabilities(query, cands)
-    single = np.array([verifier.probability(query, c) for c in cands])
+    cos = [0.97, 0.93, 0.2]
+    batched = verifier.probabilities(query, cands, cos)
+    single = np.array([verifier.probability(query, c, x) for c, x in zip(cands, cos, strict=True)])
     assert verifier.model.runs >= 4 and batched.shape == (3,)
     # Same model, same pairs: only INT8 activation scaling differs with the batch (see finetune.py).
     np.testing.assert_allclose(batched, single, atol=0.02)
     assert verifier.probabilities(query, []).shape == (0,)
 
 
-def test_paraphrase_is_accepted_and_changed_specifics_are_refused(verifier: Verifier) -> None:
+def test_paraphrase_is_accepted_and_changed_specifics_are_refused(
+    verifier: Verifier, embedder: Embedder  # noqa: F811
+) -> None:
     threshold = verifier.operating_point(CacheSettings().max_wrong_rate).threshold
     assert threshold is not None
     q = "How do I reset my password?"
-    assert verifier.probability("how can I reset my password", q) >= threshold
-    for changed in ("How do I reset my password on Android?", "How do I not reset my password?",
-                    "How do I reset my PIN?"):
-        assert verifier.probability(changed, q) < threshold, changed
+    para = "how can I reset my password"
+    assert verifier.probability(para, q, _cos(embedder, para, q)) >= threshold
+    for changed in ("How do I reset my password on Android?", "How do I reset my PIN?"):
+        assert verifier.probability(changed, q, _cos(embedder, changed, q)) < threshold, changed
 
 
 def test_shipped_calibration_meets_the_default_budget(verifier: Verifier) -> None:
@@ -98,6 +107,10 @@ def test_platt_scaling_is_monotone_and_fits_the_labels() -> None:
     p = platt(np.array([-3.0, 0.0, 3.0]))
     assert p[0] < p[1] < p[2]
     assert Platt()(np.array([0.0]))[0] == 0.5
+    with_cos = fit_platt(logits, labels, cosines=rng.random(400))
+    assert with_cos.c != 0.0 and with_cos(np.array([1.0]), np.array([0.9])).shape == (1,)
+    with pytest.raises(VerifierError, match="cosines"):
+        with_cos(np.array([1.0]))
     with pytest.raises(VerifierError, match="both"):
         fit_platt(logits, np.ones(400, dtype=bool))
 
