@@ -124,7 +124,7 @@ def finetune(
         opt.step()
         sched.step()
         opt.zero_grad(set_to_none=True)
-        running = 0.98 * running + 0.02 * float(loss) if step else float(loss)
+        running = 0.98 * running + 0.02 * loss.item() if step else loss.item()
         if progress is not None:
             progress(step + 1, running)
         if checkpoint_every and (step + 1) % checkpoint_every == 0 and step + 1 < cfg.steps:

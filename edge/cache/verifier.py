@@ -69,9 +69,16 @@ class Replay:
         return cls(np.asarray(doc["scores"], dtype=np.float64), np.asarray(doc["servable"], dtype=bool))
 
 
-def operating_point(replay: Replay, max_wrong_rate: float) -> Calibration:
-    """The lowest threshold whose served hits on ``replay`` are wrong at most ``max_wrong_rate`` of the time."""
-    return sweep(replay.scores, replay.servable, 1.0 - max_wrong_rate)
+# One-sided ~84% confidence: the served precision's Wilson lower bound must meet the budget. Chosen
+# by 5-fold cross-validation on the calibration part: the point estimate (z = 0) gave 0.942
+# out-of-fold precision for a 0.95 target, z = 1 gave 0.957 (recall of answerable 0.367 -> 0.299).
+BUDGET_Z = 1.0
+
+
+def operating_point(replay: Replay, max_wrong_rate: float, z: float = BUDGET_Z) -> Calibration:
+    """The lowest threshold whose served hits on ``replay`` are wrong at most ``max_wrong_rate`` of
+    the time, with confidence (Wilson lower bound at ``z``)."""
+    return sweep(replay.scores, replay.servable, 1.0 - max_wrong_rate, z=z)
 
 
 @dataclass

@@ -42,7 +42,7 @@ def test_batched_scores_equal_per_pair_scores(verifier: Verifier) -> None:
     assert verifier.model.runs >= 4 and batched.shape == (3,)
     # Same model, same pairs: only INT8 activation scaling differs with the batch (see finetune.py).
     np.testing.assert_allclose(batched, single, atol=0.02)
-    assert verifier.probabilities(query, []).shape == (0,)
+    assert verifier.probabilities(query, [], []).shape == (0,)
 
 
 def test_paraphrase_is_accepted_and_changed_specifics_are_refused(
@@ -88,14 +88,22 @@ def test_operating_point_picks_the_lowest_threshold_within_the_budget() -> None:
     servable = np.ones(len(scores), dtype=bool)
     servable[[3, 21, 24, 26, 27, 29, 30]] = False  # wrong at 0.96, 0.78, 0.75, 0.73, 0.72, 0.70; one refused
     replay = Replay(scores, servable)
-    point = operating_point(replay, max_wrong_rate=0.05)
-    # served >= 20 is required; at 0.79 (21 served) one is wrong: 0.952 >= 0.95; at 0.78 two of 22
+    # By the point estimate (z = 0): served >= 20 is required; at 0.79 (21 served) one is wrong,
+    # 0.952 >= 0.95; at 0.78 two of 22.
+    point = operating_point(replay, max_wrong_rate=0.05, z=0.0)
     assert (point.threshold, point.served, point.positives, point.pairs) == (0.79, 21, 25, 32)
     assert point.precision == pytest.approx(20 / 21) and point.recall == pytest.approx(20 / 25)
     assert point.hit_rate == pytest.approx(21 / 32)
-    loose = operating_point(replay, max_wrong_rate=0.20)
+    loose = operating_point(replay, max_wrong_rate=0.20, z=0.0)
     assert (loose.threshold, loose.served) == (0.70, 30)  # 6 wrong of 30: exactly 0.20
-    assert operating_point(replay, max_wrong_rate=0.01).threshold is None  # 20 served always has one wrong
+    # The shipped rule (z = 1): the Wilson lower bound must meet the budget. 23 right of 26 at
+    # 0.74 bounds at 0.807 >= 0.80; 23 of 27 at 0.73 only at 0.771.
+    confident = operating_point(replay, max_wrong_rate=0.20)
+    assert (confident.threshold, confident.served) == (0.74, 26)
+    assert confident.precision == pytest.approx(23 / 26)
+    # one wrong among 21 served: 0.952 by the estimate, but not with confidence
+    assert operating_point(replay, max_wrong_rate=0.05).threshold is None
+    assert operating_point(replay, max_wrong_rate=0.01, z=0.0).threshold is None
 
 
 def test_platt_scaling_is_monotone_and_fits_the_labels() -> None:
