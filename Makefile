@@ -38,13 +38,14 @@ browser:
 	@command -v chromium >/dev/null 2>&1 || test -x /usr/bin/chromium || { echo "chromium is still missing" >&2; exit 1; }
 
 test: prepare browser
-	$(BIN)/python -m pytest
+	$(BIN)/lint-imports && $(BIN)/python -m pytest
 
 bench: prepare
 	$(BIN)/python -m bench.edge_api
 	$(BIN)/python -m bench.cache
 	$(BIN)/python -m bench.cache_http
 	$(BIN)/python -m bench.pool
+	$(BIN)/python -m bench.overhead
 	$(BIN)/python bench/bench_routing.py
 	$(BIN)/python -m bench.dashboard_sse
 

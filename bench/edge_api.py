@@ -67,7 +67,7 @@ def _stats(start: float, stamps: list[float], n_tokens: int) -> dict[str, float]
 
 
 def start_node(port: int, data_dir: Path) -> subprocess.Popen[bytes]:
-    cmd = [sys.executable, "-c", "from router.cli import main; main()", "serve", "--port", str(port),
+    cmd = [sys.executable, "-c", "from dashboard.cli import main; main()", "serve", "--port", str(port),
            "--data-dir", str(data_dir), "--log-level", "warning", "--no-local-member"]
     proc = subprocess.Popen(cmd, start_new_session=True)
     deadline = time.monotonic() + 120

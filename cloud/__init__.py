@@ -22,7 +22,7 @@ from .errors import (
 )
 from .events import MemberStatus, PoolEvent
 from .local import LocalMember
-from .pool import CloudPool
+from .pool import CloudPool, PoolStream
 from .runtime import open_pool
 
 __all__ = [
@@ -42,6 +42,7 @@ __all__ = [
     "MemberTimeoutError",
     "PoolEvent",
     "PoolSettings",
+    "PoolStream",
     "PoolUnavailableError",
     "StreamBrokenError",
     "open_pool",

@@ -18,12 +18,13 @@ import httpx
 from httpx_sse import SSEError, aconnect_sse
 
 from models import Chunk, EngineLoad, GenerationRequest, Usage
+from models.errors import ErrorEventError, WireFormatError
+from models.openai.client import error_message, parse_event, request_body
 
 from .breaker import CircuitBreaker, Transition
 from .config import MemberSettings, PoolSettings
 from .errors import (
     CloudRequestError,
-    ErrorEventError,
     MemberConnectError,
     MemberError,
     MemberHTTPError,
@@ -36,7 +37,6 @@ from .errors import (
 from .events import EventKind, MemberStatus, PoolEvent
 from .health import Probe, Scrape, probe
 from .stats import Window
-from .wire import error_message, parse_event, request_body
 
 log = logging.getLogger(__name__)
 
@@ -199,7 +199,10 @@ class Member:
             async with contextlib.AsyncExitStack() as stack:
                 async with asyncio.timeout_at(deadline):  # connect, send, and wait for the headers
                     source = await stack.enter_async_context(
-                        aconnect_sse(self._client, "POST", path, json=body)
+                        # The node's request id travels on, so a member's logs can be joined with ours.
+                        aconnect_sse(
+                            self._client, "POST", path, json=body, headers={"x-request-id": request.request_id}
+                        )
                     )
                     await self._check_status(source.response)
                 events = source.aiter_sse()
@@ -217,6 +220,7 @@ class Member:
                     if event.data == "[DONE]":
                         if finish is None:
                             raise TruncatedStreamError("the stream ended ([DONE]) without a finish_reason")
+                        await _drain(events, loop.time() + self._pool.stall_timeout_s)
                         break
                     if not event.data:
                         continue  # comments and pings
@@ -244,7 +248,7 @@ class Member:
             self._transition(self.breaker.success())  # the member answered: it is alive
             self._emit("rejected", request.request_id, attempt=attempt)
             raise
-        except (httpx.HTTPError, SSEError, TimeoutError, StreamFaultError, MemberError) as exc:
+        except (httpx.HTTPError, SSEError, TimeoutError, StreamFaultError, WireFormatError, MemberError) as exc:
             verdict = True
             error = self._translate(exc, parts, first_at is not None)
             self._failed(error, request.request_id, attempt, started)
@@ -313,3 +317,15 @@ class Member:
 
     async def aclose(self) -> None:
         await self._client.aclose()
+
+
+async def _drain(events: AsyncIterator[object], deadline: float) -> None:
+    """Read what follows ``[DONE]`` up to the end of the body (normally nothing but the chunked
+    terminator): a response read to its end gives its connection back to the pool for the next
+    request, one left unread is closed, and every request would pay a new connection."""
+    try:
+        async with asyncio.timeout_at(deadline):
+            while await anext(events, None) is not None:
+                pass
+    except TimeoutError:  # a member that holds the body open after [DONE]: the connection is dropped
+        pass

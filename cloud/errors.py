@@ -2,7 +2,13 @@
 
 from __future__ import annotations
 
-from models.errors import EdgerouteError
+from models.errors import (
+    EdgerouteError,
+    EngineError,
+    EngineUnavailableError,
+    RequestRejectedError,
+)
+from models.errors import StreamBrokenError as _StreamBroken
 
 
 class CloudError(EdgerouteError):
@@ -12,19 +18,22 @@ class CloudError(EdgerouteError):
 # -- the client ------------------------------------------------------------------------------
 
 
-class PoolUnavailableError(CloudError):
+class PoolUnavailableError(CloudError, EngineUnavailableError):
     """No member can serve the request now (all down, ejected, or every attempt failed)."""
 
     def __init__(self, message: str, *, retry_after: int = 1, code: str | None = "cloud_unavailable") -> None:
-        super().__init__(message, code=code)
-        self.retry_after = retry_after
+        super().__init__(message, retry_after=retry_after, code=code)
 
 
-class CloudRequestError(CloudError):
-    """A member refused the request itself (e.g. the prompt does not fit): retrying elsewhere won't help."""
+class CloudRequestError(CloudError, EngineError):
+    """A member refused the request itself (e.g. the prompt does not fit): another member won't help,
+    the edge (another model, other limits) may."""
+
+    status = 400
+    error_type = "invalid_request_error"
 
 
-class MemberError(CloudError):
+class MemberError(CloudError, EngineError):
     """One member failed before the first token; ``retryable`` says whether another try may succeed."""
 
     retryable = True
@@ -55,34 +64,25 @@ class MemberProtocolError(MemberError):
     """The member's answer is not a valid OpenAI stream."""
 
 
-class StreamBrokenError(CloudError):
-    """A stream broke after its first token; ``partial`` is the text received so far."""
+class StreamBrokenError(CloudError, _StreamBroken):
+    """A member's stream broke after its first token; ``partial`` is the text received so far."""
 
     def __init__(
         self, message: str, *, partial: str, member: str, code: str | None = "stream_broken"
     ) -> None:
-        super().__init__(message, code=code)
-        self.partial = partial
-        self.member = member
+        super().__init__(message, partial=partial, member=member, code=code)
 
 
 class LocalMemberError(CloudError):
     """A local member process could not be started or died."""
 
 
-# -- faults of one stream (internal: the client turns them into MemberError / StreamBrokenError) --
+# -- faults of one stream (internal: the client turns them into MemberError / StreamBrokenError;
+#    malformed and error events are models.errors.WireFormatError, raised by models.openai) --
 
 
 class StreamFaultError(CloudError):
     """Base of what can be wrong with a member's event stream itself."""
-
-
-class MalformedEventError(StreamFaultError):
-    """A stream event that is not an OpenAI chunk."""
-
-
-class ErrorEventError(StreamFaultError):
-    """The member sent an error event inside the stream."""
 
 
 class TruncatedStreamError(StreamFaultError):
@@ -100,16 +100,18 @@ class WeightsError(MemberServerError):
     """The full-precision weights could not be prepared or loaded."""
 
 
-class BadRequestError(MemberServerError):
+class BadRequestError(MemberServerError, RequestRejectedError):
     """The request is invalid for this member (unknown model, prompt too long, bad field)."""
 
 
-class OverloadedError(MemberServerError):
+class OverloadedError(MemberServerError, EngineUnavailableError):
     """The member's queue is full."""
 
 
-class RankFailureError(MemberServerError):
+class RankFailureError(MemberServerError, EngineUnavailableError):
     """A tensor-parallel rank died or stopped answering; the member is going down."""
+
+    error_type = "server_error"
 
 
 class ProcessGroupError(MemberServerError):

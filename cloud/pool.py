@@ -109,16 +109,14 @@ class CloudPool:
     def status(self) -> list[MemberStatus]:
         return [m.status() for m in self.members]
 
-    def healthy_count(self) -> int:
-        return sum(1 for m in self.members if m.healthy)
-
     def outstanding(self) -> int:
         """Requests in flight or queued across healthy members (this node's and others')."""
         return sum(m.depth() for m in self.members if m.healthy)
 
     def ttft_ms_p50(self) -> float | None:
-        samples = [v for m in self.members for v in m.ttft.values()]
-        return statistics.median(samples) if samples else None
+        """The median of the healthy members' own p50 TTFTs (None before any first token)."""
+        p50s = [p for m in self.members if m.healthy and (p := m.ttft.p50()) is not None]
+        return statistics.median(p50s) if p50s else None
 
     def load(self) -> EngineLoad:
         healthy = [m for m in self.members if m.healthy]
@@ -127,18 +125,13 @@ class CloudPool:
 
     # -- requests --------------------------------------------------------------------------
 
-    async def stream(
-        self, request: GenerationRequest, *, avoid: Collection[str] = ()
-    ) -> AsyncIterator[Chunk]:
+    def stream(self, request: GenerationRequest, *, avoid: Collection[str] = ()) -> PoolStream:
         """Chunks of the first member that answers; ``avoid`` names members to use only if no
-        other can serve (e.g. the one whose stream just broke, when continuing from its partial)."""
-        opened = await self._open(request, list(avoid))
-        try:
-            yield opened.first
-            async for chunk in opened.chunks:
-                yield chunk
-        finally:
-            await opened.chunks.aclose()  # type: ignore[attr-defined]
+        other can serve (e.g. the one whose stream just broke, when continuing from its partial).
+
+        The stream says which member answered and which failed before it (see :class:`PoolStream`).
+        """
+        return PoolStream(self, request, avoid)
 
     def _choose(self, tried: list[str]) -> Member | None:
         """The member to try next: a half-open member's probe first, then the least loaded
@@ -169,7 +162,7 @@ class CloudPool:
         self._rr += 1
         return member if member.acquire() else None
 
-    async def _open(self, request: GenerationRequest, tried: list[str]) -> _Opened:
+    async def _open(self, request: GenerationRequest, tried: list[str], failed: list[str]) -> _Opened:
         failures: list[str] = []
         retrying = AsyncRetrying(
             stop=stop_after_attempt(self.settings.retries + 1),
@@ -187,7 +180,7 @@ class CloudPool:
             async for attempt in retrying:
                 with attempt:
                     attempts = attempt.retry_state.attempt_number
-                    opened = await self._attempt(request, attempts, tried, failures)
+                    opened = await self._attempt(request, attempts, tried, failures, failed)
             return opened
         except MemberError as exc:
             message = f"no cloud member could serve the request ({attempts} attempt(s)); last: {exc.message}"
@@ -195,7 +188,7 @@ class CloudPool:
             raise PoolUnavailableError(message) from exc
 
     async def _attempt(
-        self, request: GenerationRequest, attempt: int, tried: list[str], failures: list[str]
+        self, request: GenerationRequest, attempt: int, tried: list[str], failures: list[str], failed: list[str]
     ) -> _Opened:
         member = self._choose(tried)
         if member is None:
@@ -209,14 +202,14 @@ class CloudPool:
             raise PoolUnavailableError(message)
         tried.append(member.name)
         if not self.settings.hedging:
-            return await _first(member, request, attempt)
-        return await self._hedged(member, request, attempt, tried)
+            return await _first(member, request, attempt, failed)
+        return await self._hedged(member, request, attempt, tried, failed)
 
     async def _hedged(
-        self, member: Member, request: GenerationRequest, attempt: int, tried: list[str]
+        self, member: Member, request: GenerationRequest, attempt: int, tried: list[str], failed: list[str]
     ) -> _Opened:
         """Race a second member against a first one slow to its first token; the loser is cancelled."""
-        tasks = [asyncio.create_task(_first(member, request, attempt))]
+        tasks = [asyncio.create_task(_first(member, request, attempt, failed))]
         try:
             done, _ = await asyncio.wait(tasks, timeout=self.settings.hedge_after_s)
             if not done:
@@ -224,7 +217,7 @@ class CloudPool:
                 if other is not None and other.name not in tried:
                     tried.append(other.name)
                     self._emit(PoolEvent("hedge", other.name, request.request_id, attempt))
-                    tasks.append(asyncio.create_task(_first(other, request, attempt)))
+                    tasks.append(asyncio.create_task(_first(other, request, attempt, failed)))
                 elif other is not None:
                     other.breaker.release()
             pending: set[asyncio.Task[_Opened]] = set(tasks)
@@ -265,12 +258,47 @@ class CloudPool:
             log.exception("cloud pool on_event callback failed")
 
 
-async def _first(member: Member, request: GenerationRequest, attempt: int) -> _Opened:
-    """Start a stream on ``member`` and wait for its first chunk."""
+async def _first(member: Member, request: GenerationRequest, attempt: int, failed: list[str]) -> _Opened:
+    """Start a stream on ``member`` and wait for its first chunk; a member that fails is noted in ``failed``."""
     chunks = member.stream(request, attempt=attempt)
     try:
         first = await anext(chunks)
-    except BaseException:
-        await chunks.aclose()
+    except BaseException as exc:
+        if isinstance(exc, MemberError) and member.name not in failed:
+            failed.append(member.name)
+        await chunks.aclose()  # type: ignore[attr-defined]
         raise
     return _Opened(member, chunks, first)
+
+
+class PoolStream:
+    """One request's chunks from the pool, and who served them.
+
+    ``member`` is the member that answered (set with the first chunk); ``failed`` lists, in
+    order, the members that failed before their first token inside this stream (the pool moved
+    on to another one). Retries on the same member are not listed twice.
+    """
+
+    def __init__(self, pool: CloudPool, request: GenerationRequest, avoid: Collection[str]) -> None:
+        self.member: str | None = None
+        self.failed: list[str] = []
+        self._chunks = self._run(pool, request, list(avoid))
+
+    def __aiter__(self) -> PoolStream:
+        return self
+
+    async def __anext__(self) -> Chunk:
+        return await anext(self._chunks)
+
+    async def aclose(self) -> None:
+        await self._chunks.aclose()  # type: ignore[attr-defined]
+
+    async def _run(self, pool: CloudPool, request: GenerationRequest, tried: list[str]) -> AsyncIterator[Chunk]:
+        opened = await pool._open(request, tried, self.failed)
+        self.member = opened.member.name
+        try:
+            yield opened.first
+            async for chunk in opened.chunks:
+                yield chunk
+        finally:
+            await opened.chunks.aclose()  # type: ignore[attr-defined]

@@ -1,6 +1,6 @@
 """What runs on the box: the llama.cpp INT4 engine, the embedder and the SQLite-vector cache."""
 
-from .cache import CacheHit, CacheKey, EdgeCache, Lookup
+from .cache import CacheHit, CacheKey, EdgeCache, Lookup, embedding_text
 from .config import CacheSettings, EdgeSettings
 from .embedder import Embedder
 from .engine import LlamaEngine
@@ -34,4 +34,5 @@ __all__ = [
     "Lookup",
     "PromptTooLongError",
     "VerifierError",
+    "embedding_text",
 ]

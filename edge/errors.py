@@ -1,8 +1,8 @@
-"""Errors of the edge: the llama.cpp engine, the embedder and the cache."""
+"""Errors of the edge: the llama.cpp engine, the embedder and the cache (categories: :mod:`models.errors`)."""
 
 from __future__ import annotations
 
-from models.errors import EdgerouteError
+from models.errors import EdgerouteError, EngineError, EngineUnavailableError, RequestRejectedError
 
 
 class EdgeError(EdgerouteError):
@@ -13,20 +13,22 @@ class EngineLoadError(EdgeError):
     """The GGUF model could not be loaded by llama.cpp."""
 
 
-class PromptTooLongError(EdgeError):
+class PromptTooLongError(EdgeError, RequestRejectedError):
     """The prompt plus the requested tokens do not fit the model's context window."""
 
 
-class EdgeSaturatedError(EdgeError):
+class EdgeSaturatedError(EdgeError, EngineUnavailableError):
     """The edge queue is beyond its bound; the request was not admitted."""
 
 
-class GenerationError(EdgeError):
+class GenerationError(EdgeError, EngineError):
     """llama.cpp failed while generating."""
 
 
-class EngineClosedError(EdgeError):
+class EngineClosedError(EdgeError, EngineUnavailableError):
     """The engine was closed; no request is admitted any more."""
+
+    error_type = "server_error"
 
 
 class EmbedderError(EdgeError):

@@ -1,9 +1,13 @@
-"""Turning a token stream into text: whole UTF-8 characters only, and stop sequences cut cleanly."""
+"""Turning a llama.cpp token stream into text: whole UTF-8 characters only (stop sequences: :mod:`models.stops`)."""
 
 from __future__ import annotations
 
 import codecs
 from typing import Any
+
+from models.stops import StopMatcher
+
+__all__ = ["IncrementalDecoder", "StopMatcher"]  # StopMatcher lives in models (shared with the member)
 
 
 class IncrementalDecoder:
@@ -21,37 +25,3 @@ class IncrementalDecoder:
 
     def flush(self) -> str:
         return self._utf8.decode(b"", final=True)
-
-
-class StopMatcher:
-    """Hold back text that could be the start of a stop sequence; cut at the first full match."""
-
-    def __init__(self, stops: tuple[str, ...]) -> None:
-        self._stops = tuple(s for s in stops if s)
-        self._held = ""
-        self.hit = False
-
-    def feed(self, text: str) -> tuple[str, bool]:
-        """Return (text safe to emit, whether a stop sequence was reached)."""
-        if not self._stops:
-            return text, False
-        buf = self._held + text
-        cut = min((i for i in (buf.find(s) for s in self._stops) if i >= 0), default=-1)
-        if cut >= 0:
-            self._held = ""
-            self.hit = True
-            return buf[:cut], True
-        keep = 0
-        for stop in self._stops:
-            for n in range(min(len(stop) - 1, len(buf)), 0, -1):
-                if buf.endswith(stop[:n]):
-                    keep = max(keep, n)
-                    break
-        self._held = buf[len(buf) - keep :] if keep else ""
-        return buf[: len(buf) - keep], False
-
-    def flush(self, text: str = "") -> str:
-        """Everything still held, at the end of the stream (no stop sequence completed)."""
-        out, _ = self.feed(text) if text else ("", False)
-        rest, self._held = self._held, ""
-        return out + rest

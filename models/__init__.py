@@ -1,6 +1,16 @@
 """Model artifacts: locate the bundled GGUF and embedding models, verify and prepare them."""
 
-from .errors import ChecksumMismatchError, EdgerouteError, ModelError, UnknownModelError
+from .errors import (
+    AuthenticationError,
+    ChecksumMismatchError,
+    EdgerouteError,
+    EngineError,
+    EngineUnavailableError,
+    ModelError,
+    RequestRejectedError,
+    StreamBrokenError,
+    UnknownModelError,
+)
 from .generation import (
     Chunk,
     Completion,
@@ -26,16 +36,21 @@ from .registry import (
 __all__ = [
     "EDGE_DEFAULT",
     "EMBEDDING_DEFAULT",
+    "AuthenticationError",
     "ChecksumMismatchError",
     "Chunk",
     "Completion",
     "EdgerouteError",
     "Engine",
+    "EngineError",
+    "EngineUnavailableError",
     "EngineLoad",
     "GenerationRequest",
     "ModelError",
     "ModelSpec",
+    "RequestRejectedError",
     "SamplingParams",
+    "StreamBrokenError",
     "UnknownModelError",
     "Usage",
     "collect",

@@ -1,8 +1,9 @@
 """The front door and the brain: the OpenAI-compatible API, routing, fallback, telemetry."""
 
-from .app import create_app
+from .app import create_api_app
 from .errors import AuthenticationError, ConfigError, InvalidRequestError, NoCapacityError, RouterError
-from .node import Node, RequestContext
+from .node import Node
+from .pipeline import RequestContext
 from .settings import Settings, load_settings
 
 __all__ = [
@@ -14,6 +15,6 @@ __all__ = [
     "RequestContext",
     "RouterError",
     "Settings",
-    "create_app",
+    "create_api_app",
     "load_settings",
 ]

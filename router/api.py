@@ -1,8 +1,14 @@
-"""The OpenAI-compatible HTTP surface: /v1/chat/completions, /v1/completions, /v1/models, /healthz."""
+"""The OpenAI-compatible HTTP surface: /v1/chat/completions, /v1/completions, /v1/models, /healthz.
+
+A handler reads the request (body, tenant, switches) and hands it to :func:`router.pipeline.run`;
+what comes back is written in OpenAI's wire format (:mod:`models.openai`).
+"""
 
 from __future__ import annotations
 
+import re
 import time
+import uuid
 from collections.abc import AsyncIterator
 from typing import Any
 
@@ -12,15 +18,21 @@ from litestar.datastructures import State
 from litestar.handlers.base import BaseRouteHandler
 from litestar.response import Stream
 
-from models import Completion, GenerationRequest, Usage
+from models import Usage, collect
+from models.openai import ChunkWriter, Kind, api_key_guard
 
-from .errors import AuthenticationError
-from .node import Node, RequestContext
-from .openai_format import ChunkWriter, Kind, completion_body, new_id
+from . import pipeline
+from .node import Node
+from .pipeline import RequestContext, Routing
 from .schemas import ChatCompletionRequest, CompletionRequest, dump_extra
 
 _TRUE = {"1", "true", "yes", "on"}
 _FALSE = {"0", "false", "no", "off"}
+# Fields that never change the answer's text, so they stay out of the cache key.
+_NOT_IN_KEY = {"cache", "private", "user", "stream", "stream_options", "n", "metadata", "store"}
+# A client's own request id is kept when it looks like one (it goes into logs and upstream headers).
+_REQUEST_ID = re.compile(r"[A-Za-z0-9._:-]{1,128}")
+REQUEST_ID_HEADER = "x-request-id"
 
 
 def _flag(value: str | None) -> bool | None:
@@ -30,59 +42,46 @@ def _flag(value: str | None) -> bool | None:
     return True if lowered in _TRUE else False if lowered in _FALSE else None
 
 
-async def api_key_guard(connection: ASGIConnection[Any, Any, Any, Any], _: BaseRouteHandler) -> None:
-    """Check the API key before the body is read, and resolve the tenant.
-
-    Async on purpose: Litestar runs a sync guard in a worker thread, a hop on every request.
-    """
-    keys: dict[str, str] = connection.app.state.node.settings.server.api_keys
-    auth = connection.headers.get("authorization", "")
-    token = auth[7:].strip() if auth.lower().startswith("bearer ") else None
-    if keys:
-        if token is None or token not in keys:
-            raise AuthenticationError("invalid or missing API key", code="invalid_api_key")
-        connection.state.tenant = keys[token]
-    else:
-        connection.state.tenant = connection.headers.get("x-edgeroute-tenant") or "default"
+async def request_id_guard(connection: ASGIConnection[Any, Any, Any, Any], _: BaseRouteHandler) -> None:
+    """Give the request its id before anything can fail (errors carry it too): the client's
+    ``x-request-id`` when it sent a sane one, else a new one."""
+    given = connection.headers.get(REQUEST_ID_HEADER)
+    connection.state.request_id = given if given and _REQUEST_ID.fullmatch(given) else uuid.uuid4().hex
 
 
 def request_context(request: Request[Any, Any, State], body: ChatCompletionRequest | CompletionRequest) -> RequestContext:
-    """The tenant (set by the guard) and the per-request switches."""
-    tenant = request.state.get("tenant", "default")
+    """The tenant (set by the API-key guard) and the per-request switches (body over headers)."""
     header_cache = _flag(request.headers.get("x-edgeroute-cache"))
     header_private = _flag(request.headers.get("x-edgeroute-private"))
-    cache = body.cache if body.cache is not None else header_cache
-    private = bool(body.private) or bool(header_private)
-    extra = {k: v for k, v in dump_extra(body).items() if k not in _NOT_IN_KEY}
-    return RequestContext(tenant=tenant, cache=cache, private=private, stream=body.stream, extra=extra)
-
-
-# Fields that never change the answer's text, so they stay out of the cache key.
-_NOT_IN_KEY = {"cache", "private", "user", "stream", "stream_options", "n", "metadata", "store"}
+    return RequestContext(
+        tenant=request.state.get("tenant", "default"),
+        cache=body.cache if body.cache is not None else header_cache,
+        private=bool(body.private) or bool(header_private),
+        stream=body.stream,
+        extra={k: v for k, v in dump_extra(body).items() if k not in _NOT_IN_KEY},
+    )
 
 
 async def _respond(
-    node: Node, kind: Kind, gen: GenerationRequest, ctx: RequestContext, stream: bool, include_usage: bool
+    request: Request[Any, Any, State], kind: Kind, body: ChatCompletionRequest | CompletionRequest
 ) -> Response[Any]:
     started = time.perf_counter()
-    routed = await node.run(gen, ctx)
-    rid = new_id(kind)
-    if not stream:
-        parts: list[str] = []
-        finish, usage = "stop", Usage(0, 0)
-        async for chunk in routed.chunks():
-            parts.append(chunk.text)
-            finish = chunk.finish_reason or finish
-            usage = chunk.usage or usage
-        done = Completion("".join(parts), finish, usage)
-        body = completion_body(kind, rid, gen.model, done.text, done.finish_reason, done.usage)
-        headers = routed.response_headers()  # after the last chunk: a fallback mid-way shows
+    node: Node = request.app.state.node
+    rid: str = request.state.request_id
+    gen = body.to_generation(rid)
+    routing = Routing()
+    request.state.routing = routing  # the error handler reads the route from here
+    routed = await pipeline.run(node, gen, request_context(request, body), routing)
+    writer = ChunkWriter(kind, gen.model, include_usage=body.include_usage)
+    if not body.stream:
+        done = await collect(routed.chunks())
+        headers = routing.headers()  # after the last chunk: a fallback mid-way shows
+        headers[REQUEST_ID_HEADER] = rid
         headers["x-edgeroute-latency-ms"] = f"{(time.perf_counter() - started) * 1000:.1f}"
-        return Response(body, headers=headers)
-
-    writer = ChunkWriter(kind, rid, gen.model, include_usage)
+        return Response(writer.whole(done.text, done.finish_reason, done.usage), headers=headers)
 
     async def events() -> AsyncIterator[bytes]:
+        yield writer.opening()
         try:
             async for chunk in routed.chunks():
                 if chunk.text:
@@ -93,29 +92,22 @@ async def _respond(
         except Exception as exc:  # noqa: BLE001 - headers are sent; the stream must end cleanly
             yield writer.error(f"generation failed: {exc}")
 
-    return Stream(
-        events(),
-        media_type="text/event-stream",
-        headers={**routed.response_headers(), "cache-control": "no-cache", "x-accel-buffering": "no"},
-    )
+    headers = {**routing.headers(), REQUEST_ID_HEADER: rid, "cache-control": "no-cache", "x-accel-buffering": "no"}
+    return Stream(events(), media_type="text/event-stream", headers=headers)
 
 
 class OpenAIController(Controller):
     path = "/v1"
     tags = ["openai"]
-    guards = [api_key_guard]
+    guards = [request_id_guard, api_key_guard]
 
     @post("/chat/completions", summary="Create a chat completion", status_code=200)
     async def chat_completions(self, request: Request[Any, Any, State], data: ChatCompletionRequest) -> Response[Any]:
-        node: Node = request.app.state.node
-        ctx = request_context(request, data)
-        return await _respond(node, "chat", data.to_generation(data.model), ctx, data.stream, data.include_usage)
+        return await _respond(request, "chat", data)
 
     @post("/completions", summary="Create a text completion", status_code=200)
     async def completions(self, request: Request[Any, Any, State], data: CompletionRequest) -> Response[Any]:
-        node: Node = request.app.state.node
-        ctx = request_context(request, data)
-        return await _respond(node, "text", data.to_generation(data.model), ctx, data.stream, data.include_usage)
+        return await _respond(request, "text", data)
 
     @get("/models", summary="List the model ids a client may send")
     async def models(self, request: Request[Any, Any, State]) -> dict[str, Any]:

@@ -7,10 +7,10 @@ client keeps reading one stream with one ``[DONE]``.
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
+from collections.abc import AsyncIterator, Sequence
 from dataclasses import dataclass, field
 
-from models import Chunk, EdgerouteError, Engine, GenerationRequest, Usage
+from models import Chunk, EdgerouteError, Engine, EngineError, GenerationRequest, Usage
 
 
 @dataclass
@@ -20,6 +20,8 @@ class Attempt:
     engine: str
     outcome: str  # "ok", "failed-before-first-token", "broken-mid-stream"
     error: str | None = None
+    member: str | None = None  # the pool member that answered (cloud attempts)
+    member_hops: int = 0  # other members the pool left for this one before its first token
 
 
 @dataclass
@@ -31,33 +33,43 @@ class StreamPlan:
     # Members whose stream broke: a continuation prefers any other (read by the pool target).
     avoid: list[str] = field(default_factory=list)
 
-    @property
-    def fallback(self) -> str | None:
-        """``"cloud->edge"`` style path when more than one engine was tried, else None."""
-        return self.path()
+    def path(self) -> str | None:
+        """``"cloud->edge"`` style path when more than one engine (or pool member) was tried, else None.
 
-    def path(self, member_hops: int = 0) -> str | None:
-        """The fallback path, counting ``member_hops`` more ``cloud`` hops before the cloud attempt
-        that got a first token: members the pool left for another one inside that attempt."""
+        Members the pool left for another one before its first token count as ``cloud`` hops
+        (``cloud->cloud``: one member failed, another answered); retries on one member do not.
+        """
         hops: list[str] = []
         for attempt in self.attempts:
-            if member_hops and attempt.engine == "cloud" and attempt.outcome != "failed-before-first-token":
-                hops += ["cloud"] * member_hops
-                member_hops = 0
-            hops.append(attempt.engine)
+            hops += [attempt.engine] * (1 + attempt.member_hops)
         return "->".join(hops) if len(hops) > 1 else None
 
+    @property
+    def answered_by(self) -> str | None:
+        """The engine of the attempt that delivered the answer's end (None before any did)."""
+        return next((a.engine for a in reversed(self.attempts) if a.outcome == "ok"), None)
 
-OnBroken = Callable[[Attempt], Awaitable[None] | None]
+    @property
+    def member(self) -> str | None:
+        """The pool member that answered (None when the last attempt is not on the cloud)."""
+        return self.attempts[-1].member if self.attempts and self.attempts[-1].engine == "cloud" else None
+
+
+def _answered(engine: Engine, stream: AsyncIterator[Chunk]) -> Attempt:
+    """An ``ok`` attempt; a pool stream says which member answered and which failed before it."""
+    member: str | None = getattr(stream, "member", None)
+    failed: list[str] = getattr(stream, "failed", [])
+    return Attempt(engine.name, "ok", member=member, member_hops=sum(1 for m in failed if m != member))
 
 
 async def start(
-    plan: StreamPlan,
-    request: GenerationRequest,
-    retryable: tuple[type[BaseException], ...],
-    start_index: int = 0,
+    plan: StreamPlan, request: GenerationRequest, start_index: int = 0
 ) -> tuple[int, Chunk, AsyncIterator[Chunk]]:
-    """Start on the first target that produces a first chunk; raise the last error if none does."""
+    """Start on the first target that produces a first chunk; raise the last error if none does.
+
+    An :class:`~models.EngineError` moves on to the next target; any other error (the request's
+    own fault) goes up at once.
+    """
     last: BaseException | None = None
     for index in range(start_index, len(plan.targets)):
         engine = plan.targets[index]
@@ -66,7 +78,7 @@ async def start(
         stream = engine.stream(request)
         try:
             first = await anext(stream)
-        except retryable as exc:
+        except EngineError as exc:
             await _close(stream)
             plan.attempts.append(Attempt(engine.name, "failed-before-first-token", _describe(exc)))
             last = exc
@@ -74,7 +86,7 @@ async def start(
         except StopAsyncIteration:
             plan.attempts.append(Attempt(engine.name, "failed-before-first-token", "empty stream"))
             continue
-        plan.attempts.append(Attempt(engine.name, "ok"))
+        plan.attempts.append(_answered(engine, stream))
         return index, first, stream
     if last is not None:
         raise last
@@ -87,8 +99,6 @@ async def resilient(
     index: int,
     first: Chunk,
     stream: AsyncIterator[Chunk],
-    broken: tuple[type[BaseException], ...],
-    retryable: tuple[type[BaseException], ...],
     prompt_tokens: int,
 ) -> AsyncIterator[Chunk]:
     """Yield ``first`` and the rest; on a break, continue on the next targets from the text so far.
@@ -116,7 +126,7 @@ async def resilient(
                     yield chunk
                 chunk = await anext(stream, None)
             return  # a stream that ended without a final chunk: nothing more to say
-        except broken as exc:
+        except EngineError as exc:
             plan.attempts[-1].outcome = "broken-mid-stream"
             plan.attempts[-1].error = _describe(exc)
             member = getattr(exc, "member", None)
@@ -134,7 +144,7 @@ async def resilient(
                 model=request.model,
                 request_id=request.request_id,
             )
-            index, chunk, stream = await start(plan, cont, retryable, index + 1)
+            index, chunk, stream = await start(plan, cont, index + 1)
 
 
 def _describe(exc: BaseException) -> str:

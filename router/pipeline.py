@@ -1,79 +1,288 @@
-"""The path of one request: cache, features, policy, generation with fallback, store, telemetry."""
+"""The path of one request, walked once and in order:
+
+1. the model hint and the privacy rules;
+2. the cache (exact, then semantic), which may also hand back the prompt's embedding;
+3. the features, and the decision: the policy's proposal under the hard rules;
+4. a cache hit is served (unless it is an edge answer for a prompt now bound for the cloud);
+5. otherwise the targets for the decision, started with fallback (:mod:`router.fallback`);
+6. the answer streams out; before its last chunk it is stored in the cache and the decision is
+   recorded (telemetry, metrics, the log line).
+"""
 
 from __future__ import annotations
 
 import logging
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
-from cloud import CloudError
-from edge import EdgeSaturatedError, EngineClosedError, GenerationError
-from models import Chunk, EdgerouteError, Engine, GenerationRequest, Usage
+import numpy as np
 
-from .errors import NoCapacityError
+from cloud import CloudPool, PoolStream
+from edge import CacheError, CacheHit, CacheKey, EmbedderError, embedding_text
+from models import Chunk, Engine, EngineError, EngineLoad, GenerationRequest, Usage
+
+from .errors import InvalidRequestError, NoCapacityError
 from .fallback import StreamPlan, resilient, start
-from .policy import Decision, Features
+from .logs import log_request
+from .node import Node
+from .policy import Decision, Features, Hint, decide
 from .telemetry import Trace
-
-if TYPE_CHECKING:
-    from edge import CacheHit, CacheKey
-
-    from .node import Node, RequestContext
 
 log = logging.getLogger(__name__)
 
-# Failures before the first token that another target can absorb.
-RETRYABLE: tuple[type[BaseException], ...] = (CloudError, EdgeSaturatedError, EngineClosedError, GenerationError)
-# Failures after the first token: the stream continues elsewhere from the text so far.
-BROKEN: tuple[type[BaseException], ...] = (CloudError, GenerationError)
+
+@dataclass(frozen=True, slots=True)
+class RequestContext:
+    """Who asked, and the per-request switches that came with the request."""
+
+    tenant: str = "default"
+    cache: bool | None = None
+    private: bool = False
+    stream: bool = False
+    extra: dict[str, Any] = field(default_factory=dict)  # answer-changing fields beyond SamplingParams
 
 
-@dataclass
+@dataclass(slots=True)
+class Routing:
+    """What has been decided for one request so far.
+
+    The API creates it and the pipeline fills it in; every ``x-edgeroute-*`` header of the
+    response, an error's included, is read from here (never from the exception).
+    """
+
+    route: str = "error"  # where the answer started: edge, cloud, cache-exact, cache-semantic
+    decision: Decision | None = None
+    plan: StreamPlan | None = None
+    cache_hit: CacheHit | None = None
+    complexity: float | None = None
+    hybrid: bool = False
+
+    def headers(self) -> dict[str, str]:
+        """The ``x-edgeroute-*`` headers of the answer as it stands now (a break mid-way shows)."""
+        hit = self.cache_hit
+        if hit is not None:
+            cached = {
+                "x-edgeroute-route": self.route,
+                "x-edgeroute-reason": f"{hit.kind}-hit",
+                "x-edgeroute-similarity": f"{hit.similarity:.4f}",
+                "x-edgeroute-cache-tier": hit.tier,
+            }
+            if hit.probability is not None:  # semantic hits: the verifier's calibrated probability
+                cached["x-edgeroute-verifier"] = f"{hit.probability:.4f}"
+            return cached
+        headers = {"x-edgeroute-route": self.route}
+        if self.decision is not None:
+            headers["x-edgeroute-reason"] = self.decision.reason
+        if self.complexity is not None:
+            headers["x-edgeroute-complexity"] = f"{self.complexity:.3f}"
+        fallback = self.plan.path() if self.plan is not None else None
+        if fallback:
+            headers["x-edgeroute-fallback"] = fallback
+        degraded = self.degraded()
+        if degraded:
+            headers["x-edgeroute-degraded"] = degraded
+        return headers
+
+    def error_headers(self, reason: str) -> dict[str, str]:
+        """An error is a route too: ``error``, the decision's reason (else ``reason``), the fallback path."""
+        headers = {"x-edgeroute-route": "error"}
+        headers["x-edgeroute-reason"] = self.decision.reason if self.decision else reason.replace("_", "-")
+        fallback = self.plan.path() if self.plan is not None else None
+        if fallback:
+            headers["x-edgeroute-fallback"] = fallback
+        return headers
+
+    def degraded(self) -> str | None:
+        """A cloud-bound prompt answered (in whole or in part) by the edge is a degraded answer."""
+        decision = self.decision
+        answered = self.plan.answered_by if self.plan is not None else None
+        if not self.hybrid or decision is None or answered != "edge":
+            return None
+        if decision.target == "cloud" or decision.reason == "cloud-unhealthy":
+            return "cloud-unavailable"
+        return None
+
+
+@dataclass(slots=True)
 class RoutedStream:
-    """A started answer: where it runs, why, its headers, and its chunks (the first already made)."""
+    """A started answer: its first chunk is already made, so nothing can fail before a byte is sent."""
 
-    route: str
-    reason: str
     first: Chunk
     rest: AsyncIterator[Chunk]
-    headers: dict[str, str] = field(default_factory=dict)
-    # Fallback and degradation as they stand now: a non-streamed answer reports them after the
-    # last chunk, so a break mid-generation shows in its headers too.
-    outcome: Callable[[], dict[str, str]] | None = None
+    routing: Routing
 
     async def chunks(self) -> AsyncIterator[Chunk]:
         yield self.first
         async for chunk in self.rest:
             yield chunk
 
-    def response_headers(self) -> dict[str, str]:
-        """The ``x-edgeroute-*`` headers of the answer so far."""
-        headers = {"x-edgeroute-route": self.route, "x-edgeroute-reason": self.reason, **self.headers}
-        if self.outcome is not None:
-            headers.update(self.outcome())
-        return headers
-
 
 def prompt_text(req: GenerationRequest) -> str:
+    """The prompt as the privacy rules and the telemetry preview read it."""
     if req.messages is None:
         return req.prompt or ""
     return "\n".join(m["content"] for m in req.messages if m["role"] in ("user", "system", "developer"))
 
 
-def _last_user(req: GenerationRequest) -> str:
-    """The text the cache and the complexity classifier embed: the last user turn."""
-    if req.messages is None:
-        return req.prompt or ""
-    users = [m["content"] for m in req.messages if m["role"] == "user"]
-    return users[-1] if users else prompt_text(req)
+async def run(node: Node, gen: GenerationRequest, ctx: RequestContext, routing: Routing) -> RoutedStream:
+    """Route ``gen`` and start it; failures before the first chunk raise here, before any byte."""
+    # 1. the hint and the privacy rules
+    hint = _hint(node, gen.model)
+    text = prompt_text(gen)
+    private = node.privacy.detect(text, flag=ctx.private) is not None
+    trace = Trace(gen.request_id, ctx.tenant, gen.model, prompt=text, stream=ctx.stream, private=private)
+    routing.hybrid = node.pool is not None
+    wants_complexity = node.pool is not None and hint == "auto" and not private and node.policy.uses_complexity
+
+    # 2. the cache
+    key: CacheKey | None = None
+    hit: CacheHit | None = None
+    refusal: str | None = None
+    embedding: np.ndarray | None = None
+    cacheable = False
+    if node.cache is not None:
+        key = CacheKey(ctx.tenant, gen.model, gen.messages, gen.prompt, gen.params, ctx.extra)
+        cacheable = node.cache.cacheable(key, opt=ctx.cache)
+        if cacheable:
+            try:
+                lookup = await node.cache.lookup(key, opt=ctx.cache, want_embedding=wants_complexity)
+                hit, refusal, embedding = lookup.hit, lookup.refusal, lookup.embedding
+            except (CacheError, EmbedderError):
+                log.exception("cache lookup failed; treated as a miss")
+    # When an edge answer is on offer the complexity score must be known, or a complex prompt
+    # would be served the edge's answer. An exact hit brings the embedding stored with it; only
+    # an entry stored without one (a prompt too long for the semantic layer) costs a model run.
+    if embedding is None and wants_complexity and node.embedder is not None and (hit is None or hit.tier == "edge"):
+        words = embedding_text(gen.messages, gen.prompt, node.settings.cache.semantic_max_chars)
+        embedding = await node.embedder.embed(words) if words else None
+
+    # 3. features and the decision
+    features = _features(node, gen, hint, private, embedding)
+    decision = decide(node.policy, features)
+    routing.decision = decision
+    routing.complexity = features.complexity
+    record = _Recorder(node, trace, routing, {
+        "features": features,
+        "complexity": features.complexity,
+        "cache": None if not cacheable else ("hit" if hit else "miss"),
+        "cache_refusal": refusal,
+    })
+
+    # 4. a cache hit, unless it is the edge's answer to a prompt now bound for the cloud
+    if hit is not None and not (hit.tier == "edge" and decision.target == "cloud"):
+        routing.route, routing.cache_hit = f"cache-{hit.kind}", hit
+        record.common["similarity"] = hit.similarity
+        trace.first_token()
+        out = _respond(node, record, _replay(hit), store=None)
+        return RoutedStream(await anext(out), out, routing)
+    if hit is not None:
+        record.common["cache"] = "miss"
+        record.common["cache_refusal"] = "edge-answer-for-cloud-prompt"
+
+    # 5. the targets, started with fallback
+    plan = _plan(node, decision, features)
+    routing.plan = plan
+    try:
+        index, first, rest = await start(plan, gen)
+    except EngineError as exc:
+        record.failed(exc)
+        raise NoCapacityError(
+            f"neither the edge nor the cloud can take this request now ({exc})", retry_after=2
+        ) from exc
+    except Exception as exc:
+        record.failed(exc)
+        raise
+    trace.first_token()
+    routing.route = "edge" if plan.targets[index].name == "edge" else "cloud"
+
+    # 6. the answer, stored and recorded before its last chunk goes out
+    chunks = resilient(plan, gen, index, first, rest, features.prompt_tokens)
+    store = _Store(key, embedding, ctx.cache) if cacheable and key is not None else None
+    out = _respond(node, record, chunks, store=store)
+    return RoutedStream(await anext(out), out, routing)
 
 
-def _replay_hit(hit: CacheHit) -> AsyncIterator[Chunk]:
+# -- the steps ---------------------------------------------------------------------------------
+
+
+def _hint(node: Node, model: str) -> Hint:
+    if model in ("auto", "edge", "cloud"):
+        return model  # type: ignore[return-value]
+    if model == node.edge_model:
+        return "edge"
+    if model in node.cloud_models():
+        return "cloud"
+    valid = ", ".join(node.model_ids())
+    raise InvalidRequestError(
+        f"the model {model!r} does not exist; valid models: {valid}", param="model", code="model_not_found"
+    )
+
+
+def _features(
+    node: Node, gen: GenerationRequest, hint: Hint, private: bool, embedding: np.ndarray | None
+) -> Features:
+    load = node.edge.load()
+    prompt_tokens = node.edge.count_prompt_tokens(gen)
+    wanted = gen.params.max_tokens or node.settings.edge.default_max_tokens
+    healthy = [m for m in node.pool.status() if m.healthy] if node.pool is not None else []
+    return Features(
+        prompt_tokens=prompt_tokens,
+        max_tokens=gen.params.max_tokens,
+        complexity=None if embedding is None else node.classifier.score(embedding),
+        edge_running=load.running,
+        edge_waiting=load.waiting,
+        edge_max_queue=node.settings.edge.max_queue,
+        fits_edge_context=prompt_tokens + wanted <= node.edge.n_ctx,
+        cloud_healthy=len(healthy),
+        cloud_outstanding=sum(m.outstanding for m in healthy),
+        cloud_ttft_ms=node.pool.ttft_ms_p50() if node.pool is not None else None,
+        hint=hint,
+        private=private,
+    )
+
+
+def _plan(node: Node, decision: Decision, features: Features) -> StreamPlan:
+    """The ordered engines for a decision; a private request never gets a cloud target."""
+    plan = StreamPlan([])
+    plan.targets = _targets(node, decision, features, plan.avoid)
+    return plan
+
+
+def _targets(node: Node, decision: Decision, features: Features, avoid: list[str]) -> list[Engine]:
+    if node.pool is None or features.private:
+        return [node.edge]
+    # After a broken stream a second pool attempt continues on another member, when there is one.
+    pool = _PoolTarget(node.pool, avoid)
+    cloud: list[Engine] = [pool, pool] if features.cloud_healthy >= 2 else [pool]
+    if decision.target == "cloud":
+        return [*cloud, node.edge] if features.fits_edge_context else cloud
+    return [node.edge, *cloud]
+
+
+class _PoolTarget:
+    """The pool as one fallback target; a continuation steers clear of members whose stream broke."""
+
+    name = "cloud"
+
+    def __init__(self, pool: CloudPool, avoid: list[str]) -> None:
+        self._pool = pool
+        self._avoid = avoid  # the plan's: filled by the fallback as streams break
+
+    def stream(self, request: GenerationRequest) -> PoolStream:
+        return self._pool.stream(request, avoid=tuple(self._avoid))
+
+    def load(self) -> EngineLoad:
+        return self._pool.load()
+
+    async def aclose(self) -> None:
+        return None
+
+
+def _replay(hit: CacheHit) -> AsyncIterator[Chunk]:
     async def gen() -> AsyncIterator[Chunk]:
         # A cached answer streams in word-sized pieces, like a generation would.
-        words = hit.text.split(" ")
-        for i, word in enumerate(words):
+        for i, word in enumerate(hit.text.split(" ")):
             piece = word if i == 0 else " " + word
             if piece:
                 yield Chunk(piece)
@@ -82,148 +291,53 @@ def _replay_hit(hit: CacheHit) -> AsyncIterator[Chunk]:
     return gen()
 
 
-async def route(node: Node, gen: GenerationRequest, ctx: RequestContext, stream: bool) -> RoutedStream:
-    """Decide where ``gen`` runs and start it; errors before the first token raise here."""
-    hint = node.hint_for(gen.model)
-    text = prompt_text(gen)
-    private_rule = node.privacy.detect(text, flag=ctx.private)
-    private = private_rule is not None
-    trace = Trace(gen.request_id, ctx.tenant, gen.model, prompt=text, stream=stream, private=private)
+@dataclass(frozen=True, slots=True)
+class _Store:
+    """What storing the answer needs: its key, the prompt's embedding, the request's switch."""
 
-    key: CacheKey | None = None
-    hit: CacheHit | None = None
-    refusal: str | None = None
-    embedding = None
-    cacheable = node.cache is not None
-    routing_embedding = node.needs_complexity(hint, private)
-    if node.cache is not None:
-        from edge import CacheError, CacheKey, EmbedderError
+    key: CacheKey
+    embedding: np.ndarray | None
+    opt: bool | None
 
-        key = CacheKey(ctx.tenant, gen.model, gen.messages, gen.prompt, gen.params, ctx.extra)
-        cacheable = node.cache.cacheable(key, opt=ctx.cache)
-        if cacheable:
-            try:
-                lookup = await node.cache.lookup(key, opt=ctx.cache, want_embedding=routing_embedding)
-                hit, refusal, embedding = lookup.hit, lookup.refusal, lookup.embedding
-            except (CacheError, EmbedderError):
-                log.exception("cache lookup failed; treated as a miss")
-    # When an edge answer is on offer the complexity score must be known, or a complex prompt
-    # would be served the edge's answer. An exact hit brings the embedding stored with it; only
-    # an entry stored without one (a prompt too long for the semantic layer) costs a model run.
-    if embedding is None and routing_embedding and node.embedder is not None and (hit is None or hit.tier == "edge"):
-        embedding = await node.embedder.embed(_last_user(gen))
 
-    features = node.features(gen, hint, private, embedding)
-    decision = node.policy.decide(features)
-    common: dict[str, Any] = {
-        "features": features,
-        "complexity": features.complexity,
-        "cache": None if not cacheable else ("hit" if hit else "miss"),
-        "cache_refusal": refusal,
-    }
+class _Recorder:
+    """Records the request's decision once: telemetry, metrics and the request's log line."""
 
-    if hit is not None and not (hit.tier == "edge" and decision.target == "cloud"):
-        route_name = f"cache-{hit.kind}"
-        trace.first_token()
-        headers = {"x-edgeroute-similarity": f"{hit.similarity:.4f}", "x-edgeroute-cache-tier": hit.tier}
-        if hit.probability is not None:  # semantic hits: the verifier's calibrated probability
-            headers["x-edgeroute-verifier"] = f"{hit.probability:.4f}"
-        rest = _finish(node, trace, _replay_hit(hit), route_name, f"{hit.kind}-hit", None, None,
-                       {**common, "similarity": hit.similarity}, key=None)
-        first = await anext(rest)
-        return RoutedStream(route_name, f"{hit.kind}-hit", first, rest, headers)
-    if hit is not None:
-        common["cache"] = "miss"
-        common["cache_refusal"] = "edge-answer-for-cloud-prompt"
+    def __init__(self, node: Node, trace: Trace, routing: Routing, common: dict[str, Any]) -> None:
+        self._node, self._trace, self.routing, self.common = node, trace, routing, common
 
-    plan = StreamPlan([])
-    plan.targets = node.targets(decision, features, plan)
-
-    outcome = _Outcome(node, decision, plan, gen.request_id)
-    try:
-        index, first, rest = await start(plan, gen, RETRYABLE)
-    except RETRYABLE as exc:
-        fallback = node.fallback_path(plan, gen.request_id)
-        node.telemetry.record(trace.event(route="error", reason=decision.reason, status="error",
-                                          error=str(exc)[:300], fallback=fallback, **common))
-        err = NoCapacityError(
-            f"neither the edge nor the cloud can take this request now ({exc})", retry_after=2
+    def done(self, final: Chunk | None, error: str | None) -> None:
+        routing = self.routing
+        usage = final.usage if final is not None and final.usage else Usage(0, 0)
+        headers = routing.headers()
+        reason = headers.get("x-edgeroute-reason", "")
+        self._emit(
+            route=routing.route,
+            reason=reason,
+            degraded=routing.degraded(),
+            fallback=headers.get("x-edgeroute-fallback"),
+            status="ok" if error is None else "error",
+            error=error,
+            prompt_tokens=usage.prompt_tokens,
+            completion_tokens=usage.completion_tokens,
+            member=routing.plan.member if routing.plan is not None and routing.cache_hit is None else None,
         )
-        err.headers = {"x-edgeroute-route": "error", "x-edgeroute-reason": decision.reason}
-        if fallback:
-            err.headers["x-edgeroute-fallback"] = fallback
-        raise err from exc
-    except EdgerouteError as exc:
-        node.telemetry.record(trace.event(route="error", reason=decision.reason, status="error",
-                                          error=str(exc)[:300], **common))
-        exc.headers = {"x-edgeroute-route": "error", "x-edgeroute-reason": decision.reason}
-        raise
-    except Exception as exc:
-        node.telemetry.record(trace.event(route="error", reason=decision.reason, status="error",
-                                          error=str(exc)[:300], **common))
-        raise
-    trace.first_token()
-    engine_name = plan.targets[index].name
-    route_name = "edge" if engine_name == "edge" else "cloud"
-    headers: dict[str, str] = {}
-    if features.complexity is not None:
-        headers["x-edgeroute-complexity"] = f"{features.complexity:.3f}"
-    chunks = resilient(plan, gen, index, first, rest, BROKEN, RETRYABLE, features.prompt_tokens)
-    out = _finish(node, trace, chunks, route_name, decision.reason, outcome, plan, common,
-                  key=key if cacheable else None, embedding=embedding, opt=ctx.cache)
-    first_out = await anext(out)
-    return RoutedStream(route_name, decision.reason, first_out, out, headers, outcome)
+
+    def failed(self, exc: BaseException) -> None:
+        """Nothing started: the request is recorded as an error with the decision's reason."""
+        routing = self.routing
+        fallback = routing.plan.path() if routing.plan is not None and isinstance(exc, EngineError) else None
+        reason = routing.decision.reason if routing.decision is not None else "error"
+        self._emit(route="error", reason=reason, status="error", error=str(exc)[:300], fallback=fallback)
+
+    def _emit(self, **fields: Any) -> None:
+        event = self._trace.event(**fields, **self.common)
+        self._node.telemetry.record(event)
+        log_request(event)
 
 
-class _Outcome:
-    """``x-edgeroute-fallback`` and ``x-edgeroute-degraded`` for the attempts made so far.
-
-    ``freeze`` fixes them when the decision is recorded: the node forgets the request's pool
-    events then, and the non-streamed response asks after that.
-    """
-
-    def __init__(self, node: Node, decision: Decision, plan: StreamPlan, request_id: str) -> None:
-        self._node, self._decision, self._plan, self._rid = node, decision, plan, request_id
-        self._frozen: dict[str, str] | None = None
-
-    def __call__(self) -> dict[str, str]:
-        if self._frozen is not None:
-            return self._frozen
-        headers: dict[str, str] = {}
-        fallback = self._node.fallback_path(self._plan, self._rid)
-        if fallback:
-            headers["x-edgeroute-fallback"] = fallback
-        answered = next((a.engine for a in reversed(self._plan.attempts) if a.outcome == "ok"), None)
-        degraded = _degraded(self._decision, answered) if self._node.pool is not None and answered else None
-        if degraded:
-            headers["x-edgeroute-degraded"] = degraded
-        return headers
-
-    def freeze(self) -> dict[str, str]:
-        self._frozen = self()
-        return self._frozen
-
-
-def _degraded(decision: Decision, engine: str) -> str | None:
-    """A cloud-bound prompt answered (in whole or in part) by the edge is a degraded answer."""
-    if engine == "edge" and (decision.target == "cloud" or decision.reason == "cloud-unhealthy"):
-        return "cloud-unavailable"
-    return None
-
-
-async def _finish(
-    node: Node,
-    trace: Trace,
-    chunks: AsyncIterator[Chunk],
-    route_name: str,
-    reason: str,
-    outcome: _Outcome | None,
-    plan: StreamPlan | None,
-    common: dict[str, Any],
-    *,
-    key: CacheKey | None,
-    embedding: Any = None,
-    opt: bool | None = None,
+async def _respond(
+    node: Node, record: _Recorder, chunks: AsyncIterator[Chunk], *, store: _Store | None
 ) -> AsyncIterator[Chunk]:
     """Pass chunks through; before the last one goes out, store the answer and record the decision.
 
@@ -231,61 +345,37 @@ async def _finish(
     """
     parts: list[str] = []
     recorded = False
-
-    def record(final: Chunk | None, error: str | None) -> None:
-        usage = final.usage if final is not None and final.usage else Usage(0, 0)
-        now = outcome.freeze() if outcome is not None else {}
-        node.telemetry.record(
-            trace.event(
-                route=route_name,
-                reason=reason,
-                degraded=now.get("x-edgeroute-degraded"),
-                fallback=now.get("x-edgeroute-fallback"),
-                status="ok" if error is None else "error",
-                error=error,
-                prompt_tokens=usage.prompt_tokens,
-                completion_tokens=usage.completion_tokens,
-                member=node.member_of(trace.request_id, plan),
-                **common,
-            )
-        )
-
     try:
         async for chunk in chunks:
+            parts.append(chunk.text)
             if chunk.finish_reason is None:
-                parts.append(chunk.text)
                 yield chunk
                 continue
-            parts.append(chunk.text)
-            record(chunk, None)
+            record.done(chunk, None)
             recorded = True
-            tier = plan.attempts[-1].engine if plan and plan.attempts else None
-            if key is not None and tier in ("edge", "cloud"):
-                try:
-                    usage = chunk.usage or Usage(0, 0)
-                    await node.cache.store(  # type: ignore[union-attr]
-                        key, "".join(parts), chunk.finish_reason, usage, tier, embedding=embedding, opt=opt
-                    )
-                except Exception:  # noqa: BLE001 - a failed cache write must not fail the answer
-                    log.exception("cache store failed")
+            if store is not None:
+                await _store(node, store, record.routing.plan, "".join(parts), chunk)
             yield chunk
             return
     except Exception as exc:
         if not recorded:
             recorded = True
-            record(None, f"{type(exc).__name__}: {exc}"[:300])
+            record.done(None, f"{type(exc).__name__}: {exc}"[:300])
         raise
     finally:
         if not recorded:
-            record(None, "client went away before the end")
+            record.done(None, "client went away before the end")
 
 
-def choose_targets(edge: Engine, pool: Engine | None, decision: Decision, features: Features) -> list[Engine]:
-    """The ordered engines for a decision; a private request never gets a cloud target."""
-    if pool is None or features.private:
-        return [edge]
-    # After a broken stream a second pool attempt continues on another member, when there is one.
-    cloud = [pool, pool] if features.cloud_healthy >= 2 else [pool]
-    if decision.target == "cloud":
-        return [*cloud, edge] if features.fits_edge_context else cloud
-    return [edge, *cloud]
+async def _store(node: Node, store: _Store, plan: StreamPlan | None, text: str, final: Chunk) -> None:
+    """Store a finished answer made by an engine (never a replayed hit)."""
+    tier = plan.attempts[-1].engine if plan is not None and plan.attempts else None
+    if tier not in ("edge", "cloud") or node.cache is None:
+        return
+    try:
+        await node.cache.store(
+            store.key, text, final.finish_reason or "stop", final.usage or Usage(0, 0), tier,
+            embedding=store.embedding, opt=store.opt,
+        )
+    except Exception:  # noqa: BLE001 - a failed cache write must not fail the answer
+        log.exception("cache store failed")

@@ -2,7 +2,7 @@
 
 import sys
 
-from ..cli import cloud_app
+from .cli import cloud_app
 
 if __name__ == "__main__":
     cloud_app(args=["serve", *sys.argv[1:]], prog_name="edgeroute cloud")

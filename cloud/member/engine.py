@@ -8,26 +8,27 @@ of step, so with more than one rank it is fatal and the member goes down (a supe
 
 from __future__ import annotations
 
-import asyncio
+import contextlib
 import logging
-import queue
 import random
 import threading
 import time
 from collections.abc import AsyncIterator, Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
+
+from models import SamplingParams
+from models.stops import StopMatcher
+from models.worker import Job, ModelWorker
 
 from ..config import MemberServerSettings
 from ..errors import BadRequestError, OverloadedError, RankFailureError
 from .decode import Sequence, choose_token
 from .group import Command, Lockstep
 from .metrics import MemberMetrics
-from .text import DeltaDecoder, StopCutter
+from .text import DeltaDecoder
 
 log = logging.getLogger(__name__)
-
-_DONE = object()
 
 
 @dataclass(frozen=True, slots=True)
@@ -52,22 +53,7 @@ class Piece:
     completion_tokens: int = 0
 
 
-@dataclass
-class _Job:
-    plan: Plan
-    loop: asyncio.AbstractEventLoop
-    out: asyncio.Queue[Any] = field(default_factory=asyncio.Queue)
-    cancelled: threading.Event = field(default_factory=threading.Event)
-    queued_at: float = field(default_factory=time.perf_counter)
-
-    def emit(self, item: Any) -> None:
-        try:
-            self.loop.call_soon_threadsafe(self.out.put_nowait, item)
-        except RuntimeError:  # the request's loop is gone; nobody is listening
-            self.cancelled.set()
-
-
-class TorchEngine:
+class TorchEngine(ModelWorker[Plan]):
     """The served model behind a FIFO queue, with vLLM-style load numbers for `/metrics`."""
 
     def __init__(
@@ -79,6 +65,7 @@ class TorchEngine:
         metrics: MemberMetrics,
         on_fatal: Callable[[str], None],
     ) -> None:
+        super().__init__("member-engine", idle_s=settings.heartbeat_s)
         self._model = model
         self._tok = tokenizer
         self._group = group
@@ -87,15 +74,13 @@ class TorchEngine:
         self._on_fatal = on_fatal
         eos = {tokenizer.eos_token_id} | set(_as_list(getattr(model.generation_config, "eos_token_id", None)))
         self._eos = {int(t) for t in eos if t is not None}
-        self._jobs: queue.Queue[_Job | None] = queue.Queue()
         self._lock = threading.Lock()
         self._waiting = 0
         self._running = 0
         self.alive = True
         self.fatal_reason: str | None = None
         metrics.bind_load(lambda: self._running, lambda: self._waiting)
-        self._thread = threading.Thread(target=self._run, name="member-engine", daemon=True)
-        self._thread.start()
+        self.start()
 
     # -- prompts ---------------------------------------------------------------------------
 
@@ -125,19 +110,10 @@ class TorchEngine:
     def encode_prompt(self, prompt: str) -> list[int]:
         return list(self._tok(prompt).input_ids)
 
-    def plan(
-        self,
-        ids: list[int],
-        *,
-        max_tokens: int | None,
-        temperature: float,
-        top_p: float,
-        seed: int | None,
-        stops: tuple[str, ...],
-        param: str,
-    ) -> Plan:
+    def plan(self, ids: list[int], params: SamplingParams, *, param: str) -> Plan:
         """Check the prompt fits the context window, as vLLM does (a 400, never a truncation)."""
         limit = self._settings.max_model_len
+        max_tokens = params.max_tokens
         wanted = max_tokens if max_tokens is not None else self._settings.default_max_tokens
         if not ids:
             raise BadRequestError("the prompt is empty", param=param)
@@ -149,7 +125,7 @@ class TorchEngine:
                 code="context_length_exceeded",
             )
         wanted = min(wanted, limit - len(ids))
-        return Plan(tuple(ids), wanted, temperature, top_p, seed, stops)
+        return Plan(tuple(ids), wanted, params.temperature, params.top_p, params.seed, params.stop)
 
     # -- requests --------------------------------------------------------------------------
 
@@ -157,7 +133,7 @@ class TorchEngine:
         with self._lock:
             return self._running, self._waiting
 
-    def submit(self, plan: Plan) -> _Job:
+    def submit(self, plan: Plan) -> Job[Plan]:
         """Queue a generation now, so a full queue is refused before any byte is streamed."""
         if not self.alive:
             raise RankFailureError(f"the member is going down: {self.fatal_reason}", code="rank_failure")
@@ -167,60 +143,39 @@ class TorchEngine:
                     f"the member's queue is full ({self._waiting} waiting)", code="overloaded"
                 )
             self._waiting += 1
-        job = _Job(plan, asyncio.get_running_loop())
-        self._jobs.put(job)
-        return job
+        return self.enqueue(plan)
 
-    async def pieces(self, job: _Job) -> AsyncIterator[Piece]:
+    def pieces(self, job: Job[Plan]) -> AsyncIterator[Piece]:
         """The job's text as it is decoded; leaving early cancels the generation."""
-        try:
-            while True:
-                item = await job.out.get()
-                if item is _DONE:
-                    return
-                if isinstance(item, BaseException):
-                    raise item
-                yield item
-        finally:
-            job.cancelled.set()
+        return self.output(job)
 
     def close(self, timeout: float = 30.0) -> None:
         """Tell the other ranks to stop and wait for the worker thread."""
-        if self._thread.is_alive():
-            self._jobs.put(None)
-            self._thread.join(timeout)
+        self.stop(timeout)
 
     # -- the worker thread -----------------------------------------------------------------
 
-    def _run(self) -> None:
+    def context(self) -> contextlib.AbstractContextManager[Any]:
         import torch
 
-        with torch.inference_mode():
-            while True:
-                try:
-                    job = self._jobs.get(timeout=self._settings.heartbeat_s)
-                except queue.Empty:
-                    job = False  # type: ignore[assignment]
-                try:
-                    if job is None:
-                        self._group.send(Command("shutdown"))
-                        return
-                    if job is False:
-                        self._group.send(Command("heartbeat"))
-                        continue
-                    self._serve(job)
-                except Exception as exc:  # noqa: BLE001 - every failure must reach the requests
-                    if self._group.world_size > 1:
-                        self._die(
-                            f"tensor-parallel step failed: {exc}", job if isinstance(job, _Job) else None
-                        )
-                        return
-                    log.exception("generation failed")
-                    if isinstance(job, _Job):
-                        job.emit(RankFailureError(f"generation failed: {exc}", code="generation_failed"))
-                        job.emit(_DONE)
+        return torch.inference_mode()
 
-    def _serve(self, job: _Job) -> None:
+    def idle(self) -> None:
+        self._group.send(Command("heartbeat"))
+
+    def stopping(self) -> None:
+        self._group.send(Command("shutdown"))
+
+    def failed(self, job: Job[Plan] | None, exc: Exception) -> bool:
+        if self._group.world_size > 1:
+            self._die(f"tensor-parallel step failed: {exc}", job)
+            return False
+        log.exception("generation failed", exc_info=exc)
+        if job is not None:
+            job.emit(RankFailureError(f"generation failed: {exc}", code="generation_failed"))
+        return True
+
+    def serve(self, job: Job[Plan]) -> None:
         with self._lock:
             self._waiting -= 1
             self._running = 1
@@ -231,12 +186,11 @@ class TorchEngine:
         finally:
             with self._lock:
                 self._running = 0
-        job.emit(_DONE)
 
-    def _generate(self, job: _Job) -> None:
+    def _generate(self, job: Job[Plan]) -> None:
         import torch
 
-        plan = job.plan
+        plan = job.payload
         started = time.perf_counter()
         self._group.send(Command("generate", plan.ids))
         seq = Sequence(self._model)
@@ -245,7 +199,7 @@ class TorchEngine:
             plan.seed if plan.seed is not None else random.getrandbits(63)
         )
         decoder = DeltaDecoder(self._tok)
-        cutter = StopCutter(plan.stops)
+        stops = StopMatcher(plan.stops)
         n_out = 0
         first_at: float | None = None
         finish: str | None = "length"
@@ -258,12 +212,12 @@ class TorchEngine:
                 finish = "stop"
                 break
             n_out += 1
-            text = cutter.feed(decoder.feed(token))
+            text, hit = stops.feed(decoder.feed(token))
             if text:
                 if first_at is None:
                     first_at = time.perf_counter()
                 job.emit(Piece(text))
-            if cutter.hit:
+            if hit:
                 finish = "stop"
                 break
             if n_out >= plan.max_tokens:
@@ -273,28 +227,21 @@ class TorchEngine:
         self._group.step(stop=True)
         if finish is None:
             return
-        tail = "" if cutter.hit else cutter.feed(decoder.flush()) + cutter.flush()
+        tail = stops.flush(decoder.flush())
         job.emit(Piece(tail, finish, len(plan.ids), n_out))
         done = time.perf_counter()
         self._metrics.finished(
             finish, len(plan.ids), n_out, ttft=(first_at or done) - started, e2e=done - job.queued_at
         )
 
-    def _die(self, reason: str, current: _Job | None) -> None:
+    def _die(self, reason: str, current: Job[Plan] | None) -> None:
         log.error("member going down: %s", reason)
         self.alive = False
         self.fatal_reason = reason
-        doomed = [current] if current is not None else []
-        while True:
-            try:
-                item = self._jobs.get_nowait()
-            except queue.Empty:
-                break
-            if item is not None:
-                doomed.append(item)
+        doomed = ([current] if current is not None else []) + self.drain()
         for job in doomed:
             job.emit(RankFailureError(f"the member is going down: {reason}", code="rank_failure"))
-            job.emit(_DONE)
+            job.done()
         self._on_fatal(reason)
 
 

@@ -1,4 +1,4 @@
-"""Generated token ids to text deltas: whole characters only, stop sequences cut cleanly."""
+"""Generated token ids to text deltas: whole characters only (stop sequences: :mod:`models.stops`)."""
 
 from __future__ import annotations
 
@@ -36,34 +36,3 @@ class DeltaDecoder:
         after = self._decode(self._ids[self._prefix :])
         self._prefix = self._read = len(self._ids)
         return after[len(before) :]
-
-
-class StopCutter:
-    """Hold back text that may begin a stop sequence; cut at the first complete one."""
-
-    def __init__(self, stops: tuple[str, ...]) -> None:
-        self._stops = tuple(s for s in stops if s)
-        self._held = ""
-        self.hit = False
-
-    def feed(self, text: str) -> str:
-        """Text safe to emit now; sets ``hit`` when a stop sequence completed."""
-        if not self._stops or self.hit:
-            return "" if self.hit else text
-        buf = self._held + text
-        found = [i for i in (buf.find(s) for s in self._stops) if i >= 0]
-        if found:
-            self._held, self.hit = "", True
-            return buf[: min(found)]
-        keep = 0
-        for stop in self._stops:
-            for n in range(min(len(stop) - 1, len(buf)), keep, -1):
-                if buf.endswith(stop[:n]):
-                    keep = n
-                    break
-        self._held = buf[len(buf) - keep :] if keep else ""
-        return buf[: len(buf) - keep]
-
-    def flush(self) -> str:
-        held, self._held = self._held, ""
-        return "" if self.hit else held

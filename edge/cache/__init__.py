@@ -4,7 +4,7 @@ from .calibration import Calibration, sweep
 from .guards import REASONS as GUARD_REASONS
 from .guards import check as guard_check
 from .judged import Judged, load_judged, split_judged
-from .keys import CacheKey, exact_key, semantic_parts
+from .keys import CacheKey, embedding_text, exact_key, semantic_parts
 from .pairs import Pair, load_pairs, split_pairs
 from .service import TIERS, CacheHit, Candidate, EdgeCache, Lookup
 from .verifier import Verifier
@@ -23,6 +23,7 @@ __all__ = [
     "Pair",
     "Verifier",
     "WarmItem",
+    "embedding_text",
     "exact_key",
     "guard_check",
     "load_judged",

@@ -82,20 +82,32 @@ class SemanticParts:
         return int.from_bytes(bytes.fromhex(self.scope[:16]), "big", signed=True)
 
 
+def _last_user(msgs: list[list[str]]) -> int:
+    return max((i for i, m in enumerate(msgs) if m[0] == "user"), default=-1)
+
+
+def embedding_text(
+    messages: tuple[dict[str, str], ...] | None, prompt: str | None, max_chars: int | None = None
+) -> str:
+    """The text a prompt is embedded by, for the semantic cache and the complexity score alike:
+    the last user turn (or the raw prompt), normalized; cut to ``max_chars`` when given."""
+    if messages is None:
+        text = normalize_text(prompt or "")
+    else:
+        msgs = _messages(messages)
+        last = _last_user(msgs)
+        text = msgs[last][1] if last >= 0 else ""
+    return text if max_chars is None else text[:max_chars]
+
+
 def semantic_parts(key: CacheKey) -> SemanticParts:
-    """Split a request into its last user turn and the exact scope it must share with a match."""
-    context: list[list[str]] = []
-    text = ""
+    """Split a request into its embedding text and the exact scope it must share with a match."""
+    text = embedding_text(key.messages, key.prompt)
     if key.messages is not None:
         msgs = _messages(key.messages)
-        last_user = max((i for i, m in enumerate(msgs) if m[0] == "user"), default=-1)
-        if last_user >= 0:
-            text = msgs[last_user][1]
-            context = msgs[:last_user] + [["<turn>", ""]] + msgs[last_user + 1 :]
-        else:
-            context = msgs
+        last = _last_user(msgs)
+        context = msgs[:last] + [["<turn>", ""]] + msgs[last + 1 :] if last >= 0 else msgs
     else:
-        text = normalize_text(key.prompt or "")
         context = [["<prompt>", ""]]
     scope = _digest(
         {

@@ -20,7 +20,8 @@ from ..config import CacheSettings
 from ..embedder import Embedder
 from ..errors import CacheError
 from . import browse, guards
-from .keys import CacheKey, exact_key, request_record, semantic_parts
+from .keys import CacheKey, embedding_text, exact_key, request_record, semantic_parts
+from .layers import CacheLayer, ExactLayer, Probe, SemanticLayer
 from .store import CacheStore, Entry, NewEntry
 from .verifier import Verifier
 
@@ -86,6 +87,11 @@ class EdgeCache:
         self._touches: dict[int, tuple[float, int]] = {}
         self._last_flush = time.monotonic()
         self._closed = False
+        # Asked in this order by lookup(); the first that finds an answer serves it.
+        self.layers: list[CacheLayer] = [
+            ExactLayer(self.db),
+            SemanticLayer(lambda text: self._embedder().embed(text), self._judge, self._reader, self._semantic_ok),
+        ]
 
     # -- policy ----------------------------------------------------------------------------
 
@@ -111,7 +117,7 @@ class EdgeCache:
         allow_tiers: Sequence[str] = ("edge", "cloud"),
         want_embedding: bool = False,
     ) -> Lookup:
-        """Exact layer, then semantic layer.
+        """Ask the layers in order (exact, then semantic); the first that finds an answer serves it.
 
         ``want_embedding``: the caller routes on the prompt's embedding, so return one whatever
         happens: computed when not cacheable, and on an exact hit the one stored with the entry
@@ -121,36 +127,21 @@ class EdgeCache:
         if not self.cacheable(key, opt):
             emb = await self._embed_for_routing(key) if want_embedding else None
             return Lookup(None, emb, None)
-        min_created = self._min_created()
-        ek = exact_key(key)
-        loop = asyncio.get_running_loop()
-        # Inline, on the caller's thread: one indexed read, cheaper than a hop to the reader.
-        entry = self.db.get_exact(ek, min_created, tiers)
-        if entry is not None:
-            self._count("exact_hits")
-            self._touch(entry.id)
-            stored = self.db.stored_embedding(entry.id) if want_embedding else None
-            return Lookup(self._hit("exact", entry, 1.0), stored, None)
-        parts = semantic_parts(key)
-        if not self._semantic_ok(parts.text):
-            self._count("misses")
-            emb = await self._embed_for_routing(key) if want_embedding else None
-            return Lookup(None, emb, None)
-        vec = await self._embedder().embed(parts.text)
-        cands = await loop.run_in_executor(
-            self._reader, self._judge, key.tenant, parts.text, parts.scope, parts.scope_id, vec, min_created, tiers
-        )
-        accepted = next((c for c in cands if c.refusal is None), None)
-        if accepted is not None:
-            self._count("semantic_hits")
-            self._touch(accepted.entry.id)
-            hit = self._hit("semantic", accepted.entry, accepted.similarity, accepted.probability)
-            return Lookup(hit, vec, None)
-        refusal = cands[0].refusal if cands else None
-        if refusal is not None:
-            self._count(f"refused_{refusal}")
+        probe = Probe(key, self._min_created(), tiers, want_embedding)
+        for layer in self.layers:
+            found = await layer.find(probe)
+            if found is not None:
+                self._count(f"{layer.kind}_hits")
+                self._touch(found.entry.id)
+                hit = self._hit(layer.kind, found.entry, found.similarity, found.probability)
+                return Lookup(hit, probe.embedding, None)
+        if probe.refusal is not None:
+            self._count(f"refused_{probe.refusal}")
         self._count("misses")
-        return Lookup(None, vec, refusal)
+        emb = probe.embedding
+        if emb is None and want_embedding:
+            emb = await self._embed_for_routing(key)
+        return Lookup(None, emb, probe.refusal)
 
     async def store(
         self,
@@ -325,8 +316,8 @@ class EdgeCache:
         return self.embedder
 
     async def _embed_for_routing(self, key: CacheKey) -> np.ndarray | None:
-        text = semantic_parts(key).text
-        return await self._embedder().embed(text[: self.settings.semantic_max_chars]) if text else None
+        text = embedding_text(key.messages, key.prompt, self.settings.semantic_max_chars)
+        return await self._embedder().embed(text) if text else None
 
     def _semantic_ok(self, text: str) -> bool:
         return self.settings.semantic and bool(text) and len(text) <= self.settings.semantic_max_chars

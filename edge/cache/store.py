@@ -314,10 +314,6 @@ class CacheStore:
         self.count = self._count()
         return n
 
-    def expire(self, min_created: float) -> int:
-        with self._transaction("expire"):
-            return self._expire(min_created, limit=None)
-
     def close(self) -> None:
         for conn in (getattr(self, "point", None), getattr(self, "read", None), self.write):
             if conn is not None:
@@ -390,7 +386,3 @@ def _translate(what: str) -> Iterator[None]:
         yield
     except sqlite3.Error as exc:
         raise CacheError(f"cache {what} failed: {exc}") from exc
-
-
-def now() -> float:
-    return time.time()

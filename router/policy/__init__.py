@@ -10,6 +10,7 @@ from .config import PrivateRule, RoutingSettings
 from .features import Decision, Features, Hint, Policy, Target, features_from_dict, features_to_dict
 from .policies import POLICIES, ComplexityPolicy, HybridPolicy, LengthPolicy, build_policy
 from .privacy import PrivacyDetector, luhn_valid
+from .rules import decide, edge_saturated
 from .replay import CostModel, LoggedDecision, ReplayReport, read_decisions_db, replay
 
 __all__ = [
@@ -31,6 +32,8 @@ __all__ = [
     "RoutingSettings",
     "Target",
     "build_policy",
+    "decide",
+    "edge_saturated",
     "features_from_dict",
     "features_to_dict",
     "load_classifier",

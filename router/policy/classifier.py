@@ -103,7 +103,7 @@ class ComplexityClassifier:
             )
         except (KeyError, TypeError, ValueError) as exc:
             raise ConfigError(
-                f"invalid classifier weights in {source}: {exc}", param="routing.classifier_path"
+                f"invalid classifier weights in {source}: {exc}", param="routing.complexity.classifier_path"
             ) from exc
 
     @classmethod
@@ -115,15 +115,15 @@ class ComplexityClassifier:
         except FileNotFoundError as exc:
             hint = " (run `edgeroute router train`)" if path == SHIPPED_WEIGHTS else ""
             raise ConfigError(
-                f"classifier weights not found: {path}{hint}", param="routing.classifier_path"
+                f"classifier weights not found: {path}{hint}", param="routing.complexity.classifier_path"
             ) from exc
         except (OSError, ValueError) as exc:
             raise ConfigError(
-                f"cannot read classifier weights {path}: {exc}", param="routing.classifier_path"
+                f"cannot read classifier weights {path}: {exc}", param="routing.complexity.classifier_path"
             ) from exc
         if not isinstance(data, dict):
             raise ConfigError(
-                f"invalid classifier weights in {path}: not a JSON object", param="routing.classifier_path"
+                f"invalid classifier weights in {path}: not a JSON object", param="routing.complexity.classifier_path"
             )
         return cls.from_json(data, source=str(path))
 

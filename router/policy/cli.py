@@ -112,7 +112,7 @@ def calibrate(
             source = str(prompts) if prompts else f"{SHIPPED_PROMPTS} (held-out split)"
             texts = [p.text for p in chosen]
             scores = (
-                load_classifier(settings.routing.classifier_path).score_batch(embed_texts(texts)).tolist()
+                load_classifier(settings.routing.complexity.classifier_path).score_batch(embed_texts(texts)).tolist()
             )
         result = threshold_for_share(scores, target_cloud_share)
     except EdgerouteError as exc:
@@ -128,7 +128,7 @@ def calibrate(
             ("threshold", f"{result.threshold:.6f}"),
         ]
     )
-    typer.echo(f"\nset it in the config file:\n  [routing]\n  complexity_threshold = {result.threshold!r}")
+    typer.echo(f"\nset it in the config file:\n  [routing.complexity]\n  threshold = {result.threshold!r}")
     typer.echo(f"or the environment:\n  EDGEROUTE_ROUTING__COMPLEXITY_THRESHOLD={result.threshold!r}")
 
 
@@ -164,7 +164,7 @@ def evaluate_cmd(
             typer.echo(f"error: the {split} split is empty", err=True)
             raise typer.Exit(2)
         texts = [p.text for p in chosen]
-        clf = load_classifier(settings.routing.classifier_path)
+        clf = load_classifier(settings.routing.complexity.classifier_path)
         policy = build_policy(settings.routing)
         state = NodeState(
             edge_max_queue=settings.edge.max_queue,
@@ -177,7 +177,7 @@ def evaluate_cmd(
             count_tokens(texts),
             clf,
             policy,
-            threshold=settings.routing.complexity_threshold,
+            threshold=settings.routing.complexity.threshold,
             state=state,
             repeats=repeats,
             privacy=PrivacyDetector.from_settings(settings.routing),
@@ -233,7 +233,8 @@ def replay(
 
     try:
         settings = _settings(config, data_dir)
-        routing = settings.routing.model_copy(update={"complexity_threshold": threshold})
+        complexity = settings.routing.complexity.model_copy(update={"threshold": threshold})
+        routing = settings.routing.model_copy(update={"complexity": complexity})
         records = read_decisions_db(Path(db or settings.data_dir / "telemetry.db"), limit)
         report = run_replay(records, build_policy(routing), CostModel(edge_cost_per_1k, cloud_cost_per_1k))
     except EdgerouteError as exc:

@@ -4,8 +4,9 @@ from __future__ import annotations
 
 import re
 from pathlib import Path
+from typing import Any
 
-from pydantic import BaseModel, Field, field_validator
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
 
 class PrivateRule(BaseModel):
@@ -45,36 +46,70 @@ def default_private_rules() -> list[PrivateRule]:
     ]
 
 
-class RoutingSettings(BaseModel):
-    """Which policy decides edge or cloud, and its knobs."""
+class LengthOptions(BaseModel):
+    """The ``length`` policy's knobs (the length rule is also the first rule of ``hybrid`` and the
+    fallback of ``complexity`` when no embedding was computed)."""
 
-    policy: str = Field("hybrid", description="length, complexity or hybrid")
-    long_prompt_tokens: int = Field(
-        512, ge=1, description="prompts longer than this go to the cloud (length and hybrid policies)"
-    )
-    long_max_tokens: int = Field(
-        512, ge=1, description="requests asking for more output tokens than this go to the cloud"
-    )
-    complexity_threshold: float = Field(
+    long_prompt_tokens: int = Field(512, ge=1, description="prompts longer than this go to the cloud")
+    long_max_tokens: int = Field(512, ge=1, description="requests asking for more output tokens go to the cloud")
+
+
+class ComplexityOptions(BaseModel):
+    """The ``complexity`` policy's knobs (``hybrid`` starts from the same threshold)."""
+
+    threshold: float = Field(
         0.5, ge=0.0, le=1.0, description="complexity at or above which a prompt goes to the cloud"
     )
     classifier_path: Path | None = Field(
         None, description="complexity classifier weights (JSON); default: the ones shipped in the package"
     )
-    edge_queue_bound: int = Field(
-        4, ge=1, description="edge requests waiting at which the edge counts as saturated (hybrid)"
-    )
-    edge_pressure: float = Field(
-        0.15, ge=0.0, le=1.0, description="how far a busy edge lowers the complexity threshold (hybrid)"
-    )
-    cloud_pressure: float = Field(
-        0.15, ge=0.0, le=1.0, description="how far a busy or slow cloud raises the threshold (hybrid)"
-    )
+
+
+class HybridOptions(BaseModel):
+    """The ``hybrid`` policy's own knobs: how the live load of both sides moves the threshold."""
+
+    edge_queue_bound: int = Field(4, ge=1, description="edge requests waiting at which the edge counts as saturated")
+    edge_pressure: float = Field(0.15, ge=0.0, le=1.0, description="how far a busy edge lowers the threshold")
+    cloud_pressure: float = Field(0.15, ge=0.0, le=1.0, description="how far a busy or slow cloud raises it")
     cloud_member_capacity: int = Field(
         8, ge=1, description="outstanding requests per healthy member at which the cloud counts as full"
     )
-    cloud_ttft_budget_ms: float = Field(
-        1500.0, gt=0, description="pool p50 TTFT beyond which the cloud counts as slow (hybrid)"
-    )
+    cloud_ttft_budget_ms: float = Field(1500.0, gt=0, description="pool p50 TTFT beyond which the cloud counts as slow")
+
+
+# The flat names of earlier versions ([routing] complexity_threshold = ..., EDGEROUTE_ROUTING__...),
+# still accepted: each moves into its policy's section (an explicit nested value wins).
+_FLAT: dict[str, tuple[str, str]] = {
+    "long_prompt_tokens": ("length", "long_prompt_tokens"),
+    "long_max_tokens": ("length", "long_max_tokens"),
+    "complexity_threshold": ("complexity", "threshold"),
+    "classifier_path": ("complexity", "classifier_path"),
+    **{name: ("hybrid", name) for name in HybridOptions.model_fields},
+}
+
+
+class RoutingSettings(BaseModel):
+    """Which policy decides edge or cloud, each policy's own options, and the privacy rules."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    policy: str = Field("hybrid", description="length, complexity or hybrid")
+    length: LengthOptions = Field(default_factory=LengthOptions)
+    complexity: ComplexityOptions = Field(default_factory=ComplexityOptions)
+    hybrid: HybridOptions = Field(default_factory=HybridOptions)
     private_detection: bool = Field(True, description="mark requests private when a private rule matches")
     private_rules: list[PrivateRule] = Field(default_factory=default_private_rules)
+
+    @model_validator(mode="before")
+    @classmethod
+    def _flat_names(cls, data: Any) -> Any:
+        if not isinstance(data, dict) or not any(k in _FLAT for k in data):
+            return data
+        out = {k: v for k, v in data.items() if k not in _FLAT}
+        for flat, (section, name) in _FLAT.items():
+            if flat in data:
+                nested = out.get(section)
+                nested = dict(nested) if isinstance(nested, dict) else (nested.model_dump() if nested else {})
+                nested.setdefault(name, data[flat])
+                out[section] = nested
+        return out

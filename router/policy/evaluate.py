@@ -14,6 +14,7 @@ from .classifier import ComplexityClassifier
 from .dataset import LabeledPrompt
 from .features import Decision, Features, Policy
 from .privacy import PrivacyDetector
+from .rules import decide
 
 
 @dataclass(frozen=True, slots=True)
@@ -69,7 +70,7 @@ def _features(tokens: int, complexity: float, state: NodeState) -> Features:
 def _decide(
     clf: ComplexityClassifier, policy: Policy, e: np.ndarray, tokens: int, state: NodeState
 ) -> Decision:
-    return policy.decide(_features(tokens, clf.score(e), state))
+    return decide(policy, _features(tokens, clf.score(e), state))
 
 
 def time_decisions(

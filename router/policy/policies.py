@@ -1,14 +1,7 @@
 """The routing policies (length, complexity, hybrid) and the registry that builds one from settings.
 
-Every policy applies the same hard rules first, in this order, so that switching policy never
-changes what is guaranteed:
-
-1. ``private`` requests stay on the edge (they never leave the box);
-2. an explicit hint wins (``hint-edge``, ``hint-cloud``);
-3. a prompt that does not fit the edge's context goes to the cloud (``edge-context``);
-
-and whenever a policy picks the cloud while no member is healthy, it answers edge with reason
-``cloud-unhealthy`` (the request path marks such a response degraded).
+A policy only scores a request and proposes a target; the hard rules (privacy, hints, context
+fit, cloud health) are applied around it, once, by :func:`router.policy.rules.decide`.
 """
 
 from __future__ import annotations
@@ -19,25 +12,7 @@ from dataclasses import dataclass
 from ..errors import ConfigError
 from .config import RoutingSettings
 from .features import Decision, Features, Policy
-
-
-def _cloud(f: Features, reason: str, score: float) -> Decision:
-    if f.cloud_healthy <= 0:
-        return Decision("edge", "cloud-unhealthy", score)
-    return Decision("cloud", reason, score)
-
-
-def _hard_rules(f: Features, score: float) -> Decision | None:
-    """The decisions no policy may override, or None when the policy's own rule decides."""
-    if f.private:
-        return Decision("edge", "private", score)
-    if f.hint == "edge":
-        return Decision("edge", "hint-edge", score)
-    if f.hint == "cloud":
-        return _cloud(f, "hint-cloud", score)
-    if not f.fits_edge_context:
-        return _cloud(f, "edge-context", score)
-    return None
+from .rules import edge_saturated, saturation_bound
 
 
 @dataclass(frozen=True, slots=True)
@@ -58,14 +33,14 @@ class LengthPolicy:
 
     def length_rule(self, f: Features, score: float) -> Decision:
         if f.prompt_tokens > self.long_prompt_tokens:
-            return _cloud(f, "long-prompt", score)
+            return Decision("cloud", "long-prompt", score)
         if f.max_tokens is not None and f.max_tokens > self.long_max_tokens:
-            return _cloud(f, "long-output", score)
+            return Decision("cloud", "long-output", score)
         return Decision("edge", "short-prompt", score)
 
     def decide(self, f: Features) -> Decision:
         score = self.score(f)
-        return _hard_rules(f, score) or self.length_rule(f, score)
+        return self.length_rule(f, score)
 
 
 @dataclass(frozen=True, slots=True)
@@ -82,14 +57,10 @@ class ComplexityPolicy:
 
     def decide(self, f: Features) -> Decision:
         if f.complexity is None:
-            score = self.length.score(f)
-            return _hard_rules(f, score) or self.length.length_rule(f, score)
+            return self.length.length_rule(f, self.length.score(f))
         score = f.complexity
-        ruled = _hard_rules(f, score)
-        if ruled is not None:
-            return ruled
         if score >= self.threshold:
-            return _cloud(f, "complex", score)
+            return Decision("cloud", "complex", score)
         return Decision("edge", "simple", score)
 
 
@@ -97,7 +68,7 @@ class ComplexityPolicy:
 class HybridPolicy:
     """Length and complexity, weighed against the live state of both sides.
 
-    After the hard rules and the length rule, a saturated edge (``edge_waiting`` at the bound)
+    After the length rule, a saturated edge (``edge_waiting`` at the bound)
     sends the request to the cloud. Otherwise the complexity threshold moves with load: a busy
     edge lowers it by up to ``edge_pressure`` and a busy or slow cloud raises it by up to
     ``cloud_pressure``. Reasons say which force decided: ``complex``/``simple`` when the
@@ -114,12 +85,10 @@ class HybridPolicy:
     name: str = "hybrid"
     uses_complexity: bool = True
 
-    def _queue_bound(self, f: Features) -> int:
-        return max(1, min(self.edge_queue_bound, f.edge_max_queue))
-
     def edge_load(self, f: Features) -> float:
         """0 (idle) to 1 (queue at the saturation bound)."""
-        return min(1.0, (f.edge_running + f.edge_waiting) / (self._queue_bound(f) + 1))
+        bound = saturation_bound(f, self.edge_queue_bound)
+        return min(1.0, (f.edge_running + f.edge_waiting) / (bound + 1))
 
     def cloud_load(self, f: Features) -> float:
         """0 (idle, fast) to 1 (every member at capacity, or TTFT at twice the budget)."""
@@ -138,39 +107,28 @@ class HybridPolicy:
 
     def decide(self, f: Features) -> Decision:
         score = f.complexity if f.complexity is not None else self.length.score(f)
-        ruled = _hard_rules(f, score)
-        if ruled is not None:
-            return ruled
         by_length = self.length.length_rule(f, score)
         if by_length.reason != "short-prompt":
             return by_length
-        if f.edge_waiting >= self._queue_bound(f):
-            return _cloud(f, "edge-saturated", score)
+        if edge_saturated(f, self.edge_queue_bound):
+            return Decision("cloud", "edge-saturated", score)
         if f.complexity is None:
             return by_length
         if score >= self.effective_threshold(f):
-            return _cloud(f, "complex" if score >= self.threshold else "edge-busy", score)
+            return Decision("cloud", "complex" if score >= self.threshold else "edge-busy", score)
         return Decision("edge", "simple" if score < self.threshold else "cloud-busy", score)
 
 
 def _length(s: RoutingSettings) -> LengthPolicy:
-    return LengthPolicy(long_prompt_tokens=s.long_prompt_tokens, long_max_tokens=s.long_max_tokens)
+    return LengthPolicy(long_prompt_tokens=s.length.long_prompt_tokens, long_max_tokens=s.length.long_max_tokens)
 
 
 def _complexity(s: RoutingSettings) -> ComplexityPolicy:
-    return ComplexityPolicy(threshold=s.complexity_threshold, length=_length(s))
+    return ComplexityPolicy(threshold=s.complexity.threshold, length=_length(s))
 
 
 def _hybrid(s: RoutingSettings) -> HybridPolicy:
-    return HybridPolicy(
-        threshold=s.complexity_threshold,
-        length=_length(s),
-        edge_queue_bound=s.edge_queue_bound,
-        edge_pressure=s.edge_pressure,
-        cloud_pressure=s.cloud_pressure,
-        cloud_member_capacity=s.cloud_member_capacity,
-        cloud_ttft_budget_ms=s.cloud_ttft_budget_ms,
-    )
+    return HybridPolicy(threshold=s.complexity.threshold, length=_length(s), **s.hybrid.model_dump())
 
 
 POLICIES: dict[str, Callable[[RoutingSettings], Policy]] = {

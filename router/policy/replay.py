@@ -11,6 +11,7 @@ from typing import Any
 
 from ..errors import ConfigError
 from .features import Features, Policy, Target, features_from_dict
+from .rules import decide
 
 _COLUMNS = (
     "route",
@@ -198,7 +199,7 @@ def replay(records: Iterable[Any], policy: Policy, cost: CostModel | None = None
         except (TypeError, ValueError):
             skipped += 1
             continue
-        decision = policy.decide(feats)
+        decision = decide(policy, feats)
         reasons[decision.reason] = reasons.get(decision.reason, 0) + 1
         tokens = r.prompt_tokens + r.completion_tokens
         spent = cost.cost(r.route, tokens)  # where it actually ran, fallbacks included

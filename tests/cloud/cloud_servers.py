@@ -167,6 +167,7 @@ class ScriptedServer(_TCPServer):
         self.script = list(script)
         self.status = status
         self.content_type = content_type
+        self.heads: list[bytes] = []  # each request's head (request line and headers), as received
         super().__init__()
 
     def _read_request(self, conn: socket.socket) -> tuple[str, bytes]:
@@ -178,6 +179,7 @@ class ScriptedServer(_TCPServer):
                 return "", b""
             data += part
         head, _, body = data.partition(b"\r\n\r\n")
+        self.heads.append(head)
         length = 0
         for line in head.split(b"\r\n"):
             if line.lower().startswith(b"content-length:"):

@@ -40,7 +40,7 @@ def settings(**kw: object) -> PoolSettings:
 
 async def direct_deltas(base_url: str, model: str, request: GenerationRequest) -> list[str]:
     """The content deltas the member sends, read straight off its SSE stream."""
-    from cloud.wire import request_body
+    from models.openai.client import request_body
 
     path, body = request_body(request, model)
     out: list[str] = []
@@ -249,7 +249,7 @@ async def test_all_members_down_is_one_clear_error_quickly() -> None:
         assert sorted(e.member for e in events if e.kind == "ejected") == ["down0", "down1"]
         with pytest.raises(PoolUnavailableError, match="no cloud member is available"):
             await anext(pool.stream(greedy()))
-        assert pool.healthy_count() == 0
+        assert sum(m.healthy for m in pool.status()) == 0
 
 
 async def test_the_requests_own_fault_is_not_retried_nor_held_against_the_member(member: LocalMember) -> None:
@@ -268,7 +268,7 @@ async def test_health_checks_scrape_and_status(member: LocalMember, llama: Serve
         await collect(pool.stream(greedy(3)))
         rows = {s.name: s for s in pool.status()}
         assert rows["torch"].healthy and rows["llama"].healthy
-        assert pool.healthy_count() == 2 and pool.outstanding() == 0
+        assert sum(m.healthy for m in pool.status()) == 2 and pool.outstanding() == 0
         assert pool.ttft_ms_p50() is not None
         served = [r for r in rows.values() if r.latency_ms_p50 is not None]
         assert len(served) == 1 and served[0].ttft_ms_p50 is not None

@@ -5,6 +5,7 @@ plays each fault byte for byte."""
 from __future__ import annotations
 
 from collections.abc import Sequence
+from typing import Any
 
 import pytest
 from cloud_servers import ScriptedServer, chat_chunk, sse
@@ -14,6 +15,7 @@ from cloud import (
     CloudRequestError,
     Member,
     MemberConnectError,
+    MemberSettings,
     MemberHTTPError,
     MemberProtocolError,
     PoolEvent,
@@ -21,6 +23,7 @@ from cloud import (
     StreamBrokenError,
 )
 from models import Chunk, GenerationRequest, SamplingParams, Usage, collect
+from tests.servers import serve_app
 
 REQ = GenerationRequest(
     SamplingParams(max_tokens=16, temperature=0.0), messages=({"role": "user", "content": "hi"},)
@@ -122,8 +125,11 @@ async def test_pool_retries_a_failure_before_the_first_token_on_another_member()
     events: list[PoolEvent] = []
     pool = CloudPool(PS, members=[broken.settings("broken"), good.settings("good")], on_event=events.append)
     try:
-        done = await collect(pool.stream(REQ))
+        stream = pool.stream(REQ)
+        done = await collect(stream)
         assert (done.text, done.finish_reason, done.usage) == ("Hello wor", "length", Usage(0, 2))
+        # The stream itself says who answered and who failed before it.
+        assert (stream.member, stream.failed) == ("good", ["broken"])
         assert [(e.kind, e.member) for e in events] == [
             ("failure", "broken"),
             ("retry", "broken"),
@@ -169,3 +175,44 @@ async def test_a_continuation_avoids_the_member_whose_stream_broke() -> None:
         await pool.aclose()
         first.close()
         second.close()
+
+
+async def test_the_request_id_goes_to_the_member() -> None:
+    server = ScriptedServer([*HELLO, ("send", sse(chat_chunk(None, "stop"), "[DONE]"))])
+    member = Member(server.settings("scripted"), PS)
+    try:
+        await collect(member.stream(REQ))
+    finally:
+        await member.aclose()
+        server.close()
+    headers = server.heads[0].decode().lower().split("\r\n")[1:]
+    assert f"x-request-id: {REQ.request_id}" in headers
+
+
+def _sse_member(clients: list[tuple[str, int]]) -> Any:
+    """A raw ASGI member that answers every chat request with one short stream, noting the client."""
+    body = sse(chat_chunk("Hi"), chat_chunk(None, "stop"), "[DONE]")
+
+    async def app(scope: dict[str, Any], receive: Any, send: Any) -> None:
+        if scope["type"] != "http":
+            return
+        while (await receive()).get("more_body"):
+            pass
+        if scope["path"] == "/v1/chat/completions":
+            clients.append(scope["client"])
+        await send({"type": "http.response.start", "status": 200, "headers": [(b"content-type", b"text/event-stream")]})
+        await send({"type": "http.response.body", "body": body})
+
+    return app
+
+
+async def test_a_finished_stream_gives_its_connection_back_for_the_next_request() -> None:
+    clients: list[tuple[str, int]] = []
+    with serve_app(_sse_member(clients), ready_path="/health") as base:
+        member = Member(MemberSettings(name="m", base_url=base + "/v1", model="m"), PS)
+        try:
+            for _ in range(3):
+                assert (await collect(member.stream(REQ))).text == "Hi"
+        finally:
+            await member.aclose()
+    assert len(clients) == 3 and len(set(clients)) == 1  # one connection, kept alive

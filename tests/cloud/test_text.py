@@ -6,7 +6,7 @@ from typing import Any
 
 import pytest
 
-from cloud.member.text import DeltaDecoder, StopCutter
+from cloud.member.text import DeltaDecoder
 from cloud.member.weights import ensure_weights
 from models import EDGE_DEFAULT, default_models_dir
 
@@ -36,24 +36,3 @@ def test_multibyte_character_split_across_tokens_is_held(tokenizer: Any) -> None
     decoder = DeltaDecoder(tokenizer)
     assert [decoder.feed(t) for t in ids[:-1]] == [""] * (len(ids) - 1)
     assert decoder.feed(ids[-1]) == "🤖"
-
-
-def test_stop_sequence_is_cut_across_deltas() -> None:
-    cutter = StopCutter(("END", "\n\n"))
-    assert cutter.feed("abc E") == "abc "
-    assert cutter.feed("N") == ""
-    assert cutter.feed("Dxyz") == ""
-    assert cutter.hit and cutter.flush() == ""
-
-
-def test_false_alarm_is_released_and_flush_returns_the_rest() -> None:
-    cutter = StopCutter(("END",))
-    assert cutter.feed("the E") == "the "
-    assert cutter.feed("ND") == ""
-    assert cutter.hit
-    other = StopCutter(("END",))
-    assert other.feed("an EN") == "an "
-    assert other.feed("Xtra") == "ENXtra"
-    assert other.feed("E") == ""
-    assert other.flush() == "E" and not other.hit
-    assert StopCutter(()).feed("anything") == "anything"

@@ -187,7 +187,8 @@ def test_the_cookie_is_secure_over_https(node: FakeNode) -> None:
 
 
 def test_the_node_app_puts_dashboard_and_metrics_behind_its_keys(tmp_path: Path) -> None:
-    from router import create_app, load_settings
+    from dashboard import create_app
+    from router import load_settings
 
     settings = load_settings(data_dir=tmp_path, server={"api_keys": KEYS})
     # No lifespan (no models loaded): the guard answers before any handler reads the node.

@@ -5,7 +5,8 @@ from pathlib import Path
 
 import pytest
 
-from router import create_app, load_settings
+from dashboard import create_app
+from router import load_settings
 from tests.servers import serve_app
 
 

@@ -12,7 +12,8 @@ from typing import Any
 
 import httpx
 
-from router import create_app, load_settings
+from dashboard import create_app
+from router import load_settings
 from tests.cloud.cloud_servers import ScriptedServer, chat_chunk, sse
 from tests.servers import serve_app
 
@@ -90,7 +91,7 @@ def sse_lines(base: str, body: dict[str, Any], on_chunk: Any = None) -> tuple[ht
             if line.startswith("data: "):
                 lines.append(line[6:])
                 if on_chunk is not None:
-                    on_chunk(len(lines))
+                    on_chunk(lines)
         return resp.headers, lines
 
 
@@ -112,11 +113,18 @@ def decisions(app: Any) -> list[Any]:
 
 
 def kill_after_chunks(proc: Any, n: int) -> tuple[threading.Event, Any]:
-    """An ``on_chunk`` callback for :func:`sse_lines` that SIGKILLs ``proc`` at the n-th chunk."""
+    """An ``on_chunk`` callback for :func:`sse_lines` that SIGKILLs ``proc`` once the client has read
+    ``n`` chunks that carry text. Counting text, not lines, keeps the kill after real output: a
+    server may open its stream with a role-only chunk or empty deltas."""
     killed = threading.Event()
+    seen = [0]
 
-    def on_chunk(count: int) -> None:
-        if count == n and not killed.is_set():
+    def on_chunk(lines: list[str]) -> None:
+        if killed.is_set() or lines[-1] == "[DONE]":
+            return
+        if text_of(lines[-1:]):
+            seen[0] += 1
+        if seen[0] >= n:
             killed.set()
             proc.kill()
 

@@ -93,7 +93,7 @@ def test_invalid_weights_are_config_errors(tmp_path: Path, content: str, message
     path.write_text(content)
     with pytest.raises(ConfigError, match=message) as err:
         ComplexityClassifier.load(path)
-    assert err.value.param == "routing.classifier_path"
+    assert err.value.param == "routing.complexity.classifier_path"
 
 
 def test_missing_weights_are_a_config_error(tmp_path: Path) -> None:

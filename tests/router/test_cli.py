@@ -16,7 +16,7 @@ import pytest
 
 from tests.servers import free_port
 
-EDGEROUTE = [sys.executable, "-c", "from router.cli import main; main()"]
+EDGEROUTE = [sys.executable, "-c", "from dashboard.cli import main; main()"]
 REPO = Path(__file__).resolve().parents[2]
 
 
@@ -48,10 +48,11 @@ def test_unknown_policy_exits_2_before_anything_loads(tmp_path: Path) -> None:
 
 
 @pytest.mark.slow
-def test_serve_answers_the_openai_sdk(tmp_path: Path) -> None:
+def test_serve_answers_the_openai_sdk_and_logs_one_json_line_per_request(tmp_path: Path) -> None:
     port = free_port()
     proc = subprocess.Popen(
-        [*EDGEROUTE, "serve", "--port", str(port), "--data-dir", str(tmp_path / "d"), "--log-level", "warning", "--no-local-member"],
+        [*EDGEROUTE, "serve", "--port", str(port), "--data-dir", str(tmp_path / "d"), "--log-level", "info",
+         "--log-format", "json", "--no-local-member"],
         cwd=REPO,
         stdout=subprocess.PIPE,
         stderr=subprocess.STDOUT,
@@ -82,3 +83,12 @@ def test_serve_answers_the_openai_sdk(tmp_path: Path) -> None:
     finally:
         os.killpg(proc.pid, signal.SIGTERM)
         proc.wait(timeout=30)
+    output = proc.stdout.read().decode() if proc.stdout else ""
+    # Log records are JSON objects; llama.cpp's own loader may print plain text to stderr.
+    lines = [json.loads(line) for line in output.splitlines() if line.startswith("{")]
+    assert any(line["logger"].startswith("uvicorn") for line in lines)  # uvicorn's records too
+    requests = [line for line in lines if line["logger"] == "edgeroute.requests"]
+    # The streamed repeat of the same greedy question is answered by the cache.
+    assert [(r["level"], r["route"], r["status"]) for r in requests] == [("info", "edge", "ok"), ("info", "cache-exact", "ok")]
+    assert all(r["completion_tokens"] > 0 and len(r["request_id"]) == 32 for r in requests)
+    assert not [line for line in lines if line["logger"].startswith("httpx")]

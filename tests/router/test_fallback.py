@@ -7,15 +7,15 @@ from collections.abc import AsyncIterator
 
 import pytest
 
-from models import Chunk, EngineLoad, GenerationRequest, SamplingParams, Usage, collect
+from models import Chunk, EngineLoad, EngineUnavailableError, GenerationRequest, SamplingParams, StreamBrokenError, Usage, collect
 from router.fallback import Attempt, StreamPlan, resilient, start
 
 
-class Broken(Exception):
+class Broken(StreamBrokenError):
     pass
 
 
-class Down(Exception):
+class Down(EngineUnavailableError):
     pass
 
 
@@ -50,8 +50,8 @@ REQ = GenerationRequest(params=SamplingParams(temperature=0), messages=({"role":
 
 
 async def run(plan: StreamPlan) -> tuple[list[Chunk], StreamPlan]:
-    index, first, stream = await start(plan, REQ, (Down, Broken))
-    chunks = [c async for c in resilient(plan, REQ, index, first, stream, (Broken,), (Down, Broken), prompt_tokens=7)]
+    index, first, stream = await start(plan, REQ)
+    chunks = [c async for c in resilient(plan, REQ, index, first, stream, prompt_tokens=7)]
     return chunks, plan
 
 
@@ -60,7 +60,7 @@ async def test_failure_before_first_token_moves_to_next_target() -> None:
     edge = Scripted("edge", ["Hel", "lo"])
     chunks, plan = await run(StreamPlan([cloud, edge]))
     assert "".join(c.text for c in chunks) == "Hello"
-    assert plan.fallback == "cloud->edge"
+    assert plan.path() == "cloud->edge"
     assert [a.outcome for a in plan.attempts] == ["failed-before-first-token", "ok"]
     assert edge.requests[0].assistant_prefix == ""
 
@@ -76,7 +76,7 @@ async def test_mid_stream_break_continues_from_the_text_so_far() -> None:
     assert len(finals) == 1 and finals[0] is chunks[-1]
     # The client's usage: the original prompt, two chunks before the break plus two after.
     assert finals[0].usage == Usage(prompt_tokens=7, completion_tokens=4)
-    assert plan.fallback == "cloud->edge"
+    assert plan.path() == "cloud->edge"
     assert plan.attempts[0].outcome == "broken-mid-stream"
     assert "cut after 2 chunks" in (plan.attempts[0].error or "")
 
@@ -88,7 +88,7 @@ async def test_two_breaks_then_the_last_target() -> None:
     chunks, plan = await run(StreamPlan([a, b, edge]))
     assert "".join(c.text for c in chunks) == "a1 b1 e1"
     assert edge.requests[0].assistant_prefix == "a1 b1 "
-    assert plan.fallback == "cloud->cloud->edge"
+    assert plan.path() == "cloud->cloud->edge"
 
 
 async def test_every_target_down_raises_the_last_error() -> None:
@@ -98,17 +98,20 @@ async def test_every_target_down_raises_the_last_error() -> None:
 
 async def test_break_with_no_target_left_propagates() -> None:
     plan = StreamPlan([Scripted("cloud", ["a", "b"], fail_at=1)])
-    index, first, stream = await start(plan, REQ, (Down, Broken))
+    index, first, stream = await start(plan, REQ)
     with pytest.raises(Broken):
-        await collect(resilient(plan, REQ, index, first, stream, (Broken,), (Down, Broken), prompt_tokens=1))
+        await collect(resilient(plan, REQ, index, first, stream, prompt_tokens=1))
 
 
 def test_member_hops_count_before_the_cloud_attempt_that_answered() -> None:
     plan = StreamPlan([])
     plan.attempts = [Attempt("cloud", "broken-mid-stream"), Attempt("edge", "ok")]
-    assert plan.path() == plan.fallback == "cloud->edge"
-    assert plan.path(1) == "cloud->cloud->edge"  # one member failed before another started
+    assert plan.path() == "cloud->edge"
+    plan.attempts = [Attempt("cloud", "broken-mid-stream", member_hops=1), Attempt("edge", "ok")]
+    assert plan.path() == "cloud->cloud->edge"  # one member failed before another started
     plan.attempts = [Attempt("cloud", "failed-before-first-token"), Attempt("edge", "ok")]
-    assert plan.path(2) == "cloud->edge"  # the pool gave up altogether: one cloud hop
+    assert plan.path() == "cloud->edge"  # the pool gave up altogether: one cloud hop
     plan.attempts = [Attempt("cloud", "ok")]
-    assert (plan.path(), plan.path(1)) == (None, "cloud->cloud")
+    assert plan.path() is None
+    plan.attempts = [Attempt("cloud", "ok", member="b", member_hops=1)]
+    assert (plan.path(), plan.member) == ("cloud->cloud", "b")

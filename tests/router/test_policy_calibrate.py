@@ -13,7 +13,7 @@ import pysqlite3 as sqlite3
 import pytest
 from typer.testing import CliRunner
 
-from router.cli import app
+from dashboard.cli import app
 from router.errors import ConfigError
 from router.policy import (
     CostModel,

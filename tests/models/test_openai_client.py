@@ -1,11 +1,11 @@
-"""The OpenAI wire format as the pool speaks it."""
+"""The client side of the OpenAI wire format (what the cloud pool sends and reads)."""
 
 from __future__ import annotations
 
 import pytest
 
-from cloud.errors import CloudError, ErrorEventError, MalformedEventError
-from cloud.wire import error_message, parse_event, request_body
+from models.errors import ErrorEventError, MalformedEventError, WireFormatError
+from models.openai.client import error_message, parse_event, request_body
 from models import GenerationRequest, SamplingParams, Usage
 
 
@@ -70,7 +70,7 @@ def test_parse_chat_text_and_usage_events() -> None:
 def test_malformed_events(data: str) -> None:
     with pytest.raises(MalformedEventError) as info:
         parse_event(data)
-    assert isinstance(info.value, CloudError)
+    assert isinstance(info.value, WireFormatError)
 
 
 def test_error_event_and_error_bodies() -> None:

@@ -1,4 +1,5 @@
-"""The OpenAI wire format as the pool speaks it: request bodies out, stream events in."""
+"""The client side of the OpenAI wire format (what the cloud pool sends and reads): request
+bodies out, stream events and error bodies in."""
 
 from __future__ import annotations
 
@@ -6,9 +7,8 @@ import json
 from dataclasses import dataclass
 from typing import Any
 
-from models import GenerationRequest, Usage
-
-from .errors import ErrorEventError, MalformedEventError
+from ..errors import ErrorEventError, MalformedEventError
+from ..generation import GenerationRequest, Usage
 
 
 def request_body(request: GenerationRequest, model: str) -> tuple[str, dict[str, Any]]:

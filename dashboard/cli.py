@@ -1,9 +1,9 @@
-"""The `edgeroute` command line."""
+"""The `edgeroute` command line, assembled in the top layer from every package's commands."""
 
 from __future__ import annotations
 
 import json
-import logging
+from enum import Enum
 from pathlib import Path
 from typing import Annotated, Optional
 
@@ -13,9 +13,11 @@ from cloud import register_prepare_steps
 from cloud.cli import cloud_app
 from edge.cli import cache_app
 from models import EdgerouteError, prepare, registry
+from router import Settings, load_settings
+from router.logs import configure_logging
+from router.policy.cli import router_app
 
-from .policy.cli import router_app
-from .settings import Settings, load_settings
+from .app import create_app
 
 app = typer.Typer(help="edgeroute: an edge/cloud hybrid LLM routing node.", no_args_is_help=True)
 models_app = typer.Typer(help="The bundled model artifacts.", no_args_is_help=True)
@@ -23,6 +25,11 @@ app.add_typer(models_app, name="models")
 app.add_typer(cache_app, name="cache")
 app.add_typer(cloud_app, name="cloud")
 app.add_typer(router_app, name="router")
+
+class LogFormatChoice(str, Enum):
+    text = "text"
+    json = "json"
+
 
 ConfigOpt = Annotated[Optional[Path], typer.Option("--config", help="TOML config file")]
 DataDirOpt = Annotated[Optional[Path], typer.Option("--data-dir", help="data directory (cache, telemetry)")]
@@ -42,7 +49,8 @@ def serve(
     port: Annotated[Optional[int], typer.Option(help="port [default: 8080]")] = None,
     config: ConfigOpt = None,
     data_dir: DataDirOpt = None,
-    log_level: Annotated[str, typer.Option(help="uvicorn log level")] = "info",
+    log_level: Annotated[str, typer.Option(help="log level (debug, info, warning, error)")] = "info",
+    log_format: Annotated[LogFormatChoice, typer.Option(help="text, or json: one object a line")] = LogFormatChoice.text,
     local_member: Annotated[
         Optional[bool],
         typer.Option("--local-member/--no-local-member", help="start a local cloud member when none is configured"),
@@ -50,8 +58,6 @@ def serve(
 ) -> None:
     """Serve the OpenAI-compatible API (and the dashboard)."""
     import uvicorn
-
-    from .app import create_app
 
     settings = _settings(config, data_dir)
     server = settings.server.model_copy(
@@ -61,10 +67,18 @@ def serve(
     if local_member is not None:
         cloud = cloud.model_copy(update={"local_member": local_member})
     settings = settings.model_copy(update={"server": server, "cloud": cloud})
-    logging.basicConfig(level=log_level.upper(), format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    configure_logging(log_level, log_format.value)
+    # uvicorn keeps its hands off logging (log_config=None): its lines go through the root handler
+    # above; no access log, since the node writes its own line per request.
     # An open dashboard tab holds an SSE connection; do not let it block shutdown.
     uvicorn.run(
-        create_app(settings), host=server.host, port=server.port, log_level=log_level, timeout_graceful_shutdown=5
+        create_app(settings),
+        host=server.host,
+        port=server.port,
+        log_config=None,
+        log_level=log_level,
+        access_log=False,
+        timeout_graceful_shutdown=5,
     )
 
 

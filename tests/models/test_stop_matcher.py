@@ -1,6 +1,6 @@
 from __future__ import annotations
 
-from edge.text import StopMatcher
+from models.stops import StopMatcher
 
 
 def feed_all(matcher: StopMatcher, pieces: list[str]) -> tuple[str, bool]:
@@ -36,3 +36,23 @@ def test_no_stops_passes_text_through() -> None:
 
 def test_held_text_is_flushed_at_end_of_stream() -> None:
     assert feed_all(StopMatcher(("</s>",)), ["the end<", "/"]) == ("the end</", False)
+
+
+def test_stop_sequence_is_cut_across_deltas() -> None:
+    matcher = StopMatcher(("END", "\n\n"))
+    assert matcher.feed("abc E") == ("abc ", False)
+    assert matcher.feed("N") == ("", False)
+    assert matcher.feed("Dxyz") == ("", True)
+    assert matcher.hit and matcher.flush() == ""
+
+
+def test_false_alarm_is_released_and_nothing_follows_a_hit() -> None:
+    matcher = StopMatcher(("END",))
+    assert matcher.feed("the E") == ("the ", False)
+    assert matcher.feed("ND") == ("", True)
+    assert matcher.feed("more") == ("", True)
+    other = StopMatcher(("END",))
+    assert other.feed("an EN") == ("an ", False)
+    assert other.feed("Xtra") == ("ENXtra", False)
+    assert other.feed("E") == ("", False)
+    assert other.flush() == "E" and not other.hit

@@ -1,0 +1,190 @@
+"""What the node adds in front of a cloud member: the latency of a 1-token request through the node
+(``model: cloud``, cache off) minus the same request sent to the member directly.
+
+The member is llama.cpp's own OpenAI-compatible server (``llama_cpp.server``) on the edge GGUF,
+on loopback; the node is ``edgeroute serve`` with that server as its only member. Direct and
+routed requests alternate (the order flips every pair) on kept-alive connections, so machine noise
+hits both alike; the figure is the median of the paired differences. ``GET /healthz`` on the node
+is timed too: the cost of one trip through the HTTP stack alone.
+
+    python -m bench.overhead [--pairs 200] [--warmup 20] [--json artifacts/bench_overhead.json]
+                             [--against DIR]
+
+``--against DIR`` starts a second node from another checkout (e.g. an older commit unpacked with
+``git archive``) in front of the same member, timed in the same rounds: a regression check that
+the machine's load cannot bias.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import signal
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import httpx
+
+from cloud.member.ranks import free_port
+from models import EDGE_DEFAULT, default_models_dir, resolve
+
+ALIAS = "llama-member"
+
+
+def _wait(url: str, proc: subprocess.Popen[bytes], timeout_s: float = 180) -> None:
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        if proc.poll() is not None:
+            raise SystemExit(f"{url}: the server exited ({proc.returncode})")
+        try:
+            if httpx.get(url, timeout=2).status_code == 200:
+                return
+        except httpx.HTTPError:
+            pass
+        time.sleep(0.2)
+    raise SystemExit(f"{url}: not ready after {timeout_s:g}s")
+
+
+def _spawn(argv: list[str], log: Path) -> subprocess.Popen[bytes]:
+    with log.open("wb") as out:
+        return subprocess.Popen(argv, stdout=out, stderr=subprocess.STDOUT, start_new_session=True)
+
+
+def _stop(proc: subprocess.Popen[bytes]) -> None:
+    if proc.poll() is None:
+        os.killpg(proc.pid, signal.SIGTERM)
+        try:
+            proc.wait(10)
+        except subprocess.TimeoutExpired:
+            os.killpg(proc.pid, signal.SIGKILL)
+
+
+def _timed(call: Callable[[], httpx.Response]) -> float:
+    started = time.perf_counter()
+    resp = call()
+    elapsed = (time.perf_counter() - started) * 1000
+    if resp.status_code != 200:
+        raise SystemExit(f"{resp.request.url} answered {resp.status_code}: {resp.text[:300]}")
+    return elapsed
+
+
+def _summary(values: list[float]) -> dict[str, float]:
+    q = statistics.quantiles(values, n=20)
+    return {"p50": statistics.median(values), "p05": q[0], "p95": q[-1], "mean": statistics.fmean(values)}
+
+
+def measure(member: str, nodes: dict[str, str], pairs: int, warmup: int, stream: bool) -> dict[str, Any]:
+    """Each round times the member directly and every node once, in an order that rotates."""
+    body = {"messages": [{"role": "user", "content": "Hi"}], "max_tokens": 1, "temperature": 0, "stream": stream}
+
+    def post(client: httpx.Client, url: str, model: str) -> Callable[[], httpx.Response]:
+        def call() -> httpx.Response:
+            if not stream:
+                return client.post(url, json={**body, "model": model})
+            with client.stream("POST", url, json={**body, "model": model}) as resp:
+                for _ in resp.iter_bytes():
+                    pass
+                return resp
+
+        return call
+
+    clients = {name: httpx.Client(timeout=60) for name in ["direct", *nodes]}
+    try:
+        calls = {"direct": post(clients["direct"], member + "/v1/chat/completions", ALIAS)}
+        calls.update({name: post(clients[name], url + "/v1/chat/completions", "cloud") for name, url in nodes.items()})
+        first = next(iter(nodes))
+        health = lambda: clients[first].get(nodes[first] + "/healthz")  # noqa: E731
+        order = list(calls)
+        for _ in range(warmup):
+            for call in calls.values():
+                _timed(call)
+        times: dict[str, list[float]] = {name: [] for name in calls}
+        health_ms = []
+        for i in range(pairs):
+            rotated = order[i % len(order) :] + order[: i % len(order)]
+            for name in rotated:
+                times[name].append(_timed(calls[name]))
+            health_ms.append(_timed(health))
+    finally:
+        for client in clients.values():
+            client.close()
+    out: dict[str, Any] = {"stream": stream, "pairs": pairs, "direct_ms": _summary(times["direct"])}
+    for name in nodes:
+        diffs = [n - d for n, d in zip(times[name], times["direct"], strict=True)]
+        out[name] = {"added_ms": _summary(diffs), "node_ms": _summary(times[name])}
+    out["healthz_ms"] = _summary(health_ms)
+    return out
+
+
+def _node(tree: Path, port: int, config: Path, data: Path, log: Path) -> subprocess.Popen[bytes]:
+    # Started in ``tree`` so its packages win over the installed ones (``-c`` puts the cwd first).
+    boot = "try:\n from dashboard.cli import main\nexcept ImportError:\n from router.cli import main\nmain()"
+    with log.open("wb") as out:
+        return subprocess.Popen(
+            [sys.executable, "-c", boot, "serve", "--port", str(port), "--config", str(config),
+             "--data-dir", str(data), "--log-level", "warning"],
+            stdout=out, stderr=subprocess.STDOUT, start_new_session=True, cwd=tree,
+        )
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--pairs", type=int, default=200)
+    ap.add_argument("--warmup", type=int, default=20)
+    ap.add_argument("--json", type=Path, default=Path("artifacts/bench_overhead.json"))
+    ap.add_argument("--against", type=Path, help="a second node from this checkout, timed in the same rounds")
+    args = ap.parse_args()
+
+    work = Path(tempfile.mkdtemp(prefix="edgeroute-overhead-"))
+    gguf = resolve(EDGE_DEFAULT, default_models_dir()).path
+    member_port = free_port()
+    member_url = f"http://127.0.0.1:{member_port}"
+    config = work / "node.toml"
+    config.write_text(
+        "[cache]\nenabled = false\n\n[cloud]\nlocal_member = false\n\n"
+        f'[[cloud.members]]\nname = "llama"\nbase_url = "{member_url}/v1"\nmodel = "{ALIAS}"\n'
+    )
+    member = _spawn(
+        [sys.executable, "-m", "llama_cpp.server", "--model", str(gguf), "--model_alias", ALIAS,
+         "--host", "127.0.0.1", "--port", str(member_port), "--n_threads", "1", "--n_ctx", "2048"],
+        work / "member.log",
+    )
+    trees = {"node": Path(__file__).resolve().parents[1]}
+    if args.against is not None:
+        trees["against"] = args.against.resolve()
+    procs: list[subprocess.Popen[bytes]] = []
+    try:
+        _wait(member_url + "/v1/models", member)
+        urls = {}
+        for name, tree in trees.items():
+            port = free_port()
+            procs.append(_node(tree, port, config, work / name, work / f"{name}.log"))
+            urls[name] = f"http://127.0.0.1:{port}"
+            _wait(urls[name] + "/healthz", procs[-1])
+        results = [measure(member_url, urls, args.pairs, args.warmup, stream) for stream in (False, True)]
+    finally:
+        for proc in procs:
+            _stop(proc)
+        _stop(member)
+    for r in results:
+        d, h = r["direct_ms"], r["healthz_ms"]
+        for name in trees:
+            a = r[name]["added_ms"]
+            print(
+                f"{'stream' if r['stream'] else 'whole '} {name}: adds {a['p50']:+.2f} ms p50 "
+                f"(p05 {a['p05']:+.2f}, p95 {a['p95']:+.2f}) over {d['p50']:.2f} ms direct; "
+                f"GET /healthz {h['p50']:.2f} ms ({r['pairs']} rounds)"
+            )
+    args.json.parent.mkdir(parents=True, exist_ok=True)
+    args.json.write_text(json.dumps({"member": "llama_cpp.server", "results": results}, indent=2))
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,105 @@
+"""OpenAI error bodies, and errors to HTTP responses by their class attributes (one mapping for
+every server here: the node's API and the member server)."""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable
+from typing import Any
+
+from litestar import MediaType, Request, Response
+from litestar.exceptions import HTTPException, SerializationException, ValidationException
+
+from ..errors import EdgerouteError, EngineUnavailableError
+
+log = logging.getLogger(__name__)
+
+# Headers a server adds to every error response of a request (the node: where it was routed).
+ExtraHeaders = Callable[[Request[Any, Any, Any], str], dict[str, str]]
+
+
+def error_body(message: str, err_type: str, param: str | None = None, code: str | None = None) -> dict[str, Any]:
+    return {"error": {"message": message, "type": err_type, "param": param, "code": code}}
+
+
+def http_status(exc: EdgerouteError) -> int:
+    """The error's status; an unknown model is a 404 whichever layer found out (as OpenAI answers)."""
+    return 404 if exc.code == "model_not_found" else exc.status
+
+
+_TYPE_TAGS = {"str", "int", "float", "bool", "list", "dict", "none", "function-after", "constrained-str"}
+
+
+def _param(key: str | None) -> str | None:
+    """A pydantic location as the field path a client wrote (drop union-member tags like ``list[str]``)."""
+    if not key:
+        return None
+    parts = [p for p in key.split(".") if p.lower() not in _TYPE_TAGS and "[" not in p and "-" not in p]
+    return ".".join(parts) or None
+
+
+def exception_handlers(extra_headers: ExtraHeaders | None = None) -> dict[type[Exception], Any]:
+    """Litestar exception handlers that answer every error with an OpenAI error body.
+
+    ``extra_headers(request, reason)`` adds headers to each error response; ``reason`` is the
+    error's code (or a short name of the failure).
+    """
+
+    def respond(
+        request: Request[Any, Any, Any],
+        status: int,
+        body: dict[str, Any],
+        reason: str,
+        headers: dict[str, str] | None = None,
+    ) -> Response[Any]:
+        out = dict(headers or {})
+        if extra_headers is not None:
+            out.update(extra_headers(request, reason))
+        return Response(body, status_code=status, headers=out, media_type=MediaType.JSON)
+
+    def edgeroute_error(request: Request[Any, Any, Any], exc: EdgerouteError) -> Response[Any]:
+        headers = {}
+        if isinstance(exc, EngineUnavailableError):
+            headers["retry-after"] = str(exc.retry_after)
+        body = error_body(exc.message, exc.error_type, exc.param, exc.code)
+        return respond(request, http_status(exc), body, exc.code or exc.error_type, headers)
+
+    def validation_error(request: Request[Any, Any, Any], exc: ValidationException) -> Response[Any]:
+        details = exc.extra if isinstance(exc.extra, list) else []
+        param = None
+        parts = []
+        for item in details:
+            if isinstance(item, dict):
+                key = _param(item.get("key"))
+                param = param or key
+                parts.append(f"{key}: {item.get('message')}" if key else str(item.get("message")))
+        message = "; ".join(parts) or str(exc.detail)
+        body = error_body(message, "invalid_request_error", param, "invalid_request")
+        return respond(request, 400, body, "invalid_request")
+
+    def http_error(request: Request[Any, Any, Any], exc: HTTPException) -> Response[Any]:
+        status = exc.status_code
+        err_type = "invalid_request_error" if status < 500 else "server_error"
+        detail = exc.detail
+        reason = f"http-{status}"
+        if isinstance(exc.__cause__, SerializationException):
+            detail = f"the body is not valid JSON: {detail}"
+            reason = "invalid-json"
+        return respond(request, status, error_body(detail, err_type), reason, dict(exc.headers or {}))
+
+    def not_utf8(request: Request[Any, Any, Any], exc: UnicodeDecodeError) -> Response[Any]:
+        message = f"the body is not valid UTF-8 (byte {exc.start}: {exc.reason})"
+        body = error_body(message, "invalid_request_error", None, "invalid_encoding")
+        return respond(request, 400, body, "invalid_encoding")
+
+    def unexpected(request: Request[Any, Any, Any], exc: Exception) -> Response[Any]:
+        log.exception("unhandled error", exc_info=exc)
+        return respond(request, 500, error_body("internal error", "server_error"), "internal_error")
+
+    return {
+        EdgerouteError: edgeroute_error,
+        ValidationException: validation_error,
+        HTTPException: http_error,
+        UnicodeDecodeError: not_utf8,
+        Exception: unexpected,
+    }

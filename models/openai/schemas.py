@@ -1,0 +1,98 @@
+"""The OpenAI request bodies, as the node's API and the member server both accept them.
+
+Each server subclasses these with its own extensions (the node's ``cache``/``private``, vLLM's
+``continue_final_message``); the fields OpenAI defines are written once, here.
+"""
+
+from __future__ import annotations
+
+from typing import Annotated, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, model_validator
+
+from ..generation import SamplingParams
+
+Role = Literal["system", "developer", "user", "assistant", "tool"]
+MAX_TOKENS_LIMIT = 1_000_000  # beyond any context window: a bigger number is a client bug
+
+
+class TextPart(BaseModel):
+    model_config = ConfigDict(extra="allow")
+    type: Literal["text"]
+    text: str
+
+
+class Message(BaseModel):
+    model_config = ConfigDict(extra="allow")
+    role: Role
+    content: str | list[TextPart] | None = None
+    name: str | None = None
+
+    def text(self) -> str:
+        if self.content is None:
+            return ""
+        if isinstance(self.content, str):
+            return self.content
+        return "".join(part.text for part in self.content)
+
+
+class StreamOptions(BaseModel):
+    include_usage: bool = False
+
+
+class SamplingBody(BaseModel):
+    """Fields shared by chat and text completions; unknown OpenAI fields are accepted and ignored."""
+
+    model_config = ConfigDict(extra="allow")
+
+    model: str = Field(min_length=1, max_length=256)
+    max_tokens: Annotated[int, Field(ge=1, le=MAX_TOKENS_LIMIT)] | None = None
+    temperature: Annotated[float, Field(ge=0.0, le=2.0)] | None = None
+    top_p: Annotated[float, Field(ge=0.0, le=1.0)] | None = None
+    n: Annotated[int, Field(ge=1, le=1)] = 1
+    stop: str | Annotated[list[str], Field(max_length=4)] | None = None
+    seed: int | None = None
+    stream: bool = False
+    stream_options: StreamOptions | None = None
+
+    def stops(self) -> tuple[str, ...]:
+        return (self.stop,) if isinstance(self.stop, str) else tuple(self.stop or ())
+
+    def sampling(self) -> SamplingParams:
+        return SamplingParams(
+            max_tokens=self.max_tokens,
+            temperature=1.0 if self.temperature is None else self.temperature,
+            top_p=1.0 if self.top_p is None else self.top_p,
+            stop=self.stops(),
+            seed=self.seed,
+        )
+
+    @property
+    def include_usage(self) -> bool:
+        return bool(self.stream_options and self.stream_options.include_usage)
+
+
+class ChatBody(SamplingBody):
+    """``POST /v1/chat/completions``."""
+
+    messages: Annotated[list[Message], Field(min_length=1)]
+    max_completion_tokens: Annotated[int, Field(ge=1, le=MAX_TOKENS_LIMIT)] | None = None
+
+    @model_validator(mode="after")
+    def _newer_max_tokens(self) -> ChatBody:
+        if self.max_tokens is None and self.max_completion_tokens is not None:
+            self.max_tokens = self.max_completion_tokens
+        return self
+
+    def plain_messages(self) -> tuple[dict[str, str], ...]:
+        """The messages as role and text (content parts joined)."""
+        return tuple({"role": m.role, "content": m.text()} for m in self.messages)
+
+
+class CompletionBody(SamplingBody):
+    """``POST /v1/completions``."""
+
+    prompt: str | Annotated[list[str], Field(min_length=1, max_length=1)]
+
+    def prompt_text(self) -> str:
+        return self.prompt if isinstance(self.prompt, str) else self.prompt[0]

@@ -1,0 +1,52 @@
+"""The hard rules, applied once around whichever policy scores a request.
+
+A policy only scores and proposes (:meth:`Policy.decide`); :func:`decide` applies, in order,
+the rules no policy may override, so a new policy cannot forget them:
+
+1. ``private`` requests stay on the edge (they never leave the box);
+2. an explicit hint wins (``hint-edge``, ``hint-cloud``);
+3. a prompt that does not fit the edge's context goes to the cloud (``edge-context``);
+4. a cloud decision while no member is healthy answers on the edge (``cloud-unhealthy``; the
+   request path marks such a response degraded).
+
+Each decision keeps the policy's score.
+"""
+
+from __future__ import annotations
+
+from .features import Decision, Features, Policy
+
+
+def decide(policy: Policy, f: Features) -> Decision:
+    """Where the request runs, and why."""
+    proposed = policy.decide(f)
+    decision = _hard_rule(f, proposed.score) or proposed
+    if decision.target == "cloud" and f.cloud_healthy <= 0:
+        return Decision("edge", "cloud-unhealthy", decision.score)
+    return decision
+
+
+def _hard_rule(f: Features, score: float) -> Decision | None:
+    if f.private:
+        return Decision("edge", "private", score)
+    if f.hint == "edge":
+        return Decision("edge", "hint-edge", score)
+    if f.hint == "cloud":
+        return Decision("cloud", "hint-cloud", score)
+    if not f.fits_edge_context:
+        return Decision("cloud", "edge-context", score)
+    return None
+
+
+# -- edge saturation: the one place the router's rule lives (the engine itself refuses beyond
+# ``EdgeSettings.max_queue`` with EdgeSaturatedError, which the request path falls back from).
+
+
+def saturation_bound(f: Features, queue_bound: int) -> int:
+    """Requests waiting on the edge at which it counts as saturated."""
+    return max(1, min(queue_bound, f.edge_max_queue))
+
+
+def edge_saturated(f: Features, queue_bound: int) -> bool:
+    """Whether the edge counts as saturated (the hybrid policy then proposes the cloud)."""
+    return f.edge_waiting >= saturation_bound(f, queue_bound)
