@@ -1,6 +1,6 @@
 """Edge decode speed through the HTTP API vs raw ``llama_cpp.Llama``, same model and prompt, one run.
 
-    python -m bench.edge_api [--rounds 9] [--ttft-rounds 40] [--max-tokens 128] [--json out.json]
+    python -m bench.edge_api [--rounds 9] [--ttft-rounds 40] [--max-tokens 128] [--threads N] [--json out.json]
 
 Prints a table and writes JSON. Rounds alternate raw and API so drift hits both alike. Decode
 speed comes from ``--rounds`` long generations; the added time to first token is the median of
@@ -30,7 +30,7 @@ PROMPT = "1, 2, 3, 4, 5,"
 
 
 def raw_round(llm, max_tokens: int) -> dict[str, float]:  # type: ignore[no-untyped-def]
-    llm.reset()  # no prefix reuse: the API path evaluates the prompt afresh too
+    llm.reset()  # no prefix reuse: the node runs with edge.prefix_reuse off for this bench
     start = time.perf_counter()
     stamps: list[float] = []
     n = 0
@@ -66,10 +66,14 @@ def _stats(start: float, stamps: list[float], n_tokens: int) -> dict[str, float]
     return {"ttft_ms": ttft, "decode_tok_s": (n_tokens - 1) / decode_s if decode_s > 0 else 0.0, "tokens": n_tokens}
 
 
-def start_node(port: int, data_dir: Path) -> subprocess.Popen[bytes]:
+def start_node(port: int, data_dir: Path, threads: int | None = None) -> subprocess.Popen[bytes]:
     cmd = [sys.executable, "-c", "from dashboard.cli import main; main()", "serve", "--port", str(port),
            "--data-dir", str(data_dir), "--log-level", "warning", "--no-local-member"]
-    proc = subprocess.Popen(cmd, start_new_session=True)
+    # Same work on both sides: the node would otherwise keep the repeated prompt's KV.
+    env = {**os.environ, "EDGEROUTE_EDGE__PREFIX_REUSE": "false"}
+    if threads is not None:
+        env["EDGEROUTE_EDGE__N_THREADS"] = str(threads)
+    proc = subprocess.Popen(cmd, start_new_session=True, env=env)
     deadline = time.monotonic() + 120
     while time.monotonic() < deadline:
         try:
@@ -87,6 +91,8 @@ def main() -> None:
     ap.add_argument("--ttft-rounds", type=int, default=40)
     ap.add_argument("--max-tokens", type=int, default=128)
     ap.add_argument("--port", type=int, default=18080)
+    ap.add_argument("--threads", type=int, default=None,
+                    help="llama.cpp threads on both sides (default: the node's default, llama_cpp's own)")
     ap.add_argument("--json", type=Path, default=Path("artifacts/bench_edge_api.json"))
     args = ap.parse_args()
 
@@ -94,9 +100,10 @@ def main() -> None:
 
     spec = resolve(EDGE_DEFAULT, default_models_dir())
     data_dir = Path("artifacts/bench-edge-data")
-    proc = start_node(args.port, data_dir)
+    proc = start_node(args.port, data_dir, args.threads)
     base = f"http://127.0.0.1:{args.port}"
-    llm = Llama(str(spec.path), n_ctx=2048, n_batch=256, verbose=False)
+    threads = {"n_threads": args.threads, "n_threads_batch": args.threads} if args.threads else {}
+    llm = Llama(str(spec.path), n_ctx=2048, n_batch=256, verbose=False, **threads)
     raw: list[dict[str, float]] = []
     api: list[dict[str, float]] = []
     raw_ttft: list[float] = []
@@ -122,6 +129,7 @@ def main() -> None:
         "model": spec.alias,
         "prompt": PROMPT,
         "max_tokens": args.max_tokens,
+        "threads": args.threads,
         "rounds": args.rounds,
         "ttft_rounds": args.ttft_rounds,
         "raw": {"decode_tok_s": med(raw, "decode_tok_s"), "ttft_ms": statistics.median(raw_ttft)},

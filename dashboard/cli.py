@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import json
 from enum import Enum
 from pathlib import Path
@@ -14,6 +15,7 @@ from cloud.cli import cloud_app
 from edge.cli import cache_app
 from models import EdgerouteError, prepare, registry
 from router import Settings, load_settings
+from router.loadgen import LoadConfig, run_load, table
 from router.logs import configure_logging
 from router.policy.cli import router_app
 
@@ -25,6 +27,8 @@ app.add_typer(models_app, name="models")
 app.add_typer(cache_app, name="cache")
 app.add_typer(cloud_app, name="cloud")
 app.add_typer(router_app, name="router")
+bench_app = typer.Typer(help="Benchmarks against a running server.", no_args_is_help=True)
+app.add_typer(bench_app, name="bench")
 
 class LogFormatChoice(str, Enum):
     text = "text"
@@ -126,6 +130,49 @@ def models_prepare(config: ConfigOpt = None, data_dir: DataDirOpt = None) -> Non
         typer.echo(f"error: {exc}", err=True)
         raise typer.Exit(1) from exc
     typer.echo(f"ready: {', '.join(done)}")
+
+
+@bench_app.command("load")
+def bench_load(
+    target: Annotated[str, typer.Option(help="base URL of an OpenAI-compatible server (loopback only)")] = (
+        "http://127.0.0.1:8080"
+    ),
+    scenario: Annotated[str, typer.Option(help="mix, streams or short-behind-long")] = "mix",
+    clients: Annotated[int, typer.Option(min=1, max=64, help="concurrent clients")] = 8,
+    requests: Annotated[int, typer.Option(min=1, max=10_000, help="requests to send (at most)")] = 64,
+    duration: Annotated[float, typer.Option(min=1, max=3600, help="stop sending after this many s")] = 120.0,
+    max_tokens: Annotated[int, typer.Option(min=1, help="max_tokens of short requests and streams")] = 64,
+    long_max_tokens: Annotated[int, typer.Option(min=1, help="max_tokens of long answers")] = 256,
+    pairs: Annotated[
+        Optional[Path], typer.Option(help="QQP pairs JSONL [default: ../shared/data/qqp_pairs.jsonl]")
+    ] = None,
+    model: Annotated[str, typer.Option(help="model field of every request")] = "auto",
+    cache: Annotated[bool, typer.Option("--cache/--no-cache", help="let the node use its cache")] = True,
+    api_key: Annotated[Optional[str], typer.Option(envvar="EDGEROUTE_API_KEY", help="bearer key")] = None,
+    seed: Annotated[int, typer.Option(help="workload seed")] = 0,
+    as_json: Annotated[Optional[Path], typer.Option("--json", help="also write the summary as JSON")] = None,
+) -> None:
+    """Concurrent streaming load over HTTP: tokens/s, latency and TTFT percentiles per route."""
+    if scenario not in ("mix", "streams", "short-behind-long"):
+        typer.echo(f"error: unknown scenario {scenario!r} (mix, streams, short-behind-long)", err=True)
+        raise typer.Exit(2)
+    if pairs is None:
+        default = Path.cwd().parent / "shared" / "data" / "qqp_pairs.jsonl"
+        pairs = default if default.exists() else None
+    cfg = LoadConfig(
+        target=target, scenario=scenario, clients=clients, requests=requests, duration_s=duration,
+        max_tokens=max_tokens, long_max_tokens=long_max_tokens, pairs=pairs, model=model, cache=cache,
+        api_key=api_key, seed=seed,
+    )
+    try:
+        summary = asyncio.run(run_load(cfg))
+    except ValueError as exc:
+        typer.echo(f"error: {exc}", err=True)
+        raise typer.Exit(2) from exc
+    typer.echo(table(summary))
+    if as_json is not None:
+        as_json.parent.mkdir(parents=True, exist_ok=True)
+        as_json.write_text(json.dumps(summary, indent=2))
 
 
 def main() -> None:

@@ -3,6 +3,7 @@
 from .cache import CacheHit, CacheKey, EdgeCache, Lookup, embedding_text
 from .config import CacheSettings, EdgeSettings
 from .embedder import Embedder
+from ._scheduler import EngineStats
 from .engine import LlamaEngine
 from .errors import (
     CacheError,
@@ -29,6 +30,7 @@ __all__ = [
     "Embedder",
     "EngineClosedError",
     "EngineLoadError",
+    "EngineStats",
     "GenerationError",
     "LlamaEngine",
     "Lookup",

@@ -2,10 +2,11 @@
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 from typing import Literal
 
-from pydantic import BaseModel, Field
+from pydantic import BaseModel, Field, model_validator
 
 from models import EDGE_DEFAULT
 
@@ -14,11 +15,44 @@ class EdgeSettings(BaseModel):
     """The llama.cpp engine on the box."""
 
     model: str = Field(EDGE_DEFAULT, description="registry alias of the edge GGUF model")
-    n_ctx: int = Field(2048, ge=128, le=131072, description="context window in tokens")
-    n_threads: int | None = Field(None, ge=1, description="llama.cpp threads (default: llama.cpp's own, half the cores)")
-    n_batch: int = Field(256, ge=8, description="prompt-processing batch size")
-    max_queue: int = Field(32, ge=1, description="requests waiting beyond this bound are refused")
+    n_ctx: int = Field(
+        2048, ge=128, le=131072, description="context window of one request (per slot; KV = n_ctx * slots)"
+    )
+    # One thread: on this 2-core box two threads were 1.4x faster only while nothing else ran;
+    # with any other load (the local member, the embedder, a neighbour) their spin-waits made
+    # decoding 10-15x slower (docs/edge.md).
+    n_threads: int | None = Field(
+        1, ge=1, description="llama.cpp threads for decode and prompt (None: all the cores)"
+    )
+    n_batch: int = Field(256, ge=8, description="most tokens in one llama_decode (decode tokens + prefill)")
+    slots: int = Field(8, ge=1, le=64, description="sequences decoded together (continuous batching)")
+    prefill_chunk: int = Field(
+        64, ge=1, description="most prompt tokens evaluated per step, so long prompts never stall streams"
+    )
+    prefix_reuse: bool = Field(
+        True, description="keep a slot's KV for prompts that start with the same tokens"
+    )
+    flash_attn: bool = Field(
+        True, description="llama.cpp flash attention (also what keeps greedy output batch-independent)"
+    )
+    top_k: int = Field(40, ge=1, description="top-k of sampled (temperature > 0) requests")
+    min_p: float = Field(0.05, ge=0.0, le=1.0, description="min-p of sampled requests")
+    max_queue: int = Field(32, ge=1, description="requests waiting for a slot beyond this bound are refused")
     default_max_tokens: int = Field(256, ge=1, description="max_tokens when a request gives none")
+
+    @model_validator(mode="after")
+    def _batch_holds_every_slot(self) -> EdgeSettings:
+        if self.n_batch < self.slots:
+            raise ValueError(f"n_batch ({self.n_batch}) must be at least slots ({self.slots})")
+        return self
+
+    def threads(self) -> int:
+        """The llama.cpp thread count: the setting, else every core this process may use."""
+        if self.n_threads is not None:
+            return self.n_threads
+        if hasattr(os, "sched_getaffinity"):
+            return max(1, len(os.sched_getaffinity(0)))
+        return os.cpu_count() or 1
 
 
 class CacheSettings(BaseModel):

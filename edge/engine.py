@@ -1,52 +1,28 @@
 """The edge engine: one llama.cpp model, loaded once, served to concurrent requests.
 
-``llama_cpp.Llama`` is not thread-safe, so one worker thread owns it and runs requests one at a
-time from a FIFO queue; tokens travel back to each request's event loop as they are decoded.
-Tokenizing and detokenizing only read the vocabulary and run on the callers' threads, as the
-llama.cpp server does.
+A scheduler thread owns the llama.cpp context and decodes every running request together, one
+token each per step (continuous batching, ``edge.slots`` at once); the rest wait in a FIFO queue
+with a bound. Tokens travel back to each request's event loop as they are decoded. Tokenizing
+and detokenizing only read the vocabulary and run on the callers' threads, as the llama.cpp
+server does.
 """
 
 from __future__ import annotations
 
 import asyncio
 import functools
-import logging
-import queue
 import random
-import threading
 from collections.abc import AsyncIterator
-from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Any
 
-from models import Chunk, EngineLoad, GenerationRequest, ModelSpec, Usage
+from models import Chunk, EngineLoad, GenerationRequest, ModelSpec
+from models.worker import drain
 
+from ._runtime import Runtime
+from ._scheduler import Scheduler, EngineStats
+from ._sequence import Job
 from .config import EdgeSettings
-from .errors import (
-    EdgeSaturatedError,
-    EngineClosedError,
-    EngineLoadError,
-    GenerationError,
-    PromptTooLongError,
-)
-from .text import IncrementalDecoder, StopMatcher
-
-log = logging.getLogger(__name__)
-
-_DONE = object()
-
-
-@dataclass
-class _Job:
-    tokens: list[int]
-    max_tokens: int
-    request: GenerationRequest
-    loop: asyncio.AbstractEventLoop
-    out: asyncio.Queue[Any]
-    cancelled: threading.Event = field(default_factory=threading.Event)
-
-    def emit(self, item: Any) -> None:
-        self.loop.call_soon_threadsafe(self.out.put_nowait, item)
+from .errors import EdgeSaturatedError, EngineClosedError, PromptTooLongError
 
 
 class LlamaEngine:
@@ -57,32 +33,41 @@ class LlamaEngine:
     def __init__(self, spec: ModelSpec, settings: EdgeSettings) -> None:
         self.spec = spec
         self.settings = settings
-        self._llm = _load_llama(spec.path, settings)
-        self.n_ctx: int = self._llm.n_ctx()
-        self._eos = self._llm.token_eos()
-        self._formatter = _chat_formatter(self._llm) if spec.chat_template else None
-        import llama_cpp
-
-        vocab = self._llm._model.vocab
-        self._is_eog = lambda token: bool(llama_cpp.llama_vocab_is_eog(vocab, token))
-        self._jobs: queue.Queue[_Job | None] = queue.Queue()
-        self._waiting = 0
-        self._running = 0
-        self._lock = threading.Lock()
+        self._rt = Runtime(spec.path, settings)
+        self.n_ctx: int = self._rt.n_ctx_slot  # one request's window (each slot has its own)
+        self._vocab = self._rt.vocab
+        self._formatter = _chat_formatter(self._rt) if spec.chat_template else None
         self._closed = False
         # Routing counts every prompt's tokens, and repeats (cache hits) are common: remember
         # the counts of recent prompts rather than tokenize the same text again.
         self._count_text = functools.lru_cache(maxsize=512)(
             lambda text, add_bos: len(self.tokenize(text, add_bos=add_bos))
         )
-        self._worker = threading.Thread(target=self._run, name="llama-worker", daemon=True)
-        self._worker.start()
+        self._scheduler = Scheduler(self._rt, settings)
 
     # -- the public interface --------------------------------------------------------------
 
     def load(self) -> EngineLoad:
-        with self._lock:
-            return EngineLoad(running=self._running, waiting=self._waiting, capacity=1)
+        s = self._scheduler.stats()
+        return EngineLoad(running=s.running, waiting=s.waiting, capacity=s.slots)
+
+    def stats(self) -> EngineStats:
+        """Counters of the scheduler: reused prefix tokens, completions, recent request time."""
+        return self._scheduler.stats()
+
+    def expected_wait_s(self) -> float | None:
+        """How long a request arriving now would wait for a slot (0 when one is free).
+
+        Every slot frees about once per mean request time, so the ``waiting`` requests ahead of
+        this one and the running ones drain at ``slots / mean`` per second. None until a request
+        has finished (nothing to estimate from).
+        """
+        s = self._scheduler.stats()
+        if s.running + s.waiting < s.slots:
+            return 0.0
+        if s.mean_request_s is None:
+            return None
+        return (s.running + s.waiting - s.slots + 1) * s.mean_request_s / s.slots
 
     def render_prompt(self, request: GenerationRequest) -> str:
         """The exact text given to the model: the chat template applied, then any prefix."""
@@ -97,7 +82,7 @@ class LlamaEngine:
 
     def tokenize(self, text: str, add_bos: bool = True) -> list[int]:
         """Token ids; ``add_bos`` defers to the model's own add-BOS flag, as llama.cpp does."""
-        return self._llm.tokenize(text.encode("utf-8"), add_bos=add_bos, special=True)
+        return self._vocab.tokenize(text.encode("utf-8"), add_bos=add_bos, special=True)
 
     def prompt_tokens(self, request: GenerationRequest) -> list[int]:
         return self.tokenize(*self._prompt_text(request))
@@ -111,34 +96,31 @@ class LlamaEngine:
         return self.render_prompt(request), not templated
 
     async def stream(self, request: GenerationRequest) -> AsyncIterator[Chunk]:
-        """Queue the request and yield its tokens as the worker decodes them."""
+        """Queue the request and yield its tokens as the scheduler decodes them."""
         job = self._admit(request)
         try:
-            while True:
-                item = await job.out.get()
-                if item is _DONE:
-                    return
-                if isinstance(item, BaseException):
-                    raise item
+            async for item in drain(job.out):
                 yield item
         finally:
-            # The consumer went away (client disconnect, fallback): stop decoding for nobody.
-            job.cancelled.set()
+            # The consumer went away (client disconnect, fallback): the scheduler frees the slot
+            # at its next step instead of decoding for nobody.
+            if not job.cancelled.is_set():
+                job.cancelled.set()
+                self._scheduler.wake()
 
     async def aclose(self) -> None:
         if self._closed:
             return
         self._closed = True
-        self._jobs.put(None)
-        await asyncio.to_thread(self._worker.join, 30)
-        self._llm.close()
+        await asyncio.to_thread(self._scheduler.stop, 30)
+        self._rt.close()
 
     # -- internals -------------------------------------------------------------------------
 
-    def _admit(self, request: GenerationRequest) -> _Job:
+    def _admit(self, request: GenerationRequest) -> Job:
         if self._closed:
             raise EngineClosedError("the edge engine is closed")
-        tokens = self.prompt_tokens(request)
+        tokens = self.prompt_tokens(request) or [self._vocab.bos]
         n_prompt = len(tokens)
         wanted = request.params.max_tokens
         if n_prompt >= self.n_ctx or (wanted is not None and n_prompt + wanted > self.n_ctx):
@@ -151,95 +133,19 @@ class LlamaEngine:
             )
         max_tokens = wanted if wanted is not None else self.settings.default_max_tokens
         max_tokens = min(max_tokens, self.n_ctx - n_prompt)
-        with self._lock:
-            if self._waiting >= self.settings.max_queue:
-                raise EdgeSaturatedError(
-                    f"the edge queue is full ({self._waiting} waiting)", code="edge_saturated"
-                )
-            self._waiting += 1
-        job = _Job(tokens, max_tokens, request, asyncio.get_running_loop(), asyncio.Queue())
-        self._jobs.put(job)
+        seed = request.params.seed if request.params.seed is not None else random.getrandbits(31)
+        job = Job(tokens, max_tokens, request, seed, asyncio.get_running_loop(), asyncio.Queue())
+        if not self._scheduler.submit(job, self.settings.max_queue):
+            waiting = self._scheduler.stats().waiting
+            raise EdgeSaturatedError(f"the edge queue is full ({waiting} waiting)", code="edge_saturated")
         return job
 
-    def _run(self) -> None:
-        while True:
-            job = self._jobs.get()
-            if job is None:
-                return
-            with self._lock:
-                self._waiting -= 1
-                self._running = 1
-            try:
-                if not job.cancelled.is_set():
-                    self._generate(job)
-            except Exception as exc:  # noqa: BLE001 - every failure must reach the request
-                log.exception("generation failed")
-                job.emit(GenerationError(f"the edge model failed: {exc}"))
-            finally:
-                with self._lock:
-                    self._running = 0
-                job.emit(_DONE)
 
-    def _generate(self, job: _Job) -> None:
-        params = job.request.params
-        self._llm.set_seed(params.seed if params.seed is not None else random.getrandbits(31))
-        if params.seed is not None:
-            # Reusing a cached prefix changes the decode batch shape and so the logits' last bits;
-            # a seeded request must replay exactly, so it evaluates its whole prompt afresh.
-            self._llm.reset()
-        decoder = IncrementalDecoder(self._llm)
-        stops = StopMatcher(params.stop)
-        n_out = 0
-        finish = "length"
-        for token in self._llm.generate(
-            job.tokens,
-            temp=params.temperature,
-            top_p=params.top_p,
-            top_k=40,
-            min_p=0.05,
-            repeat_penalty=1.0,
-            reset=True,
-        ):
-            if job.cancelled.is_set():
-                return
-            if token == self._eos or self._is_eog(token):
-                finish = "stop"
-                break
-            n_out += 1
-            text, hit = stops.feed(decoder.feed(token))
-            if text:
-                job.emit(Chunk(text))
-            if hit:
-                finish = "stop"
-                break
-            if n_out >= job.max_tokens:
-                break
-        else:
-            finish = "length"
-        tail = "" if stops.hit else stops.flush(decoder.flush())
-        job.emit(Chunk(tail, finish_reason=finish, usage=Usage(len(job.tokens), n_out)))
-
-
-def _load_llama(path: Path, settings: EdgeSettings) -> Any:
-    try:
-        from llama_cpp import Llama
-
-        return Llama(
-            model_path=str(path),
-            n_ctx=settings.n_ctx,
-            n_threads=settings.n_threads,
-            n_batch=settings.n_batch,
-            verbose=False,
-        )
-    except (ValueError, RuntimeError, OSError) as exc:
-        raise EngineLoadError(f"llama.cpp could not load {path}: {exc}") from exc
-
-
-def _chat_formatter(llm: Any) -> Any:
+def _chat_formatter(rt: Runtime) -> Any:
     from llama_cpp.llama_chat_format import Jinja2ChatFormatter
 
-    template = llm.metadata.get("tokenizer.chat_template")
-    vocab = llm._model
-    eos = vocab.token_get_text(llm.token_eos())
-    bos = vocab.token_get_text(llm.token_bos()) if llm.token_bos() >= 0 else ""
+    template = rt.metadata.get("tokenizer.chat_template")
+    vocab = rt.vocab
+    eos = vocab.token_text(vocab.eos)
+    bos = vocab.token_text(vocab.bos) if vocab.bos >= 0 else ""
     return Jinja2ChatFormatter(template=template, eos_token=eos, bos_token=bos)

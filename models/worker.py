@@ -22,7 +22,7 @@ log = logging.getLogger(__name__)
 
 P = TypeVar("P")
 
-_DONE = object()
+DONE = object()  # the end of a job's output
 
 
 @dataclass
@@ -43,7 +43,18 @@ class Job(Generic[P]):
             self.cancelled.set()
 
     def done(self) -> None:
-        self.emit(_DONE)
+        self.emit(DONE)
+
+
+async def drain(out: asyncio.Queue[Any]) -> AsyncIterator[Any]:
+    """A job's output queue until :data:`DONE`; an exception put on it is raised here."""
+    while True:
+        item = await out.get()
+        if item is DONE:
+            return
+        if isinstance(item, BaseException):
+            raise item
+        yield item
 
 
 class ModelWorker(Generic[P]):
@@ -68,12 +79,7 @@ class ModelWorker(Generic[P]):
     async def output(self, job: Job[P]) -> AsyncIterator[Any]:
         """The job's output as the worker emits it; leaving early cancels the job."""
         try:
-            while True:
-                item = await job.out.get()
-                if item is _DONE:
-                    return
-                if isinstance(item, BaseException):
-                    raise item
+            async for item in drain(job.out):
                 yield item
         finally:
             job.cancelled.set()

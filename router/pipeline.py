@@ -19,7 +19,7 @@ from typing import Any
 import numpy as np
 
 from cloud import CloudPool, PoolStream
-from edge import CacheError, CacheHit, CacheKey, EmbedderError, embedding_text
+from edge import CacheError, CacheHit, CacheKey, EmbedderError, LlamaEngine, embedding_text
 from models import Chunk, Engine, EngineError, EngineLoad, GenerationRequest, Usage
 
 from .errors import InvalidRequestError, NoCapacityError
@@ -239,7 +239,15 @@ def _features(
         cloud_ttft_ms=node.pool.ttft_ms_p50() if node.pool is not None else None,
         hint=hint,
         private=private,
+        edge_capacity=load.capacity,
+        edge_wait_ms=_edge_wait_ms(node.edge),
     )
+
+
+def _edge_wait_ms(edge: LlamaEngine) -> float | None:
+    """The edge's own estimate of a new request's wait for a slot (None: it cannot tell yet)."""
+    wait = edge.expected_wait_s()
+    return None if wait is None else wait * 1000.0
 
 
 def _plan(node: Node, decision: Decision, features: Features) -> StreamPlan:

@@ -69,6 +69,9 @@ class HybridOptions(BaseModel):
     """The ``hybrid`` policy's own knobs: how the live load of both sides moves the threshold."""
 
     edge_queue_bound: int = Field(4, ge=1, description="edge requests waiting at which the edge counts as saturated")
+    edge_wait_budget_ms: float = Field(
+        2000.0, gt=0, description="a longer expected wait for an edge slot sends the request to the cloud"
+    )
     edge_pressure: float = Field(0.15, ge=0.0, le=1.0, description="how far a busy edge lowers the threshold")
     cloud_pressure: float = Field(0.15, ge=0.0, le=1.0, description="how far a busy or slow cloud raises it")
     cloud_member_capacity: int = Field(

@@ -27,6 +27,9 @@ class Features:
     cloud_ttft_ms: float | None  # recent p50 TTFT of the pool
     hint: Hint
     private: bool
+    # Defaults keep decisions logged before the edge had slots replayable.
+    edge_capacity: int = 1  # requests the edge decodes at once (its slots)
+    edge_wait_ms: float | None = None  # the edge's estimate of a new request's wait for a slot
 
 
 @dataclass(frozen=True, slots=True)
@@ -48,6 +51,9 @@ class Policy(Protocol):
 
 
 _FIELDS = tuple(f.name for f in dataclasses.fields(Features))
+_REQUIRED = tuple(
+    f.name for f in dataclasses.fields(Features) if f.default is dataclasses.MISSING
+)
 
 
 def features_to_dict(f: Features) -> dict[str, Any]:
@@ -57,10 +63,10 @@ def features_to_dict(f: Features) -> dict[str, Any]:
 
 def features_from_dict(data: Mapping[str, Any]) -> Features:
     """Rebuild logged features; unknown keys are ignored, a missing one raises ``ValueError``."""
-    missing = [name for name in _FIELDS if name not in data]
+    missing = [name for name in _REQUIRED if name not in data]
     if missing:
         raise ValueError(f"logged features lack {', '.join(missing)}")
-    values = {name: data[name] for name in _FIELDS}
+    values = {name: data[name] for name in _FIELDS if name in data}
     if values["hint"] not in ("auto", "edge", "cloud"):
         raise ValueError(f"logged features have an invalid hint {values['hint']!r}")
     return Features(**values)

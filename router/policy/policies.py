@@ -12,7 +12,7 @@ from dataclasses import dataclass
 from ..errors import ConfigError
 from .config import RoutingSettings
 from .features import Decision, Features, Policy
-from .rules import edge_saturated, saturation_bound
+from .rules import edge_saturated, edge_wait_over_budget, saturation_bound
 
 
 @dataclass(frozen=True, slots=True)
@@ -68,16 +68,18 @@ class ComplexityPolicy:
 class HybridPolicy:
     """Length and complexity, weighed against the live state of both sides.
 
-    After the length rule, a saturated edge (``edge_waiting`` at the bound)
-    sends the request to the cloud. Otherwise the complexity threshold moves with load: a busy
-    edge lowers it by up to ``edge_pressure`` and a busy or slow cloud raises it by up to
-    ``cloud_pressure``. Reasons say which force decided: ``complex``/``simple`` when the
+    After the length rule, a saturated edge (``edge_waiting`` at the bound) sends the request to
+    the cloud, and so does an edge whose estimated wait for a free slot is over
+    ``edge_wait_budget_ms`` (``edge-wait-over-budget``). Otherwise the complexity threshold moves
+    with load: a busy edge lowers it by up to ``edge_pressure`` and a busy or slow cloud raises it
+    by up to ``cloud_pressure``. Reasons say which force decided: ``complex``/``simple`` when the
     unadjusted threshold agrees, ``edge-busy``/``cloud-busy`` when only the load tipped it.
     """
 
     threshold: float = 0.5
     length: LengthPolicy = LengthPolicy()
     edge_queue_bound: int = 4
+    edge_wait_budget_ms: float = 2000.0
     edge_pressure: float = 0.15
     cloud_pressure: float = 0.15
     cloud_member_capacity: int = 8
@@ -86,9 +88,9 @@ class HybridPolicy:
     uses_complexity: bool = True
 
     def edge_load(self, f: Features) -> float:
-        """0 (idle) to 1 (queue at the saturation bound)."""
+        """0 (idle) to 1 (every slot busy and the queue at the saturation bound)."""
         bound = saturation_bound(f, self.edge_queue_bound)
-        return min(1.0, (f.edge_running + f.edge_waiting) / (bound + 1))
+        return min(1.0, (f.edge_running + f.edge_waiting) / (bound + max(1, f.edge_capacity)))
 
     def cloud_load(self, f: Features) -> float:
         """0 (idle, fast) to 1 (every member at capacity, or TTFT at twice the budget)."""
@@ -112,6 +114,8 @@ class HybridPolicy:
             return by_length
         if edge_saturated(f, self.edge_queue_bound):
             return Decision("cloud", "edge-saturated", score)
+        if edge_wait_over_budget(f, self.edge_wait_budget_ms):
+            return Decision("cloud", "edge-wait-over-budget", score)
         if f.complexity is None:
             return by_length
         if score >= self.effective_threshold(f):

@@ -50,3 +50,8 @@ def saturation_bound(f: Features, queue_bound: int) -> int:
 def edge_saturated(f: Features, queue_bound: int) -> bool:
     """Whether the edge counts as saturated (the hybrid policy then proposes the cloud)."""
     return f.edge_waiting >= saturation_bound(f, queue_bound)
+
+
+def edge_wait_over_budget(f: Features, budget_ms: float) -> bool:
+    """Whether a new request would wait for a free edge slot longer than ``budget_ms``."""
+    return f.edge_wait_ms is not None and f.edge_wait_ms > budget_ms

@@ -60,6 +60,14 @@ class _LiveCollector(Collector):
             capacity = GaugeMetricFamily("edgeroute_edge_capacity", "Requests the edge engine runs at once")
             capacity.add_metric([], load.capacity)
             yield from (running, waiting, capacity)
+            stats = getattr(self.edge, "stats", None)  # the llama.cpp engine's counters, if it has them
+            if callable(stats):
+                reused = CounterMetricFamily(
+                    "edgeroute_edge_prefix_reused_tokens",
+                    "Prompt tokens whose KV the edge reused from a slot instead of evaluating them",
+                )
+                reused.add_metric([], stats().prefix_reused_tokens)
+                yield reused
         if self.pool is not None:
             yield from _pool_families(self.pool)
         counts = self._counts()

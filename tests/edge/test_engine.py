@@ -16,7 +16,7 @@ pytestmark = pytest.mark.slow
 @pytest.fixture(scope="module")
 def engine() -> LlamaEngine:
     spec = resolve(EDGE_DEFAULT, default_models_dir())
-    eng = LlamaEngine(spec, EdgeSettings(n_ctx=1024, max_queue=8))
+    eng = LlamaEngine(spec, EdgeSettings(n_ctx=1024, max_queue=8, slots=8))
     yield eng
     asyncio.run(eng.aclose())
 
@@ -97,14 +97,16 @@ async def test_concurrent_requests_each_get_their_own_answer(engine: LlamaEngine
 
 
 async def test_queue_bound_refuses_excess_and_engine_recovers(engine: LlamaEngine) -> None:
+    # 8 slots run, 8 more may wait (max_queue); all 24 arrive before the first can finish.
     req = GenerationRequest(params=SamplingParams(temperature=0.0, max_tokens=32), prompt="Once upon a time")
-    streams: list[AsyncIterator[object]] = [engine.stream(req) for _ in range(12)]
+    streams: list[AsyncIterator[object]] = [engine.stream(req) for _ in range(24)]
     tasks = [asyncio.ensure_future(collect(s)) for s in streams]  # type: ignore[arg-type]
     results = await asyncio.gather(*tasks, return_exceptions=True)
     refused = [r for r in results if isinstance(r, EdgeSaturatedError)]
     served = [r for r in results if not isinstance(r, BaseException)]
-    assert len(refused) >= 1 and len(served) >= 8
+    assert (len(served), len(refused)) == (16, 8)
     assert refused[0].code == "edge_saturated"
+    assert {c.text for c in served} == {served[0].text}
     assert (await collect(engine.stream(req))).usage.completion_tokens == 32
 
 

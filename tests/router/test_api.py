@@ -25,7 +25,9 @@ def raw_llama():  # type: ignore[no-untyped-def]
 
     from models import EDGE_DEFAULT, default_models_dir, resolve
 
-    llm = Llama(str(resolve(EDGE_DEFAULT, default_models_dir()).path), n_ctx=2048, verbose=False)
+    # The edge runs llama.cpp with flash attention (it keeps greedy output batch-independent),
+    # so the reference does too: other attention kernels round differently.
+    llm = Llama(str(resolve(EDGE_DEFAULT, default_models_dir()).path), n_ctx=2048, flash_attn=True, verbose=False)
     yield llm
     llm.close()
 

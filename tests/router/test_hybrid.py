@@ -110,7 +110,7 @@ def test_saturated_edge_overflows_to_the_cloud_and_both_busy_is_503(tmp_path: Pa
     member = RecordingServer(good_stream("from ", "the ", "cloud"))
     try:
         with node(
-            tmp_path, [member.settings("spill")], edge={"max_queue": 1}, routing={"edge_queue_bound": 1}
+            tmp_path, [member.settings("spill")], edge={"max_queue": 1, "slots": 1}, routing={"edge_queue_bound": 1}
         ) as (base, app):
             long = {"model": "edge", "prompt": "1, 2, 3,", "max_tokens": 600, "temperature": 0}
             short = {"model": "auto", "messages": [{"role": "user", "content": "hi"}], "max_tokens": 4}

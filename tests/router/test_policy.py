@@ -277,3 +277,38 @@ def test_features_from_dict_names_missing_fields() -> None:
     del d["complexity"], d["private"]
     with pytest.raises(ValueError, match="logged features lack complexity, private"):
         features_from_dict(d)
+
+
+# --- edge slots and the wait budget (continuous batching) ----------------------------------------
+
+
+def test_hybrid_edge_load_counts_the_edge_slots() -> None:
+    # 8 slots all busy, nothing waiting: (8 + 0) / (4 + 8) of the way to saturation.
+    f = feat(edge_running=8, edge_waiting=0, edge_capacity=8)
+    assert HYBRID.edge_load(f) == pytest.approx(8 / 12)
+    assert HYBRID.decide(feat(complexity=0.1, edge_running=8, edge_capacity=8)) == Decision("edge", "simple", 0.1)
+
+
+def test_hybrid_edge_wait_over_budget_goes_to_the_cloud() -> None:
+    over = feat(complexity=0.1, edge_running=8, edge_waiting=1, edge_capacity=8, edge_wait_ms=2500.0)
+    assert decide(HYBRID, over) == Decision("cloud", "edge-wait-over-budget", 0.1)
+    within = dataclasses.replace(over, edge_wait_ms=1500.0)
+    assert decide(HYBRID, within) == Decision("edge", "simple", 0.1)
+    assert decide(HYBRID, dataclasses.replace(over, edge_wait_ms=None)) == Decision("edge", "simple", 0.1)
+    # No healthy cloud: the edge keeps it, and says why.
+    assert decide(HYBRID, dataclasses.replace(over, cloud_healthy=0)) == Decision("edge", "cloud-unhealthy", 0.1)
+    # A private prompt waits on the edge whatever the budget.
+    assert decide(HYBRID, dataclasses.replace(over, private=True)) == Decision("edge", "private", 0.1)
+
+
+def test_wait_budget_comes_from_the_settings() -> None:
+    hybrid = build_policy(RoutingSettings(hybrid={"edge_wait_budget_ms": 300.0}))
+    assert isinstance(hybrid, HybridPolicy) and hybrid.edge_wait_budget_ms == 300.0
+    f = feat(complexity=0.1, edge_wait_ms=301.0)
+    assert decide(hybrid, f) == Decision("cloud", "edge-wait-over-budget", 0.1)
+
+
+def test_features_logged_before_edge_slots_still_load() -> None:
+    d = features_to_dict(IDLE)
+    del d["edge_capacity"], d["edge_wait_ms"]
+    assert features_from_dict(d) == IDLE

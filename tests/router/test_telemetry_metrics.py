@@ -48,6 +48,19 @@ class Edge:
         return EngineLoad(running=1, waiting=4, capacity=32)
 
 
+@dataclass
+class EdgeStats:
+    prefix_reused_tokens: int
+
+
+class CountingEdge:
+    def load(self) -> EngineLoad:
+        return EngineLoad(running=8, waiting=0, capacity=8)
+
+    def stats(self) -> EdgeStats:
+        return EdgeStats(prefix_reused_tokens=123)
+
+
 def samples(text: str) -> dict[tuple[str, tuple[tuple[str, str], ...]], float]:
     out = {}
     for family in text_string_to_metric_families(text):
@@ -117,6 +130,10 @@ def test_live_gauges_come_from_edge_and_pool() -> None:
     assert ("edgeroute_pool_member_latency_p50_seconds", (("member", "b"),)) not in got
     assert got[("edgeroute_telemetry_written_total", ())] == 3
     assert got[("edgeroute_telemetry_dropped_total", (("where", "live"),))] == 2
+    assert ("edgeroute_edge_prefix_reused_tokens_total", ()) not in got  # this edge has no counters
+    counted = samples(m.render(edge=CountingEdge()).decode())
+    assert counted[("edgeroute_edge_prefix_reused_tokens_total", ())] == 123
+    assert counted[("edgeroute_edge_capacity", ())] == 8
     # Without sources, no stale gauges linger from the previous scrape.
     again = samples(m.render().decode())
     assert not any(name.startswith(("edgeroute_pool", "edgeroute_edge")) for name, _ in again)

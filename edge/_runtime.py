@@ -1,0 +1,184 @@
+"""The llama.cpp model and context behind the engine, through llama-cpp-python's low-level API.
+
+``llama_cpp.Llama`` keeps one sequence per context; continuous batching needs a context with
+``n_seq_max = slots``, so the engine opens the model and the context itself. Each slot gets a KV
+stream of its own (``kv_unified = False``, as ``llama-server -np N`` does): a sequence's KV cells
+then sit at the same places whatever runs beside it, which keeps greedy output batch-independent.
+"""
+
+from __future__ import annotations
+
+import threading
+from pathlib import Path
+from typing import Any
+
+from .config import EdgeSettings
+from .errors import EngineLoadError, GenerationError
+
+_backend_lock = threading.Lock()
+_backend_ready = False
+
+
+def _init_backend() -> None:
+    global _backend_ready
+    import llama_cpp
+    from llama_cpp._logger import set_verbose
+
+    with _backend_lock:
+        if not _backend_ready:
+            set_verbose(False)
+            llama_cpp.llama_backend_init()
+            _backend_ready = True
+
+
+class Vocab:
+    """Tokenizing and detokenizing: they only read the vocabulary, so any thread may call them."""
+
+    def __init__(self, model: Any) -> None:
+        import llama_cpp
+
+        self._model = model
+        self._vocab = model.vocab
+        self._is_eog = llama_cpp.llama_vocab_is_eog
+        self.eos: int = model.token_eos()
+        self.bos: int = model.token_bos()
+
+    def tokenize(self, text: bytes, add_bos: bool, special: bool) -> list[int]:
+        return list(self._model.tokenize(text, add_bos=add_bos, special=special))
+
+    def detokenize(self, tokens: list[int], prev_tokens: list[int] | None = None) -> bytes:
+        """The signature :class:`edge.text.IncrementalDecoder` expects (``prev_tokens`` unused)."""
+        return bytes(self._model.detokenize(tokens, special=False))
+
+    def is_eog(self, token: int) -> bool:
+        return token == self.eos or bool(self._is_eog(self._vocab, token))
+
+    def token_text(self, token: int) -> str:
+        return str(self._model.token_get_text(token))
+
+
+class Batch:
+    """One reusable ``llama_batch``: a token, its position, its sequence and whether to output logits."""
+
+    def __init__(self, capacity: int) -> None:
+        import llama_cpp
+
+        self.capacity = capacity
+        self._free = llama_cpp.llama_batch_free
+        self.raw = llama_cpp.llama_batch_init(capacity, 0, 1)
+        self.n = 0
+
+    def clear(self) -> None:
+        self.n = 0
+
+    def add(self, token: int, pos: int, seq: int, logits: bool) -> int:
+        """Append one token; returns its index in the batch (where its logits will be)."""
+        i = self.n
+        raw = self.raw
+        raw.token[i] = token
+        raw.pos[i] = pos
+        raw.n_seq_id[i] = 1
+        raw.seq_id[i][0] = seq
+        raw.logits[i] = 1 if logits else 0
+        self.n = i + 1
+        return i
+
+    def close(self) -> None:
+        if self.raw is not None:
+            self.raw.n_tokens = 0
+            self._free(self.raw)
+            self.raw = None
+
+
+class Runtime:
+    """The model, one context with ``slots`` sequences, and the calls the scheduler makes on it.
+
+    Only the scheduler thread calls :meth:`decode`, :meth:`sample` and the ``seq_*`` methods.
+    """
+
+    def __init__(self, path: Path, settings: EdgeSettings) -> None:
+        try:
+            import llama_cpp
+            from llama_cpp import _internals
+
+            _init_backend()
+            model_params = llama_cpp.llama_model_default_params()
+            model_params.n_gpu_layers = 0
+            self._model = _internals.LlamaModel(path_model=str(path), params=model_params, verbose=False)
+            slots = settings.slots
+            self.n_ctx_slot = min(settings.n_ctx, self._model.n_ctx_train())
+            cp = llama_cpp.llama_context_default_params()
+            cp.n_ctx = self.n_ctx_slot * slots
+            cp.n_seq_max = slots
+            cp.kv_unified = False
+            cp.n_batch = settings.n_batch
+            cp.n_ubatch = settings.n_batch
+            threads = settings.threads()
+            cp.n_threads = threads
+            cp.n_threads_batch = threads
+            cp.flash_attn_type = (
+                llama_cpp.LLAMA_FLASH_ATTN_TYPE_ENABLED
+                if settings.flash_attn
+                else llama_cpp.LLAMA_FLASH_ATTN_TYPE_DISABLED
+            )
+            cp.no_perf = True
+            self._ctx = _internals.LlamaContext(model=self._model, params=cp, verbose=False)
+        except (ValueError, RuntimeError, OSError) as exc:
+            raise EngineLoadError(f"llama.cpp could not load {path}: {exc}") from exc
+        self.ctx = self._ctx.ctx
+        self._mem = llama_cpp.llama_get_memory(self.ctx)
+        self._decode = llama_cpp.llama_decode
+        self._sample = llama_cpp.llama_sampler_sample
+        self._seq_rm = llama_cpp.llama_memory_seq_rm
+        self.vocab = Vocab(self._model)
+        self.metadata: dict[str, str] = self._model.metadata()
+        self.batch = Batch(settings.n_batch)
+
+    def decode(self) -> None:
+        """Run the current batch through the model (one forward pass for every sequence in it)."""
+        batch = self.batch
+        batch.raw.n_tokens = batch.n
+        rc = self._decode(self.ctx, batch.raw)
+        if rc != 0:
+            # 1: no KV space (cannot happen while every sequence stays within its slot's window);
+            # 2: aborted; < 0: a failure inside llama.cpp.
+            raise GenerationError(f"llama_decode failed with status {rc}")
+
+    def sample(self, sampler: Any, index: int) -> int:
+        return int(self._sample(sampler, self.ctx, index))
+
+    def seq_rm(self, seq: int, p0: int) -> bool:
+        """Forget ``seq``'s KV from position ``p0`` on; False when a partial removal was refused."""
+        if p0 > 0 and self._seq_rm(self._mem, seq, p0, -1):
+            return True
+        # A whole removal never fails (a partial one can, on some memory types).
+        self._seq_rm(self._mem, seq, 0, -1)
+        return p0 == 0
+
+    def close(self) -> None:
+        self.batch.close()
+        self._ctx.close()
+        self._model.close()
+
+
+def sampler_chain(temperature: float, top_p: float, seed: int, top_k: int, min_p: float) -> Any:
+    """A fresh sampler for one request: greedy at temperature 0, else the chain ``Llama`` builds."""
+    import llama_cpp
+
+    chain = llama_cpp.llama_sampler_chain_init(llama_cpp.llama_sampler_chain_default_params())
+    add = llama_cpp.llama_sampler_chain_add
+    if temperature <= 0.0:
+        add(chain, llama_cpp.llama_sampler_init_greedy())
+        return chain
+    add(chain, llama_cpp.llama_sampler_init_top_k(top_k))
+    add(chain, llama_cpp.llama_sampler_init_top_p(top_p, 1))
+    add(chain, llama_cpp.llama_sampler_init_min_p(min_p, 1))
+    add(chain, llama_cpp.llama_sampler_init_temp(temperature))
+    add(chain, llama_cpp.llama_sampler_init_dist(seed & 0xFFFFFFFF))
+    return chain
+
+
+def free_sampler(chain: Any) -> None:
+    import llama_cpp
+
+    llama_cpp.llama_sampler_free(chain)

@@ -1,0 +1,258 @@
+"""Continuous batching: one thread owns the llama.cpp context and steps every active sequence.
+
+Each step builds one ``llama_batch``: the next token of every sequence that is decoding, then up
+to ``prefill_chunk`` prompt tokens of sequences still reading their prompt (shortest remaining
+prompt first, so a one-line question is not stuck behind a long document). One ``llama_decode``
+runs them all; each sequence that asked for logits samples its own token from its own row with
+its own sampler. Requests join between steps and leave as soon as they finish or are cancelled.
+"""
+
+from __future__ import annotations
+
+import collections
+import logging
+import threading
+import time
+from dataclasses import dataclass
+
+from models import Chunk
+from models.worker import DONE
+
+from ._runtime import Runtime, free_sampler, sampler_chain
+from ._sequence import Job, Slot
+from .config import EdgeSettings
+from .errors import GenerationError
+
+log = logging.getLogger(__name__)
+
+# Recent request durations kept to estimate how long a waiting request will wait.
+_DURATIONS = 32
+
+
+@dataclass(frozen=True, slots=True)
+class EngineStats:
+    """Counters since start; the router exports them (``/metrics``) and estimates waits from them."""
+
+    running: int
+    waiting: int
+    slots: int
+    prompt_tokens: int  # prompt tokens of the requests that started
+    prefix_reused_tokens: int  # of those, tokens whose KV was already in the slot
+    prefill_tokens: int  # prompt tokens evaluated (prompt_tokens - reused, less what was cancelled)
+    completed: int
+    cancelled: int
+    steps: int
+    mean_request_s: float | None  # mean slot time of the recent finished requests
+
+
+class Scheduler:
+    """The waiting queue, the slots and the thread that steps them."""
+
+    def __init__(self, runtime: Runtime, settings: EdgeSettings) -> None:
+        self._rt = runtime
+        self._settings = settings
+        self._slots = [Slot(i) for i in range(settings.slots)]
+        self._waiting: collections.deque[Job] = collections.deque()
+        self._cond = threading.Condition()
+        self._stopping = False
+        self._running = 0
+        self._prompt_tokens = 0
+        self._reused = 0
+        self._prefilled = 0
+        self._completed = 0
+        self._cancelled = 0
+        self._steps = 0
+        self._durations: collections.deque[float] = collections.deque(maxlen=_DURATIONS)
+        self._outputs: list[tuple[Slot, int]] = []  # (slot, batch index of its logits) this step
+        self._thread = threading.Thread(target=self._run, name="llama-scheduler", daemon=True)
+        self._thread.start()
+
+    # -- called from the event loops ---------------------------------------------------------
+
+    def submit(self, job: Job, max_waiting: int) -> bool:
+        """Queue ``job``; False (not queued) when ``max_waiting`` jobs already wait for a slot."""
+        with self._cond:
+            free = len(self._slots) - self._running
+            if len(self._waiting) >= max_waiting + free:
+                return False
+            self._waiting.append(job)
+            self._cond.notify()
+            return True
+
+    def wake(self) -> None:
+        """A job was cancelled: let an idle scheduler notice it now."""
+        with self._cond:
+            self._cond.notify()
+
+    def stats(self) -> EngineStats:
+        with self._cond:
+            durations = list(self._durations)
+            return EngineStats(
+                running=self._running,
+                waiting=len(self._waiting),
+                slots=len(self._slots),
+                prompt_tokens=self._prompt_tokens,
+                prefix_reused_tokens=self._reused,
+                prefill_tokens=self._prefilled,
+                completed=self._completed,
+                cancelled=self._cancelled,
+                steps=self._steps,
+                mean_request_s=sum(durations) / len(durations) if durations else None,
+            )
+
+    def stop(self, timeout: float) -> None:
+        with self._cond:
+            self._stopping = True
+            self._cond.notify()
+        self._thread.join(timeout)
+
+    # -- the scheduler thread ---------------------------------------------------------------
+
+    def _run(self) -> None:
+        try:
+            while self._wait_for_work():
+                self._admit()
+                if not self._build_batch():
+                    continue
+                try:
+                    self._rt.decode()
+                except GenerationError as exc:
+                    log.exception("llama_decode failed")
+                    self._fail_all(exc)
+                    continue
+                self._after_decode()
+        finally:
+            self._shutdown()
+
+    def _wait_for_work(self) -> bool:
+        with self._cond:
+            while not self._stopping and not self._waiting and self._running == 0:
+                self._cond.wait()
+            return not self._stopping
+
+    def _admit(self) -> None:
+        """Drop cancelled work, then move waiting jobs into free slots (FIFO)."""
+        for slot in self._slots:
+            if slot.job is not None and slot.job.cancelled.is_set():
+                self._end(slot, None)
+        while True:
+            with self._cond:
+                if not self._waiting:
+                    return
+                free = [s for s in self._slots if not s.busy]
+                if not free:
+                    return
+                job = self._waiting.popleft()
+                if job.cancelled.is_set():
+                    self._cancelled += 1
+                    job.emit(DONE)
+                    continue
+                self._running += 1
+            self._place(job, free)
+
+    def _place(self, job: Job, free: list[Slot]) -> None:
+        # The free slot that already holds the longest prefix of this prompt; among equals the
+        # one unused for longest, so the KV of recent conversations stays around.
+        slot = max(free, key=lambda s: (s.common_prefix(job.tokens), -s.last_used))
+        # At least the prompt's last token is evaluated again: its logits give the first token.
+        keep = min(slot.common_prefix(job.tokens), len(job.tokens) - 1) if self._settings.prefix_reuse else 0
+        if not self._rt.seq_rm(slot.seq, keep):
+            keep = 0
+        params = job.request.params
+        sampler = sampler_chain(
+            params.temperature, params.top_p, job.seed, self._settings.top_k, self._settings.min_p
+        )
+        slot.start(job, keep, sampler, self._rt.vocab)
+        with self._cond:
+            self._prompt_tokens += len(job.tokens)
+            self._reused += keep
+
+    def _build_batch(self) -> bool:
+        batch = self._rt.batch
+        batch.clear()
+        self._outputs = []
+        for slot in self._slots:
+            if slot.job is not None and slot.next_token is not None:
+                pos = len(slot.cached)
+                self._outputs.append((slot, batch.add(slot.next_token, pos, slot.seq, True)))
+                slot.cached.append(slot.next_token)
+                slot.next_token = None
+        budget = start = min(self._settings.prefill_chunk, batch.capacity - batch.n)
+        for slot in sorted((s for s in self._slots if s.prefilling), key=lambda s: len(s.pending)):
+            if budget <= 0:
+                break
+            take = slot.pending[:budget]
+            del slot.pending[: len(take)]
+            budget -= len(take)
+            last = len(take) - 1
+            pos = len(slot.cached)
+            for i, token in enumerate(take):
+                index = batch.add(token, pos + i, slot.seq, i == last and not slot.pending)
+            slot.cached.extend(take)
+            if not slot.pending:
+                self._outputs.append((slot, index))
+        with self._cond:
+            self._prefilled += start - budget
+        return batch.n > 0
+
+    def _after_decode(self) -> None:
+        with self._cond:
+            self._steps += 1
+        vocab = self._rt.vocab
+        room_total = self._rt.n_ctx_slot
+        for slot, index in self._outputs:
+            job = slot.job
+            assert job is not None
+            if job.cancelled.is_set():
+                self._end(slot, None)
+                continue
+            token = self._rt.sample(slot.sampler, index)
+            if vocab.is_eog(token):
+                self._end(slot, "stop")
+                continue
+            text, reason = slot.feed(token, room_total - len(slot.cached) - 1)
+            if text:
+                job.emit(Chunk(text))
+            if reason is not None:
+                self._end(slot, reason)
+        self._outputs = []
+
+    def _end(self, slot: Slot, reason: str | None) -> None:
+        """Finish (``reason``) or drop (None: cancelled) the slot's job and free the slot."""
+        if reason is not None:
+            slot.finish(reason)
+        elapsed = time.monotonic() - slot.started_at
+        if slot.sampler is not None:
+            free_sampler(slot.sampler)
+            slot.sampler = None
+        job = slot.release()
+        with self._cond:
+            self._running -= 1
+            if reason is None:
+                self._cancelled += 1
+            else:
+                self._completed += 1
+                self._durations.append(elapsed)
+        if job is not None:
+            job.emit(DONE)
+
+    def _fail_all(self, exc: BaseException) -> None:
+        """A failed decode leaves the batch's KV unknown: fail the running jobs, start clean."""
+        for slot in self._slots:
+            if slot.job is not None:
+                slot.job.emit(GenerationError(f"the edge model failed: {exc}"))
+                self._end(slot, None)
+            self._rt.seq_rm(slot.seq, 0)
+            slot.cached = []
+
+    def _shutdown(self) -> None:
+        closed = GenerationError("the edge engine closed during generation")
+        for slot in self._slots:
+            if slot.job is not None:
+                slot.job.emit(closed)
+                self._end(slot, None)
+        with self._cond:
+            waiting, self._waiting = list(self._waiting), collections.deque()
+        for job in waiting:
+            job.emit(closed)
+            job.emit(DONE)

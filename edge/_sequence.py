@@ -1,0 +1,115 @@
+"""One request on its way through the scheduler (a job) and the KV slot it runs in."""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+import time
+from dataclasses import dataclass, field
+from typing import Any
+
+from models import Chunk, GenerationRequest, Usage
+from models.worker import DONE
+
+from .text import IncrementalDecoder, StopMatcher
+
+
+@dataclass(eq=False)
+class Job:
+    """A request admitted by the engine: its prompt tokens and the way back to its event loop."""
+
+    tokens: list[int]
+    max_tokens: int
+    request: GenerationRequest
+    seed: int
+    loop: asyncio.AbstractEventLoop
+    out: asyncio.Queue[Any]
+    cancelled: threading.Event = field(default_factory=threading.Event)
+    queued_at: float = field(default_factory=time.monotonic)
+
+    def emit(self, item: Any) -> None:
+        try:
+            self.loop.call_soon_threadsafe(self.out.put_nowait, item)
+        except RuntimeError:
+            # The request's event loop is closed: nobody is listening any more.
+            self.cancelled.set()
+
+
+class Slot:
+    """One llama.cpp sequence id, the tokens its KV holds, and the job it is running (if any).
+
+    The KV survives the job: a later prompt that starts with the same tokens (a shared system
+    prompt, the next turn of a conversation) keeps that prefix instead of evaluating it again.
+    """
+
+    def __init__(self, seq: int) -> None:
+        self.seq = seq
+        self.cached: list[int] = []  # tokens whose KV the sequence holds, in position order
+        self.job: Job | None = None
+        self.pending: list[int] = []  # prompt tokens still to evaluate
+        self.next_token: int | None = None  # sampled, to be fed in the next step
+        self.sampler: Any = None
+        self.decoder: IncrementalDecoder | None = None
+        self.stops: StopMatcher | None = None
+        self.n_out = 0
+        self.started_at = 0.0
+        self.last_used = 0.0
+
+    @property
+    def busy(self) -> bool:
+        return self.job is not None
+
+    @property
+    def prefilling(self) -> bool:
+        return self.job is not None and bool(self.pending)
+
+    def common_prefix(self, tokens: list[int]) -> int:
+        n = min(len(self.cached), len(tokens))
+        i = 0
+        cached = self.cached
+        while i < n and cached[i] == tokens[i]:
+            i += 1
+        return i
+
+    def start(self, job: Job, keep: int, sampler: Any, vocab: Any) -> None:
+        """Run ``job`` here, keeping the first ``keep`` cached tokens (their KV is already right)."""
+        self.job = job
+        del self.cached[keep:]
+        self.pending = job.tokens[keep:]
+        self.next_token = None
+        self.sampler = sampler
+        self.decoder = IncrementalDecoder(vocab)
+        self.stops = StopMatcher(job.request.params.stop)
+        self.n_out = 0
+        self.started_at = time.monotonic()
+
+    def feed(self, token: int, room: int) -> tuple[str, str | None]:
+        """Take one sampled token: the text safe to emit and the finish reason if the job ends.
+
+        ``room`` is how many more tokens the slot's context window can hold.
+        """
+        assert self.decoder is not None and self.stops is not None and self.job is not None
+        self.n_out += 1
+        text, hit = self.stops.feed(self.decoder.feed(token))
+        if hit:
+            return text, "stop"
+        if self.n_out >= self.job.max_tokens or room <= 0:
+            return text, "length"
+        self.next_token = token
+        return text, None
+
+    def finish(self, reason: str) -> None:
+        """Send the job's last chunk (the held-back tail, finish reason and usage)."""
+        job = self.job
+        assert job is not None and self.decoder is not None and self.stops is not None
+        tail = "" if self.stops.hit else self.stops.flush(self.decoder.flush())
+        job.emit(Chunk(tail, finish_reason=reason, usage=Usage(len(job.tokens), self.n_out)))
+
+    def release(self) -> Job | None:
+        """Detach the job; the KV of what was evaluated stays for prefix reuse."""
+        job, self.job = self.job, None
+        self.pending = []
+        self.next_token = None
+        self.decoder = self.stops = None
+        self.last_used = time.monotonic()
+        return job
