@@ -1,13 +1,17 @@
-"""Cache benchmark: the QQP held-out replay (quality) and lookup latency at 10k / 100k / 1M entries.
+"""Cache benchmark: the judged test replay, adversarial edits, and lookup latency at scale.
 
-    python -m bench.cache [--pairs ../shared/data/qqp_pairs.jsonl] [--scales 10000,100000,1000000]
+    python -m bench.cache [--pairs ../shared/data/qqp_pairs.jsonl] [--judged DIR] [--scales 10000,100000]
 
-Quality: every held-out ``a`` is stored, every held-out ``b`` is looked up. A served hit is right
-only when the pair is a duplicate and the entry served is its own ``a`` (identical ``a`` texts are
-one entry). Three deciders in one run, on the same candidates: cosine >= 0.8 (GPTCache's
-default), cosine >= 0.95, and the shipped setting (floor, guards, verifier). A second precision
-column also counts as right a served entry that the labels link to the query (the same text, or
-connected through labeled duplicate pairs), since QQP repeats questions across pairs.
+Judged replay: every stored question of the replay (the held-out QQP ``a`` texts) is warmed,
+every query of the judged *test* part is asked through the real cache. Three deciders on the same
+lookups: cosine >= 0.80 (GPTCache's default), cosine >= 0.97, and the shipped setting (floor,
+guards, calibrated verifier at the default error budget). A served hit is right when a reader
+judged (query, served entry) servable; only the nearest pairs are judged, so serving any other
+entry counts as wrong unless it is the query's own text. Recall is over answerable queries (those
+whose judged nearest stored question is servable).
+
+Adversarial: held-out questions stored, edits that change a number, entity, negation, order or
+scope asked (every hit is false), plus plain paraphrases (hits are right). ``bench/cache_adversarial.py``.
 
 Scale: synthetic vectors (mixtures of real question embeddings plus noise, each entry labeled
 with the text of its main component) in one tenant, the worst case for the per-tenant scan.
@@ -19,11 +23,12 @@ import asyncio
 import json
 import os
 import platform
+import shutil
 import tempfile
 import time
 from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import Annotated, Any
+from typing import Annotated, Any, Optional
 
 import numpy as np
 import typer
@@ -32,8 +37,9 @@ os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
 
 from edge import CacheKey, CacheSettings, EdgeCache, Embedder  # noqa: E402
-from edge.cache import LabelLinks, Verifier, load_pairs, split_pairs  # noqa: E402
-from edge.cache.keys import exact_key, request_record, semantic_parts  # noqa: E402
+from bench.cache_adversarial import generate as generate_adversarial  # noqa: E402
+from edge.cache import Judged, Verifier, load_judged, load_pairs, split_judged, split_pairs  # noqa: E402
+from edge.cache.keys import exact_key, normalize_text, request_record, semantic_parts  # noqa: E402
 from edge.cache.store import NewEntry  # noqa: E402
 from models import SamplingParams  # noqa: E402
 
@@ -62,83 +68,113 @@ def pct(xs: list[float], q: float) -> float:
 
 @dataclass
 class Rates:
-    served: int
-    right: int
-    right_linked: int
-    duplicates: int
-    queries: int
+    served: int = 0
+    right: int = 0
+    unjudged: int = 0  # served an entry other than the judged nearest one (counted wrong)
 
-    def as_dict(self) -> dict[str, float]:
+    def as_dict(self, answerable: int) -> dict[str, float]:
         return {
             "served": self.served,
-            "hit_precision": self.right / self.served if self.served else 0.0,
-            "duplicate_recall": self.right / self.duplicates,
-            "false_hit_rate": (self.served - self.right) / self.queries,
-            "precision_label_linked": self.right_linked / self.served if self.served else 0.0,
+            "right": self.right,
+            "precision": self.right / self.served if self.served else 0.0,
+            "recall_of_answerable": self.right / answerable if answerable else 0.0,
+            "served_unjudged_entry": self.unjudged,
         }
 
 
-async def replay(pairs_path: Path, embedder: Embedder, work: Path) -> dict[str, Any]:
-    all_pairs = load_pairs(pairs_path)
-    _, held = split_pairs(all_pairs)
-    linked = LabelLinks(all_pairs)
-    settings = CacheSettings()
-    cache = EdgeCache(work / "replay.db", settings, embedder=embedder)
-    a_texts = list(dict.fromkeys(p.a for p in held))
-    t0 = time.perf_counter()
-    a_vecs = np.concatenate([embedder.embed_batch(a_texts[i : i + 64]) for i in range(0, len(a_texts), 64)])
-    rows = [entry(t, str(i)) for i, t in enumerate(a_texts)]
-    cache.db.put_bulk(rows, a_vecs, now=time.time())
-    build_s = time.perf_counter() - t0
+def stored_set(pairs_path: Path, judged: list[Judged]) -> list[str]:
+    """What the judged replay stored: every held-out ``a`` of the QQP pairs, plus each judged stored text."""
+    _, held = split_pairs(load_pairs(pairs_path))
+    return list(dict.fromkeys([*(p.a for p in held), *(j.stored for j in judged)]))
 
-    deciders = {"cosine@0.80": [], "cosine@0.95": [], "shipped": []}
-    refusals: dict[str, int] = {}  # why the nearest candidate above the floor was refused
-    nn_agree = 0
-    nn_total = 0
-    for start in range(0, len(held), 32):
-        chunk = held[start : start + 32]
-        results = await asyncio.gather(*(cache.candidates(key(p.b)) for p in chunk))
-        for p, (vec, cands) in zip(chunk, results, strict=True):
+
+def embed_texts(embedder: Embedder, texts: list[str]) -> np.ndarray:
+    return np.concatenate([embedder.embed_batch(texts[i : i + 64]) for i in range(0, len(texts), 64)])
+
+
+async def bulk_cache(
+    texts: list[str], embedder: Embedder, path: Path, tenant: str = "bench", vecs: np.ndarray | None = None
+) -> EdgeCache:
+    """A cache holding ``texts`` (entry i answers "i"), inserted in bulk."""
+    cache = EdgeCache(path, CacheSettings(), embedder=embedder)
+    vecs = embed_texts(embedder, texts) if vecs is None else vecs
+    cache.db.put_bulk([entry(t, str(i), tenant) for i, t in enumerate(texts)], vecs, now=time.time())
+    return cache
+
+
+async def judged_replay(
+    test: list[Judged], stored: list[str], stored_vecs: np.ndarray, embedder: Embedder, work: Path
+) -> dict[str, Any]:
+    """Warm every stored question, ask every judged test query through the cache; three deciders.
+
+    Only (query, judged nearest) pairs carry a judgement: a decider serving any other entry is
+    counted wrong (conservative) unless the entry's text is the query's own.
+    """
+    label = {(normalize_text(j.query), normalize_text(j.stored)): j.servable for j in test}
+    queries = list(dict.fromkeys(j.query for j in test))
+    answerable = len({normalize_text(j.query) for j in test if j.servable})
+    cache = await bulk_cache(stored, embedder, work / "judged.db", vecs=stored_vecs)
+    deciders = {"cosine >= 0.80": Rates(), "cosine >= 0.97": Rates(), "shipped": Rates()}
+    refusals: dict[str, int] = {}
+    probs: list[float] = []
+    for start in range(0, len(queries), 32):
+        chunk = queries[start : start + 32]
+        results = await asyncio.gather(*(cache.candidates(key(q)) for q in chunk))
+        for q, (_, cands) in zip(chunk, results, strict=True):
             top = cands[0] if cands else None
             shipped = next((c for c in cands if c.refusal is None), None)
-            deciders["cosine@0.80"].append((p, top if top and top.similarity >= 0.80 else None))
-            deciders["cosine@0.95"].append((p, top if top and top.similarity >= 0.95 else None))
-            deciders["shipped"].append((p, shipped))
+            picks = {
+                "cosine >= 0.80": top if top and top.similarity >= 0.80 else None,
+                "cosine >= 0.97": top if top and top.similarity >= 0.97 else None,
+                "shipped": shipped,
+            }
+            for name, c in picks.items():
+                if c is None:
+                    continue
+                rates = deciders[name]
+                rates.served += 1
+                served_text, asked = c.entry.prompt_text, normalize_text(q)
+                verdict = label.get((asked, served_text))
+                # The same text in another case is the same question (the replay skipped those
+                # as exact-cache territory when it sampled the judged pairs).
+                same = served_text.lower() == asked.lower()
+                rates.unjudged += verdict is None and not same
+                rates.right += bool(verdict) or same
+            if shipped is not None and shipped.probability is not None:
+                probs.append(shipped.probability)
             if shipped is None and top is not None and top.refusal is not None:
                 refusals[top.refusal] = refusals.get(top.refusal, 0) + 1
-            if vec is not None:  # index recall: the IVF's nearest vs exact brute force
-                sims = a_vecs @ vec
-                best = int(np.argmax(sims))
-                if sims[best] >= settings.similarity_floor:
-                    nn_total += 1
-                    nn_agree += bool(top) and top.entry.prompt_text == semantic_parts(key(a_texts[best])).text
-    duplicates = sum(p.duplicate for p in held)
-    out: dict[str, Any] = {}
-    for name, served in deciders.items():
-        n = right = linked_right = 0
-        for p, c in served:
-            if c is None:
-                continue
-            n += 1
-            own = c.entry.prompt_text == semantic_parts(key(p.a)).text
-            right += p.duplicate and own
-            linked_right += (p.duplicate and own) or linked.same(p.b, c.entry.prompt_text)
-        out[name] = Rates(n, right, linked_right, duplicates, len(held)).as_dict()
     await cache.aclose()
     return {
-        "heldout_pairs": len(held),
-        "duplicates": duplicates,
-        "entries": len(a_texts),
-        "build_s": build_s,
-        "deciders": out,
-        "index_recall_at_1": nn_agree / nn_total if nn_total else None,
-        "threshold": cache.threshold,
-        "similarity_floor": settings.similarity_floor,
-        "a_vecs": a_vecs,
-        "a_texts": a_texts,
-        "b_texts": [p.b for p in held],
+        "queries": len(queries), "answerable": answerable, "entries": len(stored),
+        "threshold": cache.threshold, "max_wrong_rate": cache.settings.max_wrong_rate,
+        "deciders": {n: r.as_dict(answerable) for n, r in deciders.items()},
         "refusals_of_nearest": refusals,
     }
+
+
+async def adversarial(questions: list[str], embedder: Embedder, work: Path) -> dict[str, Any]:
+    """Held-out questions stored; their adversarial edits asked (must refuse) and paraphrases (may serve)."""
+    pairs = generate_adversarial(questions)
+    stored = list(dict.fromkeys(p.stored for p in pairs))
+    answer_of = {t: str(i) for i, t in enumerate(stored)}  # bulk_cache answers entry i with "i"
+    cache = await bulk_cache(stored, embedder, work / "adversarial.db")
+    per: dict[str, dict[str, int]] = {}
+    examples: dict[str, list[list[str]]] = {}
+    for start in range(0, len(pairs), 32):
+        chunk = pairs[start : start + 32]
+        looks = await asyncio.gather(*(cache.lookup(key(p.query)) for p in chunk))
+        for p, look in zip(chunk, looks, strict=True):
+            row = per.setdefault(p.category, {"pairs": 0, "served": 0, "served_own": 0})
+            row["pairs"] += 1
+            if look.hit is not None and look.hit.kind == "semantic":
+                row["served"] += 1
+                own = look.hit.text == answer_of[p.stored]
+                row["served_own"] += own
+                if p.category != "paraphrase" and len(examples.setdefault(p.category, [])) < 5:
+                    examples[p.category].append([p.query, p.stored])
+    await cache.aclose()
+    return {"categories": per, "false_hit_examples": examples}
 
 
 async def scale(
@@ -205,11 +241,10 @@ async def scale(
         print(f"  {have:>9,} entries: built in {build_s:.1f}s, search p50 {results[-1]['search_p50_ms']:.2f} ms",
               flush=True)
     # verifier and embedding alone
-    a, b = embedder.embed_batch(["How do I reset my password?", "How can I reset my password?"])
     ver_t = []
-    for _ in range(500):
+    for text in queries[:n_queries]:  # three candidates, one batched run: a lookup's worst case
         s = time.perf_counter()
-        verifier.probability("How can I reset my password?", b, "How do I reset my password?", a)
+        verifier.probabilities(text, base_texts[:3], [0.9, 0.88, 0.85])
         ver_t.append(time.perf_counter() - s)
     emb_t = []
     for text in queries[:n_queries]:
@@ -224,38 +259,51 @@ async def scale(
 
 
 def main(
-    pairs: Annotated[Path, typer.Option(help="labeled pairs JSONL")] = DEFAULT_PAIRS,
-    scales: Annotated[str, typer.Option(help="comma-separated entry counts")] = "10000,100000,1000000",
+    pairs: Annotated[Path, typer.Option(help="QQP pairs JSONL (the stored set of the replay)")] = DEFAULT_PAIRS,
+    judged: Annotated[Optional[Path], typer.Option(help="judged pairs [default: the shipped set]")] = None,
+    scales: Annotated[str, typer.Option(help="comma-separated entry counts")] = "10000,100000",
     queries: Annotated[int, typer.Option(help="timed lookups per scale")] = 300,
     out: Annotated[Path, typer.Option(help="JSON results")] = REPO / "artifacts" / "bench-cache.json",
-    work: Annotated[Path | None, typer.Option(help="scratch directory for the databases")] = None,
+    work: Annotated[Optional[Path], typer.Option(help="scratch directory for the databases")] = None,
 ) -> None:
     if not pairs.is_file():
         typer.echo(f"skipped: {pairs} is absent (the QQP pairs live in ../shared/data)")
         raise typer.Exit(0)
     work_dir = Path(tempfile.mkdtemp(prefix="bench-cache-", dir=work))
     embedder = Embedder.load(CacheSettings())
-    print("QQP held-out replay ...", flush=True)
-    rep = asyncio.run(replay(pairs, embedder, work_dir))
-    sizes = [int(s) for s in scales.split(",") if s]
+    items = load_judged(judged)
+    test = split_judged(items)["test"]
+    stored = stored_set(pairs, items)
+    print(f"judged test replay: {len(test)} judged pairs, {len(stored)} stored questions ...", flush=True)
+    stored_vecs = embed_texts(embedder, stored)
+    rep = asyncio.run(judged_replay(test, stored, stored_vecs, embedder, work_dir))
+    _, held = split_pairs(load_pairs(pairs))
+    held_questions = list(dict.fromkeys(t for p in held for t in (p.a, p.b)))
+    print("adversarial pairs ...", flush=True)
+    adv = asyncio.run(adversarial(held_questions, embedder, work_dir))
+    sizes = [int(x) for x in scales.split(",") if x]
     print("lookup latency at scale (synthetic vectors) ...", flush=True)
-    scale_rows = asyncio.run(scale(sizes, rep.pop("a_vecs"), rep.pop("a_texts"), rep.pop("b_texts"), embedder,
-                                   work_dir, queries))
+    bases = stored_vecs
+    asked = [j.query for j in test] + [p.b for p in held]
+    scale_rows = asyncio.run(scale(sizes, bases, stored, asked, embedder, work_dir, queries))
     timings = scale_rows.pop()
     result = {
         "machine": {"cpus": os.cpu_count(), "platform": platform.platform(), "python": platform.python_version()},
-        "replay": rep, "scale": scale_rows, "components": timings,
+        "judged_replay": rep, "adversarial": adv, "scale": scale_rows, "components": timings,
     }
     print()
-    print(f"QQP held-out replay: {rep['heldout_pairs']} queries, {rep['entries']} entries, "
-          f"{rep['duplicates']} duplicate pairs; verifier threshold {rep['threshold']:.3f}, "
-          f"cosine floor {rep['similarity_floor']}")
-    print(f"{'decider':<14}{'served':>8}{'precision':>11}{'dup recall':>12}{'false-hit':>11}{'prec (linked)':>15}")
+    print(f"judged test replay: {rep['queries']} queries ({rep['answerable']} answerable), {rep['entries']} "
+          f"entries; verifier threshold {rep['threshold']:.4f} (max_wrong_rate {rep['max_wrong_rate']})")
+    print(f"| {'decider':<16} | {'served':>6} | {'precision':>9} | {'recall of answerable':>20} |")
     for name, r in rep["deciders"].items():
-        print(f"{name:<14}{r['served']:>8}{r['hit_precision']:>11.3f}{r['duplicate_recall']:>12.3f}"
-              f"{r['false_hit_rate']:>11.3f}{r['precision_label_linked']:>15.3f}")
+        print(f"| {name:<16} | {r['served']:>6} | {r['precision']:>9.3f} | {r['recall_of_answerable']:>20.3f} |")
+    print("served an entry other than the judged nearest (counted wrong): "
+          + ", ".join(f"{n} {r['served_unjudged_entry']}" for n, r in rep["deciders"].items()))
     print(f"refusals of the nearest candidate (shipped): {rep['refusals_of_nearest']}")
-    print(f"IVF index recall@1 vs exact search (neighbours above the floor): {rep['index_recall_at_1']:.3f}")
+    print()
+    print(f"| {'adversarial':<12} | {'pairs':>5} | {'served':>6} | {'rate':>6} |")
+    for cat, r in adv["categories"].items():
+        print(f"| {cat:<12} | {r['pairs']:>5} | {r['served']:>6} | {r['served'] / r['pairs']:>6.3f} |")
     print()
     print(f"{'entries':>10}{'build s':>9}{'search p50/p99 ms':>20}{'semantic p50/p99 ms':>22}"
           f"{'exact p50/p99 ms':>19}{'found':>7}{'file MB':>9}")
@@ -265,13 +313,11 @@ def main(
               f"{r['exact_lookup_p50_ms']:>10.2f} /{r['exact_lookup_p99_ms']:>6.2f}"
               f"{r['near_duplicate_found']:>7.2f}{r['file_mb']:>9.0f}")
     print(f"embedding p50/p99 {timings['embed_p50_ms']:.2f}/{timings['embed_p99_ms']:.2f} ms; "
-          f"verifier p50/p99 {timings['verifier_p50_ms']:.3f}/{timings['verifier_p99_ms']:.3f} ms")
+          f"verifier (3 candidates, one run) p50/p99 {timings['verifier_p50_ms']:.2f}/{timings['verifier_p99_ms']:.2f} ms")
     out.parent.mkdir(parents=True, exist_ok=True)
     out.write_text(json.dumps(result, indent=2) + "\n")
     print(f"wrote {out}")
-    for p in work_dir.glob("*"):
-        p.unlink()
-    work_dir.rmdir()
+    shutil.rmtree(work_dir, ignore_errors=True)
 
 
 if __name__ == "__main__":

@@ -7,7 +7,7 @@ import json
 import os
 import sys
 from pathlib import Path
-from typing import Annotated, Optional
+from typing import TYPE_CHECKING, Annotated, Optional
 
 import typer
 
@@ -15,11 +15,16 @@ from models import EdgerouteError
 
 from .config import CacheSettings
 
+if TYPE_CHECKING:  # heavy modules load inside the commands that use them
+    from .cache.calibration import Calibration
+    from .cache.pairs import Pair
+    from .embedder import Embedder
+
 cache_app = typer.Typer(help="The edge's SQLite-vector cache.", no_args_is_help=True)
 
 DbOpt = Annotated[Optional[Path], typer.Option("--db", help="the cache file [default: <data_dir>/cache.db]")]
 DataDirOpt = Annotated[Optional[Path], typer.Option("--data-dir", help="data directory")]
-PairsOpt = Annotated[Path, typer.Option("--pairs", help="JSONL of {a, b, duplicate}", exists=True, dir_okay=False)]
+PairsOpt = Annotated[Path, typer.Option("--pairs", help="QQP JSONL of {a, b, duplicate}", exists=True, dir_okay=False)]
 
 
 def _db_path(db: Path | None, data_dir: Path | None) -> Path:
@@ -139,68 +144,133 @@ def warm(
     typer.echo(f"stored {n} entries")
 
 
+JudgedOpt = Annotated[
+    Optional[Path], typer.Option("--judged", help="judged pairs: a JSONL file or a directory [default: the shipped set]")
+]
+BudgetOpt = Annotated[
+    Optional[float], typer.Option("--max-wrong-rate", min=0.0, max=1.0, help="error budget [default: the setting]")
+]
+
+
+def _print_point(point: Calibration, budget: float) -> None:
+    typer.echo(f"{'threshold':>10}{'served':>8}{'precision':>11}{'recall':>9}")
+    for row in point.curve:
+        typer.echo(f"{row['threshold']:>10.2f}{row['served']:>8}{row['precision']:>11.3f}{row['recall']:>9.3f}")
+    if point.threshold is None:
+        typer.echo(f"no threshold keeps wrong hits under {budget} on {point.pairs} calibration queries")
+        return
+    typer.echo(
+        f"max_wrong_rate {budget}: threshold {point.threshold:.4f}; on the calibration replay "
+        f"({point.pairs} queries, {point.positives} answerable) it serves {point.served} "
+        f"(expected hit rate {point.hit_rate:.3f}) at precision {point.precision:.3f}, "
+        f"recall of answerable {point.recall:.3f}"
+    )
+
+
 @cache_app.command("calibrate")
 def calibrate(
-    pairs: PairsOpt,
-    precision: Annotated[float, typer.Option(min=0.0, max=1.0, help="required hit precision")] = 0.95,
-    split: Annotated[str, typer.Option(help="heldout | train | all pairs of the file")] = "heldout",
-    floor: Annotated[Optional[float], typer.Option(help="cosine floor [default: the setting]")] = None,
+    judged: JudgedOpt = None,
+    max_wrong_rate: BudgetOpt = None,
+    verifier_dir: Annotated[
+        Optional[Path], typer.Option("--verifier-dir", help="verifier files [default: the shipped ones]")
+    ] = None,
+    write: Annotated[bool, typer.Option("--write", help="store the new calibration in verifier.json")] = False,
     out: Annotated[Optional[Path], typer.Option("--out", help="also write the result as JSON")] = None,
 ) -> None:
-    """Pick the verifier threshold with the highest recall whose hit precision is >= PRECISION."""
-    import numpy as np
-
-    from .cache import Verifier, load_pairs, split_pairs, sweep
-    from .cache.training import embed_all, score_pairs
+    """Replay the judged calibration part; pick the threshold that meets the error budget."""
+    from .cache.judged import load_judged, split_judged
+    from .cache.training import calibrate as fit_calibration
+    from .cache.training import cosines, score_replay
+    from .cache.verifier import Verifier, operating_point
     from .embedder import Embedder
 
-    settings = CacheSettings() if floor is None else CacheSettings(similarity_floor=floor)
+    settings = CacheSettings() if max_wrong_rate is None else CacheSettings(max_wrong_rate=max_wrong_rate)
     try:
-        rows = load_pairs(pairs)
-        train, heldout = split_pairs(rows)
-        chosen = {"heldout": heldout, "train": train, "all": rows}[split]
-        vecs = embed_all(Embedder.load(settings), [t for p in chosen for t in (p.a, p.b)])
-        scores = score_pairs(chosen, vecs.__getitem__, Verifier.shipped(), settings)
-    except (EdgerouteError, KeyError) as exc:
-        raise (_fail(exc) if isinstance(exc, EdgerouteError) else typer.BadParameter(f"--split {split}")) from exc
-    result = sweep(scores, np.asarray([p.duplicate for p in chosen]), precision)
-    if result.threshold is None:
-        typer.echo(f"no threshold reaches precision {precision} on {len(chosen)} pairs")
-    else:
-        typer.echo(
-            f"threshold {result.threshold:.4f}: precision {result.precision:.3f}, duplicate recall "
-            f"{result.recall:.3f} ({result.served} served of {result.pairs} pairs, {result.positives} duplicates)"
-        )
-        typer.echo(f"set it with EDGEROUTE_CACHE__VERIFIER_THRESHOLD={result.threshold:.4f}")
+        verifier = Verifier.load(verifier_dir) if verifier_dir else Verifier.shipped()
+        items = split_judged(load_judged(judged))["calibration"]
+        if not items:
+            typer.echo("no judged pairs in the calibration part", err=True)
+            raise typer.Exit(1)
+        embedder = Embedder.load(settings)
+        cos = cosines(embedder, [(j.query, j.stored) for j in items])
+        verifier = fit_calibration(verifier, score_replay(items, verifier, settings, cos))
+        assert verifier.replay is not None
+        point = operating_point(verifier.replay, settings.max_wrong_rate)
+        if write:
+            verifier.meta["operating_point"] = {k: v for k, v in point.as_dict().items() if k != "curve"}
+            verifier.save_meta(verifier_dir or _shipped_data_dir())
+    except EdgerouteError as exc:
+        raise _fail(exc) from exc
+    _print_point(point, settings.max_wrong_rate)
     if out:
-        out.write_text(json.dumps(result.as_dict(), indent=2) + "\n", encoding="utf-8")
-    if result.threshold is None:
+        out.write_text(json.dumps(point.as_dict(), indent=2) + "\n", encoding="utf-8")
+    if point.threshold is None:
         raise typer.Exit(1)
+
+
+def _refit_index(rows: list[Pair], embedder: Embedder, out_dir: Path, seed: int) -> None:
+    """k-means centroids of the train questions' embeddings (new cache files copy them in)."""
+    import numpy as np
+
+    from .cache import split_pairs
+    from .cache.index import save_index, train_index
+
+    train_rows, _ = split_pairs(rows)
+    texts = list(dict.fromkeys(t for p in train_rows for t in (p.a, p.b)))
+    vecs = np.concatenate([embedder.embed_batch(texts[i : i + 64]) for i in range(0, len(texts), 64)])
+    save_index(train_index(vecs, seed=seed), out_dir / "index.npz")
+    typer.echo(f"refit the vector index on {len(texts)} train questions: {out_dir}/index.npz")
+
+
+def _shipped_data_dir() -> Path:
+    return Path(__file__).resolve().parent / "cache" / "data"
 
 
 @cache_app.command("train-verifier")
 def train_verifier(
     pairs: PairsOpt,
-    out_dir: Annotated[Path, typer.Option(help="where verifier.json and index.npz go")] = Path("edge/cache/data"),
-    precision: Annotated[float, typer.Option(min=0.0, max=1.0)] = 0.95,
+    judged: JudgedOpt = None,
+    out_dir: Annotated[Path, typer.Option(help="where the verifier files go")] = _shipped_data_dir(),
+    steps1: Annotated[Optional[int], typer.Option(min=1, help="phase-1 steps (QQP + generated)")] = None,
+    steps2: Annotated[Optional[int], typer.Option(min=1, help="phase-2 steps (+ judged train part)")] = None,
+    layers: Annotated[Optional[int], typer.Option(min=1, max=6, help="MiniLM layers kept")] = None,
+    batch: Annotated[Optional[int], typer.Option(min=1, help="pairs per step")] = None,
+    generated: Annotated[int, typer.Option(min=0, help="generated pairs (2/3 hard negatives)")] = 12000,
+    seed: Annotated[int, typer.Option(help="phase 1's seed (phase 2 uses seed + 1)")] = 0,
+    threads: Annotated[int, typer.Option(min=1, help="torch threads")] = 2,
+    phase1_dir: Annotated[
+        Optional[Path], typer.Option(help="keep phase 1's weights here; reused when already there")
+    ] = None,
+    max_wrong_rate: BudgetOpt = None,
+    index: Annotated[bool, typer.Option("--index", help="also refit the IVF centroids (index.npz)")] = False,
 ) -> None:
-    """Train the verifier (train split), calibrate it (held-out split), fit the IVF centroids."""
+    """Fine-tune the cross-encoder verifier (seeded), export it to ONNX INT8, calibrate it."""
+    from dataclasses import replace
+
     from .cache import load_pairs
-    from .cache.index import save_index
-    from .cache.training import embed_all, train
+    from .cache.judged import load_judged
+    from .cache.training import PHASE1, PHASE2, train
     from .embedder import Embedder
+
+    settings = CacheSettings() if max_wrong_rate is None else CacheSettings(max_wrong_rate=max_wrong_rate)
+    common = {"threads": threads} | ({"layers": layers} if layers else {}) | ({"batch": batch} if batch else {})
+    phase1 = replace(PHASE1, seed=seed, **common, **({"steps": steps1} if steps1 else {}))
+    phase2 = replace(PHASE2, seed=seed + 1, **common, **({"steps": steps2} if steps2 else {}))
+
+    def progress(step: int, loss: float) -> None:
+        if step % 25 == 0:
+            typer.echo(f"  step {step}  loss {loss:.4f}")
 
     try:
         rows = load_pairs(pairs)
-        vecs = embed_all(Embedder.load(), [t for p in rows for t in (p.a, p.b)])
-        trained = train(rows, vecs.__getitem__, precision=precision)
+        items = load_judged(judged)
+        embedder = Embedder.load(settings)
+        trained = train(rows, items, out_dir, embedder=embedder, phase1=phase1, phase2=phase2,
+                        phase1_dir=phase1_dir, settings=settings, n_generated=generated, progress=progress)
+        if index:
+            _refit_index(rows, embedder, out_dir, seed)
     except EdgerouteError as exc:
         raise _fail(exc) from exc
-    out_dir.mkdir(parents=True, exist_ok=True)
-    trained.verifier.save(out_dir / "verifier.json")
-    save_index(trained.index, out_dir / "index.npz")
-    cal = trained.calibration
-    typer.echo(
-        f"trained on {trained.n_train} pairs; held-out ({trained.n_heldout}): threshold {cal.threshold}, "
-        f"precision {cal.precision:.3f}, recall {cal.recall:.3f}; wrote {out_dir}/verifier.json, index.npz"
-    )
+    size = sum((out_dir / f).stat().st_size for f in ("verifier.onnx", "verifier-tokenizer.json", "verifier.json"))
+    typer.echo(f"trained in {trained.seconds:.0f} s on {trained.counts}; wrote {out_dir} ({size / 1e6:.1f} MB)")
+    _print_point(trained.point, settings.max_wrong_rate)

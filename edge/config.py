@@ -69,9 +69,13 @@ class CacheSettings(BaseModel):
     # Candidates below this cosine are never considered; above it, guards and the verifier decide.
     similarity_floor: float = Field(0.80, ge=0.0, le=1.0)
     verifier: bool = Field(True, description="False: accept on cosine >= similarity_floor alone")
+    # The error budget: the threshold is the lowest verifier probability whose served hits were
+    # wrong at most this often on the judged calibration replay shipped with the verifier.
+    max_wrong_rate: float = Field(0.05, gt=0.0, lt=1.0, description="allowed share of wrong semantic hits")
     verifier_threshold: float | None = Field(
-        None, ge=0.0, le=1.0, description="verifier probability to accept (None: the shipped calibrated one)"
+        None, ge=0.0, le=1.0, description="explicit verifier probability to accept (None: from max_wrong_rate)"
     )
+    verifier_threads: int = Field(1, ge=1, description="ONNX Runtime threads of the verifier")
     guards: bool = Field(True, description="refuse matches that differ in negation, numbers, entities, order")
     candidates: int = Field(3, ge=1, le=16, description="nearest entries checked per lookup")
     nprobe: int = Field(8, ge=1, le=256, description="vector-index buckets searched per lookup")

@@ -65,12 +65,15 @@ class Routing:
         """The ``x-edgeroute-*`` headers of the answer as it stands now (a break mid-way shows)."""
         hit = self.cache_hit
         if hit is not None:
-            return {
+            cached = {
                 "x-edgeroute-route": self.route,
                 "x-edgeroute-reason": f"{hit.kind}-hit",
                 "x-edgeroute-similarity": f"{hit.similarity:.4f}",
                 "x-edgeroute-cache-tier": hit.tier,
             }
+            if hit.probability is not None:  # semantic hits: the verifier's calibrated probability
+                cached["x-edgeroute-verifier"] = f"{hit.probability:.4f}"
+            return cached
         headers = {"x-edgeroute-route": self.route}
         if self.decision is not None:
             headers["x-edgeroute-reason"] = self.decision.reason

@@ -3,8 +3,9 @@
 from .calibration import Calibration, sweep
 from .guards import REASONS as GUARD_REASONS
 from .guards import check as guard_check
+from .judged import Judged, load_judged, split_judged
 from .keys import CacheKey, embedding_text, exact_key, semantic_parts
-from .pairs import LabelLinks, Pair, load_pairs, split_pairs
+from .pairs import Pair, load_pairs, split_pairs
 from .service import TIERS, CacheHit, Candidate, EdgeCache, Lookup
 from .verifier import Verifier
 from .warmup import WarmItem, read_warmup
@@ -17,6 +18,7 @@ __all__ = [
     "Calibration",
     "Candidate",
     "EdgeCache",
+    "Judged",
     "Lookup",
     "Pair",
     "Verifier",
@@ -24,10 +26,11 @@ __all__ = [
     "embedding_text",
     "exact_key",
     "guard_check",
-    "LabelLinks",
+    "load_judged",
     "load_pairs",
     "read_warmup",
     "semantic_parts",
+    "split_judged",
     "split_pairs",
     "sweep",
 ]

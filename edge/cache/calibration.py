@@ -1,4 +1,9 @@
-"""Calibration: pick the verifier threshold with the highest recall at a required hit precision."""
+"""Calibration: pick the verifier threshold with the highest recall at a required hit precision.
+
+On a replay (each query's nearest stored question, judged servable or not), ``positives`` are the
+answerable queries, so ``recall`` is the share of answerable queries served right and
+``hit_rate`` the share of all queries served.
+"""
 
 from __future__ import annotations
 
@@ -6,6 +11,8 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
+
+CURVE_THRESHOLDS = (0.99, 0.98, 0.97, 0.96, 0.95, 0.93, 0.9, 0.85, 0.8, 0.7, 0.6, 0.5)
 
 
 @dataclass(frozen=True)
@@ -19,6 +26,10 @@ class Calibration:
     target_precision: float
     curve: list[dict[str, float]] = field(default_factory=list)
 
+    @property
+    def hit_rate(self) -> float:
+        return self.served / self.pairs if self.pairs else 0.0
+
     def as_dict(self) -> dict[str, Any]:
         return {
             "threshold": self.threshold,
@@ -28,16 +39,30 @@ class Calibration:
             "positives": self.positives,
             "pairs": self.pairs,
             "target_precision": self.target_precision,
+            "hit_rate": self.hit_rate,
             "curve": self.curve,
         }
 
 
-def sweep(scores: np.ndarray, labels: np.ndarray, precision: float, min_served: int = 20) -> Calibration:
+def wilson_lower(right: np.ndarray, served: np.ndarray, z: float) -> np.ndarray:
+    """Wilson score lower bound of a precision ``right / served`` (z = 0: the precision itself)."""
+    n = np.asarray(served, dtype=np.float64)
+    p = np.asarray(right, dtype=np.float64) / n
+    if z == 0.0:
+        return p
+    return (p + z * z / (2 * n) - z * np.sqrt(p * (1 - p) / n + z * z / (4 * n * n))) / (1 + z * z / n)
+
+
+def sweep(
+    scores: np.ndarray, labels: np.ndarray, precision: float, min_served: int = 20, z: float = 0.0
+) -> Calibration:
     """Sweep thresholds over ``scores`` (NaN or negative: refused before scoring).
 
     A pair is served when its score >= threshold. Among thresholds whose served precision is
     >= ``precision`` (with at least ``min_served`` served, so one lucky pair cannot decide),
-    take the lowest, i.e. the highest recall.
+    take the lowest, i.e. the highest recall. With ``z`` > 0 the Wilson lower bound of the served
+    precision must reach ``precision`` instead: on a few hundred pairs the lowest threshold that
+    reaches it by the point estimate is mostly luck (it overstates precision on new queries).
     """
     s = np.nan_to_num(np.asarray(scores, dtype=np.float64), nan=-1.0)
     y = np.asarray(labels, dtype=bool)
@@ -49,9 +74,9 @@ def sweep(scores: np.ndarray, labels: np.ndarray, precision: float, min_served: 
     # Only the last index of a run of equal scores is a real threshold.
     last = np.r_[s_sorted[1:] != s_sorted[:-1], True] & (s_sorted >= 0)
     prec = tp / served
-    ok = last & (prec >= precision) & (served >= min_served)
+    ok = last & (wilson_lower(tp, served, z) >= precision) & (served >= min_served)
     curve = []
-    for q in (0.99, 0.98, 0.97, 0.95, 0.9, 0.85, 0.8, 0.7, 0.6, 0.5):
+    for q in CURVE_THRESHOLDS:
         idx = np.where(last & (s_sorted >= q))[0]
         if len(idx):
             i = idx[-1]

@@ -192,22 +192,6 @@ def check(query: str, candidate: str) -> str | None:
     return None
 
 
-def signal_vector(query: str, candidate: str) -> list[float]:
-    """Guard signals as verifier features (each 0 or 1, plus soft counts)."""
-    a, b = signals(query), signals(candidate)
-    polarity = any(a.polarity[x].isdisjoint(b.polarity[x]) for x in a.polarity.keys() & b.polarity.keys())
-    ents_a, ents_b = {_stem(e) for e in a.entities}, {_stem(e) for e in b.entities}
-    ent_diff = len(ents_a ^ ents_b)
-    return [
-        float(a.negations % 2 != b.negations % 2),
-        float(polarity),
-        float(a.numbers != b.numbers),
-        float(min(ent_diff, 3)),
-        float(_reversed(a, b)),
-        float(bool(ents_a or ents_b)),
-    ]
-
-
 def _stem(word: str) -> str:
     """Possessive and plural 's' removed: France's ~ France, Muslims ~ Muslim."""
     if word.endswith("'s"):

@@ -37,6 +37,7 @@ class Probe:
 class Found:
     entry: Entry
     similarity: float
+    probability: float | None = None  # the verifier's, when it judged the entry
 
 
 class CacheLayer(Protocol):
@@ -98,6 +99,6 @@ class SemanticLayer:
         )
         accepted = next((c for c in cands if c.refusal is None), None)
         if accepted is not None:
-            return Found(accepted.entry, accepted.similarity)
+            return Found(accepted.entry, accepted.similarity, accepted.probability)
         probe.refusal = cands[0].refusal if cands else None
         return None

@@ -48,31 +48,3 @@ def split_pairs(pairs: list[Pair]) -> tuple[list[Pair], list[Pair]]:
     train = [p for p in pairs if not is_heldout(p)]
     heldout = [p for p in pairs if is_heldout(p)]
     return train, heldout
-
-
-class LabelLinks:
-    """Which questions the labels say are the same: union-find over labeled duplicates.
-
-    Identical texts (ignoring outer whitespace and case) are the same question too.
-    """
-
-    def __init__(self, pairs: list[Pair]) -> None:
-        self._parent: dict[str, str] = {}
-        for p in pairs:
-            if p.duplicate:
-                self._parent[self._find(_norm(p.a))] = self._find(_norm(p.b))
-
-    def _find(self, x: str) -> str:
-        self._parent.setdefault(x, x)
-        while self._parent[x] != x:
-            self._parent[x] = self._parent[self._parent[x]]
-            x = self._parent[x]
-        return x
-
-    def same(self, a: str, b: str) -> bool:
-        na, nb = _norm(a), _norm(b)
-        return na == nb or self._find(na) == self._find(nb)
-
-
-def _norm(text: str) -> str:
-    return text.strip().lower()

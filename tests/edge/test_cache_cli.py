@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+import pytest
 from typer.testing import CliRunner
 
 from edge.cli import cache_app
@@ -34,25 +35,61 @@ def test_warm_stats_export_clear(tmp_path: Path) -> None:
     assert r.exit_code == 0 and "deleted 2 entries" in r.output
 
 
-def test_calibrate_on_a_small_pairs_file(tmp_path: Path) -> None:
+TOPICS = ("Python", "Java", "guitar", "chess", "French", "cooking", "swimming", "painting", "Excel", "Docker",
+          "photography", "statistics")
+
+
+def _tiny_judged(path: Path) -> None:
+    rows = []
+    for n, topic in enumerate(TOPICS):
+        stored = f"How do I learn {topic}?"
+        rows.append({"id": f"p{n}", "query": f"How can I learn {topic}?", "stored": stored, "servable": True})
+        rows.append({"id": f"n{n}", "query": f"How do I learn {topic} for kids?", "stored": stored,
+                     "servable": False})
+    path.write_text("".join(json.dumps(r) + "\n" for r in rows))
+
+
+@pytest.mark.slow  # a real (tiny) fine-tune and ONNX export: about a minute on 2 cores
+def test_train_verifier_on_a_tiny_set_writes_loadable_files(tmp_path: Path) -> None:
+    from edge.cache import Verifier
+
     pairs = tmp_path / "pairs.jsonl"
-    rows = [
-        ("How do I reset my password?", "How can I reset my password?", True),
-        ("How do I fix a flat tire?", "How can I fix a flat tire?", True),
-        ("How do I install Docker on Ubuntu?", "How can I install Docker on Ubuntu?", True),
-        ("How do I turn on dark mode?", "How do I turn off dark mode?", False),
-        ("What is the capital of France?", "What is the capital of Germany?", False),
-    ]
-    pairs.write_text("".join(json.dumps({"a": a, "b": b, "duplicate": d}) + "\n" for a, b, d in rows))
+    pairs.write_text("".join(
+        json.dumps({"a": f"How do I learn {t}?", "b": f"What is the best way to learn {t}?", "duplicate": True})
+        + "\n" + json.dumps({"a": f"How do I learn {t}?", "b": f"Why should I learn {t}?", "duplicate": False})
+        + "\n" for t in TOPICS
+    ))
+    judged = tmp_path / "judged.jsonl"
+    _tiny_judged(judged)
+    out = tmp_path / "verifier"
+    r = runner.invoke(cache_app, [
+        "train-verifier", "--pairs", str(pairs), "--judged", str(judged), "--out-dir", str(out),
+        "--steps1", "2", "--steps2", "2", "--layers", "1", "--batch", "4", "--generated", "12", "--threads", "1",
+    ])
+    assert r.exit_code == 0, r.output
+    assert sorted(p.name for p in out.iterdir()) == ["verifier-tokenizer.json", "verifier.json", "verifier.onnx"]
+    assert "threshold" in r.output and "precision" in r.output  # the calibration curve
+    v = Verifier.load(out)
+    assert [ph["steps"] for ph in v.meta["phases"]] == [2, 2] and v.meta["phases"][0]["layers"] == 1
+    assert v.replay is not None and len(v.replay.scores) == v.meta["judged"]["calibration"] > 0
+    p = v.probabilities("How can I learn chess?", ["How do I learn chess?", "How do I learn chess for kids?"],
+                        [0.97, 0.9])
+    assert p.shape == (2,) and ((p > 0) & (p < 1)).all()
+
+
+def test_calibrate_on_a_small_judged_file(tmp_path: Path) -> None:
+    judged = tmp_path / "judged.jsonl"
+    _tiny_judged(judged)
     out = tmp_path / "cal.json"
-    r = runner.invoke(
-        cache_app, ["calibrate", "--pairs", str(pairs), "--split", "all", "--precision", "0.9", "--out", str(out)]
-    )
+    r = runner.invoke(cache_app, ["calibrate", "--judged", str(judged), "--out", str(out)])
     result = json.loads(out.read_text())
-    assert (result["pairs"], result["positives"]) == (5, 3)
-    # min_served guards against deciding on a handful of pairs: 5 pairs cannot calibrate
+    from edge.cache import load_judged, split_judged
+
+    cal = split_judged(load_judged(judged))["calibration"]
+    assert (result["pairs"], result["positives"]) == (len(cal), sum(j.servable for j in cal))
+    # min_served guards against deciding on a handful of pairs: a few pairs cannot calibrate
     assert result["threshold"] is None and r.exit_code == 1
-    assert "no threshold reaches precision 0.9" in r.output
+    assert "no threshold keeps wrong hits under 0.05" in r.output
 
 
 def test_stats_on_an_unreadable_file_fails_cleanly(tmp_path: Path) -> None:

@@ -1,4 +1,4 @@
-"""The shipped verifier, its numpy tree evaluation, calibration sweeps and the index."""
+"""The shipped cross-encoder verifier, its calibration to an error budget, the judged set and its split."""
 
 from __future__ import annotations
 
@@ -9,71 +9,118 @@ import numpy as np
 import pytest
 from cache_helpers import embedder  # noqa: F401  (module-scoped fixture)
 
-from edge import Embedder, VerifierError
-from edge.cache import Verifier, sweep
+from edge import CacheSettings, Embedder, VerifierError
+from edge.cache import Verifier, load_judged, split_judged, sweep
 from edge.cache.index import IvfIndex
+from edge.cache.judged import part_of
 from edge.cache.pairs import Pair, is_heldout, load_pairs
-from edge.cache.verifier import SCALAR_NAMES, features, fit_trees
+from edge.cache.rewrites import CATEGORIES, generate
+from edge.cache.verifier import META_FILE, Platt, Replay, fit_platt, operating_point
 from edge.errors import CacheError
 from tests.conftest import QQP
 
-
-def test_shipped_verifier_loads_with_a_calibrated_threshold() -> None:
-    v = Verifier.shipped()
-    assert 0.5 < v.threshold < 1.0
-    assert v.trees is not None and v.weights.shape == (len(SCALAR_NAMES) + 2 * 384,)
-    cal = v.meta["heldout_calibration"]
-    assert cal["precision"] >= 0.95 and cal["threshold"] == pytest.approx(v.threshold, abs=1e-6)
+DATA = Path(__file__).parents[2] / "edge" / "cache" / "data"
 
 
-def test_paraphrase_scores_above_threshold_and_antonym_below(embedder: Embedder) -> None:  # noqa: F811
-    v = Verifier.shipped()
-    a, b, c = embedder.embed_batch(["How do I reset my password?", "How can I reset my password?",
-                                    "How do I turn off dark mode?"])
-    assert v.probability("How can I reset my password?", b, "How do I reset my password?", a) > v.threshold
-    assert v.probability("How do I turn off dark mode?", c, "How do I reset my password?", a) < 0.5
+@pytest.fixture(scope="module")
+def verifier() -> Verifier:
+    return Verifier.shipped()
 
 
-def test_verifier_runs_well_under_a_millisecond(embedder: Embedder) -> None:  # noqa: F811
-    import time
-
-    v = Verifier.shipped()
-    a, b = embedder.embed_batch(["How do I reset my password?", "How can I reset my password?"])
-    v.probability("x", a, "y", b)
-    start = time.perf_counter()
-    for _ in range(50):
-        v.probability("How can I reset my password?", b, "How do I reset my password?", a)
-    per_call = (time.perf_counter() - start) / 50
-    assert per_call < 0.05  # a loose sanity bound; bench/cache.py measures it (~0.1 ms)
+def _cos(embedder: Embedder, a: str, b: str) -> float:
+    va, vb = embedder.embed_batch([a, b])
+    return float(va @ vb)
 
 
-def test_numpy_tree_evaluation_matches_sklearn() -> None:
-    from sklearn.ensemble import HistGradientBoostingClassifier
+def test_batched_scores_equal_per_pair_scores(verifier: Verifier) -> None:
+    query = "How do I reset my password on Windows 10?"
+    cands = ["How can I reset my password on Windows 10?", "How do I reset my password on Windows 7?",
+             "What is the best laptop under 500 dollars?"]
+    cos = [0.97, 0.93, 0.2]
+    batched = verifier.probabilities(query, cands, cos)
+    single = np.array([verifier.probability(query, c, x) for c, x in zip(cands, cos, strict=True)])
+    assert verifier.model.runs >= 4 and batched.shape == (3,)
+    # Same model, same pairs: only INT8 activation scaling differs with the batch (see finetune.py).
+    np.testing.assert_allclose(batched, single, atol=0.02)
+    assert verifier.probabilities(query, [], []).shape == (0,)
 
+
+def test_paraphrase_is_accepted_and_changed_specifics_are_refused(
+    verifier: Verifier, embedder: Embedder  # noqa: F811
+) -> None:
+    threshold = verifier.operating_point(CacheSettings().max_wrong_rate).threshold
+    assert threshold is not None
+    q = "How do I reset my password?"
+    para = "how can I reset my password"
+    assert verifier.probability(para, q, _cos(embedder, para, q)) >= threshold
+    for changed in ("How do I reset my password on Android?", "How do I reset my PIN?"):
+        assert verifier.probability(changed, q, _cos(embedder, changed, q)) < threshold, changed
+
+
+def test_shipped_calibration_meets_the_default_budget(verifier: Verifier) -> None:
+    point = verifier.operating_point(0.05)
+    assert point.threshold is not None and point.precision >= 0.95
+    assert point.pairs == verifier.meta["judged"]["calibration"] == 529
+    assert verifier.meta["operating_point"]["threshold"] == pytest.approx(point.threshold)
+    # a stricter budget never serves more
+    strict = verifier.operating_point(0.02)
+    assert strict.threshold is None or strict.served <= point.served
+
+
+def test_shipped_model_is_small() -> None:
+    size = (DATA / "verifier.onnx").stat().st_size
+    assert 5_000_000 < size < 40_000_000
+
+
+def test_wrong_format_is_refused(tmp_path: Path) -> None:
+    doc = json.loads((DATA / META_FILE).read_text())
+    doc["format"] = 1
+    (tmp_path / META_FILE).write_text(json.dumps(doc))
+    with pytest.raises(VerifierError, match="format 1 is not 2"):
+        Verifier.load(tmp_path)
+    with pytest.raises(VerifierError, match="cannot read the verifier"):
+        Verifier.load(tmp_path / "absent")
+
+
+def test_operating_point_picks_the_lowest_threshold_within_the_budget() -> None:
+    # 30 pairs scored 0.99 .. 0.70 (step 0.01), two refused before the verifier (-1).
+    scores = np.concatenate([np.round(np.arange(0.99, 0.695, -0.01), 2), [-1.0, -1.0]])
+    servable = np.ones(len(scores), dtype=bool)
+    servable[[3, 21, 24, 26, 27, 29, 30]] = False  # wrong at 0.96, 0.78, 0.75, 0.73, 0.72, 0.70; one refused
+    replay = Replay(scores, servable)
+    # By the point estimate (z = 0): served >= 20 is required; at 0.79 (21 served) one is wrong,
+    # 0.952 >= 0.95; at 0.78 two of 22.
+    point = operating_point(replay, max_wrong_rate=0.05, z=0.0)
+    assert (point.threshold, point.served, point.positives, point.pairs) == (0.79, 21, 25, 32)
+    assert point.precision == pytest.approx(20 / 21) and point.recall == pytest.approx(20 / 25)
+    assert point.hit_rate == pytest.approx(21 / 32)
+    loose = operating_point(replay, max_wrong_rate=0.20, z=0.0)
+    assert (loose.threshold, loose.served) == (0.70, 30)  # 6 wrong of 30: exactly 0.20
+    # The shipped rule (z = 1): the Wilson lower bound must meet the budget. 23 right of 26 at
+    # 0.74 bounds at 0.807 >= 0.80; 23 of 27 at 0.73 only at 0.771.
+    confident = operating_point(replay, max_wrong_rate=0.20)
+    assert (confident.threshold, confident.served) == (0.74, 26)
+    assert confident.precision == pytest.approx(23 / 26)
+    # one wrong among 21 served: 0.952 by the estimate, but not with confidence
+    assert operating_point(replay, max_wrong_rate=0.05).threshold is None
+    assert operating_point(replay, max_wrong_rate=0.01, z=0.0).threshold is None
+
+
+def test_platt_scaling_is_monotone_and_fits_the_labels() -> None:
     rng = np.random.default_rng(0)
-    x = rng.standard_normal((600, 5))
-    y = (x[:, 0] + 0.5 * x[:, 1] * x[:, 2] > 0).astype(int)
-    trees = fit_trees(x, y)
-    ref = HistGradientBoostingClassifier(max_iter=150, learning_rate=0.08, max_leaf_nodes=15, random_state=0).fit(x, y)
-    probe = rng.standard_normal((50, 5))
-    mine = 1 / (1 + np.exp(-trees.raw(probe)))
-    np.testing.assert_allclose(mine, ref.predict_proba(probe)[:, 1], atol=1e-9)
-
-
-def test_verifier_round_trips_through_its_file(tmp_path: Path) -> None:
-    v = Verifier.shipped()
-    v.save(tmp_path / "v.json")
-    again = Verifier.load(tmp_path / "v.json")
-    x = features("a b c", np.eye(384, dtype=np.float32)[0], "a b d", np.eye(384, dtype=np.float32)[1])
-    assert again.probabilities(x[None])[0] == pytest.approx(v.probabilities(x[None])[0], abs=1e-5)
-
-
-def test_wrong_feature_version_is_refused(tmp_path: Path) -> None:
-    doc = json.loads((Path(__file__).parents[2] / "edge/cache/data/verifier.json").read_text())
-    doc["feature_version"] = 99
-    (tmp_path / "v.json").write_text(json.dumps(doc))
-    with pytest.raises(VerifierError, match="feature version 99"):
-        Verifier.load(tmp_path / "v.json")
+    logits = rng.normal(0, 2, 400)
+    labels = rng.random(400) < 1 / (1 + np.exp(-(1.5 * logits - 0.5)))
+    platt = fit_platt(logits, labels)
+    assert platt.a == pytest.approx(1.5, abs=0.35) and platt.b == pytest.approx(-0.5, abs=0.35)
+    p = platt(np.array([-3.0, 0.0, 3.0]))
+    assert p[0] < p[1] < p[2]
+    assert Platt()(np.array([0.0]))[0] == 0.5
+    with_cos = fit_platt(logits, labels, cosines=rng.random(400))
+    assert with_cos.c != 0.0 and with_cos(np.array([1.0]), np.array([0.9])).shape == (1,)
+    with pytest.raises(VerifierError, match="cosines"):
+        with_cos(np.array([1.0]))
+    with pytest.raises(VerifierError, match="both"):
+        fit_platt(logits, np.ones(400, dtype=bool))
 
 
 def test_sweep_picks_the_highest_recall_at_the_precision() -> None:
@@ -85,6 +132,43 @@ def test_sweep_picks_the_highest_recall_at_the_precision() -> None:
     strict = sweep(scores, labels, precision=1.0, min_served=1)
     assert (strict.threshold, strict.served, strict.recall) == (0.96, 4, pytest.approx(4 / 6))
     assert sweep(scores, labels, precision=1.0, min_served=5).threshold is None
+
+
+def test_shipped_judged_set_and_its_split() -> None:
+    items = load_judged()
+    parts = split_judged(items)
+    assert len(items) == 2000 and sum(j.servable for j in items) == 1204
+    assert {p: (len(v), sum(j.servable for j in v)) for p, v in parts.items()} == {
+        "train": (674, 398), "calibration": (529, 326), "test": (797, 480),
+    }
+    # by query text: the same query (any case, outer spaces) always lands in the same part
+    assert part_of("How do I learn Python?") == part_of("  how do i learn python? ")
+    for part, group in parts.items():
+        assert all(part_of(j.query) == part for j in group)
+
+
+def test_judged_file_errors_name_the_line(tmp_path: Path) -> None:
+    f = tmp_path / "j.jsonl"
+    f.write_text('{"id": "1", "query": "a", "stored": "b", "servable": true}\n{"id": "2", "query": "a"}\n')
+    with pytest.raises(CacheError, match=r"j.jsonl:2"):
+        load_judged(f)
+    f.write_text('{"id": "1", "query": "a", "stored": "b", "servable": "yes"}\n')
+    with pytest.raises(CacheError, match="servable must be true or false"):
+        load_judged(f)
+
+
+def test_generated_pairs_are_deterministic_and_cover_every_category() -> None:
+    questions = [
+        "How do I move from India to Canada in 2017?", "Can I learn Python in 30 days?",
+        "What is the best book for GATE?", "Is it safe to travel to Paris alone?",
+        "How can I convert Celsius to Fahrenheit?", "Why should I learn Java at 25?",
+    ] * 3
+    first = generate(questions, n_negatives=10, n_positives=3, seed=7)
+    assert first == generate(questions, n_negatives=10, n_positives=3, seed=7)
+    cats = {r.category for r in first}
+    assert cats == {*CATEGORIES, "reword"}
+    assert all(not r.servable for r in first if r.category != "reword")
+    assert all(r.query != r.stored for r in first)
 
 
 def test_pairs_file_errors_name_the_line(tmp_path: Path) -> None:
@@ -114,32 +198,3 @@ def test_index_buckets_and_codes() -> None:
     probes = index.probes(v, 8)
     assert len(probes) == 8 and probes[0] == int(index.buckets(v)[0])
     assert index.codes(v).shape == (1, 48)
-
-
-def test_label_links_follow_duplicates_transitively_and_identical_text() -> None:
-    from edge.cache import LabelLinks
-
-    links = LabelLinks([
-        Pair("How do I learn Python?", "What is the best way to learn Python?", True),
-        Pair("What is the best way to learn Python?", "How can I start learning Python?", True),
-        Pair("How do I learn Python?", "How do I learn Java?", False),
-    ])
-    assert links.same("How do I learn Python?", "How can I start learning Python?") is True
-    assert links.same("How do I learn Python?", "How do I learn Java?") is False
-    assert links.same("  how do I learn java?", "How do I learn Java?") is True
-
-
-def test_retrieval_pairs_label_each_neighbour_by_the_pairs() -> None:
-    from edge.cache.training import retrieval_pairs
-
-    # Orthogonal stand-in vectors: q1 is near a1 (a labeled duplicate) and a2 (not linked).
-    v = {
-        "a1": np.array([1.0, 0.0, 0.0]), "a2": np.array([0.8, 0.6, 0.0]), "a3": np.array([0.0, 0.0, 1.0]),
-        "q1": np.array([0.96, 0.28, 0.0]), "q3": np.array([0.0, 0.6, 0.8]),
-    }
-    pairs = [Pair("a1", "q1", True), Pair("a2", "x", False), Pair("a3", "q3", False)]
-    v["x"] = np.array([0.0, 1.0, 0.0])
-    got = retrieval_pairs(pairs, v.__getitem__, floor=0.75, k=2)
-    assert sorted((p.b, p.a, p.duplicate) for p in got) == [
-        ("q1", "a1", True), ("q1", "a2", False), ("q3", "a3", False),
-    ]  # x's nearest (a2, cosine 0.6) is under the floor

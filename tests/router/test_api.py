@@ -160,3 +160,15 @@ def test_repeated_deterministic_request_is_a_cache_hit_per_tenant(node_url: str)
     opted_out = httpx.post(node_url + "/v1/chat/completions", json={**body, "cache": False},
                            headers={"x-edgeroute-tenant": "a"}, timeout=60)
     assert opted_out.headers["x-edgeroute-route"] == "edge"
+
+
+def test_a_semantic_hit_carries_the_verifier_probability(node_url: str) -> None:
+    tenant = {"x-edgeroute-tenant": "verifier-header"}
+    ask = {"messages": [{"role": "user", "content": "How do I reset my password?"}], "temperature": 0, "max_tokens": 8}
+    first = httpx.post(node_url + "/v1/chat/completions", json=ask, headers=tenant, timeout=60)
+    reworded = {**ask, "messages": [{"role": "user", "content": "how can I reset my password"}]}
+    again = httpx.post(node_url + "/v1/chat/completions", json=reworded, headers=tenant, timeout=60)
+    assert first.headers["x-edgeroute-route"] == "edge" and "x-edgeroute-verifier" not in first.headers
+    assert again.headers["x-edgeroute-route"] == "cache-semantic"
+    assert 0.0 < float(again.headers["x-edgeroute-verifier"]) < 1.0
+    assert again.json()["choices"][0]["message"]["content"] == first.json()["choices"][0]["message"]["content"]

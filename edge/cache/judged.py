@@ -1,0 +1,95 @@
+"""The judged replay set: (query, nearest stored question) pairs a reader judged servable or not.
+
+Shipped in ``edge/cache/data/judged/`` (its README says how it was made). Split by a hash of the
+query text into train / calibration / test parts, so a query (and every pair it is in) stays on
+one side: train for the verifier, calibration for Platt scaling and the threshold, test for
+``bench.cache`` only.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from collections.abc import Iterable
+from dataclasses import dataclass
+from importlib import resources
+from pathlib import Path
+from typing import Literal
+
+from ..errors import CacheError
+
+Part = Literal["train", "calibration", "test"]
+PARTS: tuple[Part, ...] = ("train", "calibration", "test")
+# Cumulative bounds of the query-hash fraction: 35% train, 25% calibration, 40% test.
+_BOUNDS = ((0.35, "train"), (0.60, "calibration"), (1.0, "test"))
+
+
+@dataclass(frozen=True, slots=True)
+class Judged:
+    id: str
+    query: str  # the question asked
+    stored: str  # its nearest stored question (above the cosine floor when sampled)
+    cosine: float
+    servable: bool  # the reader's judgement: a good answer to ``stored`` fully answers ``query``
+    qqp_label: bool | None  # QQP's duplicate label when the pair is a QQP pair
+
+    @property
+    def part(self) -> Part:
+        return part_of(self.query)
+
+
+def part_of(query: str) -> Part:
+    digest = hashlib.sha256(query.strip().lower().encode("utf-8")).digest()
+    x = int.from_bytes(digest[:8], "big") / 2**64
+    return next(name for bound, name in _BOUNDS if x < bound)  # type: ignore[return-value]
+
+
+def shipped_dir() -> Path:
+    with resources.as_file(resources.files("edge.cache") / "data" / "judged") as real:
+        return Path(real)
+
+
+def load_judged(paths: Iterable[Path] | Path | None = None) -> list[Judged]:
+    """Judged pairs from JSONL files (or every ``*.jsonl`` of a directory; default: the shipped set).
+
+    A pair judged twice (same query and stored text) keeps its first judgement; files are read in
+    name order so the result is deterministic.
+    """
+    if paths is None:
+        paths = shipped_dir()
+    if isinstance(paths, Path):
+        paths = sorted(paths.glob("*.jsonl")) if paths.is_dir() else [paths]
+    out: dict[tuple[str, str], Judged] = {}
+    for path in paths:
+        try:
+            lines = Path(path).read_text(encoding="utf-8").splitlines()
+        except OSError as exc:
+            raise CacheError(f"cannot read judged pairs from {path}: {exc}") from exc
+        for n, line in enumerate(lines, 1):
+            if not line.strip():
+                continue
+            try:
+                row = json.loads(line)
+                label = row.get("label")
+                item = Judged(
+                    id=str(row["id"]), query=str(row["query"]), stored=str(row["stored"]),
+                    cosine=float(row.get("cosine") or 0.0), servable=_bool(row["servable"]),
+                    qqp_label=None if label is None else bool(label),
+                )
+            except (ValueError, KeyError, TypeError) as exc:
+                raise CacheError(f"{path}:{n}: expected {{id, query, stored, servable}}: {exc}") from exc
+            out.setdefault((item.query, item.stored), item)
+    return list(out.values())
+
+
+def split_judged(items: Iterable[Judged]) -> dict[Part, list[Judged]]:
+    parts: dict[Part, list[Judged]] = {p: [] for p in PARTS}
+    for item in items:
+        parts[item.part].append(item)
+    return parts
+
+
+def _bool(value: object) -> bool:
+    if isinstance(value, bool):
+        return value
+    raise TypeError(f"servable must be true or false, not {value!r}")

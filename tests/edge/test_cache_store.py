@@ -1,0 +1,74 @@
+"""The cache file's bulk path and the semantic layer's verifier plumbing, on real SQLite and models."""
+
+from __future__ import annotations
+
+import logging
+import time
+from pathlib import Path
+
+import numpy as np
+import pytest
+from cache_helpers import chat, embedder  # noqa: F401  (module-scoped fixture)
+
+from edge import CacheSettings, EdgeCache, Embedder
+from edge.cache.keys import exact_key, request_record, semantic_parts
+from edge.cache.store import CacheStore, NewEntry
+from models import Usage
+
+
+def _row(text: str, answer: str) -> NewEntry:
+    k = chat(text)
+    parts = semantic_parts(k)
+    return NewEntry(
+        tenant=k.tenant, exact_key=exact_key(k), scope=parts.scope, scope_id=parts.scope_id, model=k.model,
+        prompt_text=parts.text, request=request_record(k), answer=answer, finish_reason="stop",
+        prompt_tokens=0, completion_tokens=0, tier="warmup", embedding=None,
+    )
+
+
+def test_bulk_rows_with_the_same_exact_key_are_one_entry(tmp_path: Path) -> None:
+    # "What is X?" and " What is X? " normalize alike: the bulk insert used to fail with
+    # "UNIQUE constraint failed: entries.exact_key".
+    store = CacheStore(tmp_path / "c.db")
+    rows = [_row("What is X?", "first"), _row("Other question?", "other"), _row(" What is X? \n", "last")]
+    vecs = np.eye(3, 384, dtype=np.float32)
+    assert store.put_bulk(rows, vecs, now=time.time()) == 2
+    got = store.read.execute("SELECT prompt_text, answer FROM entries ORDER BY id").fetchall()
+    assert got == [("Other question?", "other"), ("What is X?", "last")]
+    assert store.read.execute("SELECT count(*) FROM cache_vec").fetchone()[0] == 2
+    # and again over existing entries: replaced, not duplicated
+    assert store.put_bulk(rows[:1], vecs[:1], now=time.time()) == 1
+    assert store.read.execute("SELECT answer FROM entries WHERE prompt_text = 'What is X?'").fetchall() == [("first",)]
+    store.close()
+
+
+async def test_a_semantic_hit_carries_the_verifier_probability(
+    tmp_path: Path, embedder: Embedder, caplog: pytest.LogCaptureFixture  # noqa: F811
+) -> None:
+    with caplog.at_level(logging.INFO, logger="edge.cache.service"):
+        cache = EdgeCache(tmp_path / "c.db", CacheSettings(), embedder=embedder)
+    assert any("verifier threshold" in r.message and "max_wrong_rate 0.050" in r.message for r in caplog.records)
+    try:
+        await cache.store(chat("How do I reset my password?"), "Settings.", "stop", Usage(1, 1), "edge")
+        look = await cache.lookup(chat("how can I reset my password"))
+        assert look.hit is not None and look.hit.kind == "semantic"
+        assert look.hit.probability is not None and cache.threshold <= look.hit.probability < 1.0
+        runs = cache.verifier.model.runs
+        vec, cands = await cache.candidates(chat("How can I reset my password?"))
+        assert cache.verifier.model.runs == runs + 1  # every candidate in one model run
+        assert cands[0].probability is not None and cands[0].refusal is None
+        exact = await cache.lookup(chat("How do I reset my password?"))
+        assert exact.hit is not None and exact.hit.kind == "exact" and exact.hit.probability is None
+    finally:
+        await cache.aclose()
+
+
+async def test_an_explicit_threshold_overrides_the_budget(tmp_path: Path, embedder: Embedder) -> None:  # noqa: F811
+    cache = EdgeCache(tmp_path / "c.db", CacheSettings(verifier_threshold=0.999999), embedder=embedder)
+    try:
+        assert cache.threshold == 0.999999
+        await cache.store(chat("How do I reset my password?"), "Settings.", "stop", Usage(1, 1), "edge")
+        look = await cache.lookup(chat("how can I reset my password"))
+        assert look.hit is None and look.refusal == "verifier"
+    finally:
+        await cache.aclose()
