@@ -29,7 +29,8 @@ from .errors import BodyTimeoutError, DrainingError, InvalidRequestError, Payloa
 from .limits import ACTIVE, LimitSettings
 
 _WITH_BODY = {"POST", "PUT", "PATCH"}
-_STRING = re.compile(rb'"[^"\\]*(?:\\.[^"\\]*)*"')  # a JSON string (escapes included), unrolled: no backtracking
+# A JSON string, escapes included; the loop is unrolled, so the regex never backtracks.
+_STRING = re.compile(rb'"[^"\\]*(?:\\.[^"\\]*)*"')
 _NOT_BRACKETS = bytes(sorted(set(range(256)) - set(b"[]{}")))
 
 
@@ -91,7 +92,9 @@ class Drain:
 class AdmissionMiddleware(ASGIMiddleware):
     scopes = (ScopeType.HTTP,)
 
-    def __init__(self, drain: Drain, *, max_body_bytes: int, body_timeout_s: float, limits: LimitSettings) -> None:
+    def __init__(
+        self, drain: Drain, *, max_body_bytes: int, body_timeout_s: float, limits: LimitSettings
+    ) -> None:
         self.drain = drain
         self.max_body_bytes = max_body_bytes
         self.body_timeout_s = body_timeout_s

@@ -51,8 +51,11 @@ async def _member(port: int, seed: int, error_rate: float, cut_rate: float) -> N
                 writer.write(_response("200 OK", "application/json", json.dumps(listing).encode()))
                 return
             if rng.random() < error_rate:
-                error = {"error": {"message": "injected", "type": "server_error", "param": None, "code": None}}
-                writer.write(_response("500 Internal Server Error", "application/json", json.dumps(error).encode()))
+                error = {"error": {"message": "injected", "type": "server_error", "param": None,
+                                   "code": None}}
+                writer.write(
+                    _response("500 Internal Server Error", "application/json", json.dumps(error).encode())
+                )
                 return
             wanted = int(body.get("max_tokens") or 16)
             cut_at = rng.randrange(1, max(2, wanted)) if rng.random() < cut_rate else None
@@ -79,7 +82,8 @@ async def _member(port: int, seed: int, error_rate: float, cut_rate: float) -> N
 
 
 def _response(status: str, kind: str, body: bytes) -> bytes:
-    head = f"HTTP/1.1 {status}\r\ncontent-type: {kind}\r\ncontent-length: {len(body)}\r\nconnection: close\r\n\r\n"
+    head = (f"HTTP/1.1 {status}\r\ncontent-type: {kind}\r\ncontent-length: {len(body)}\r\n"
+            "connection: close\r\n\r\n")
     return head.encode() + body
 
 
@@ -104,9 +108,12 @@ class _Members:
 
     def start(self, port: int) -> None:
         seed = random.getrandbits(32)
-        args = [sys.executable, "-m", "router.faults", str(port), str(seed), str(self.error_rate), str(self.cut_rate)]
+        args = [sys.executable, "-m", "router.faults", str(port), str(seed), str(self.error_rate),
+                str(self.cut_rate)]
         root = Path(__file__).resolve().parents[1]  # where `router` is importable from
-        self.procs[port] = subprocess.Popen(args, cwd=root, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        self.procs[port] = subprocess.Popen(
+            args, cwd=root, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL
+        )
 
     def kill(self, port: int) -> None:
         proc = self.procs.pop(port, None)
@@ -237,9 +244,12 @@ def run_faults(
         "local_member": False, "health_interval_s": 0.5, "retries": 1, "cooldown_s": 0.5,
         "max_cooldown_s": 2.0, "stall_timeout_s": 3.0, "first_token_timeout_s": 10.0,
     }
-    settings = load_settings(data_dir=data_dir, cloud=cloud, cache={"enabled": False}, edge={"max_queue": 256})
+    settings = load_settings(
+        data_dir=data_dir, cloud=cloud, cache={"enabled": False}, edge={"max_queue": 256}
+    )
     port = _free_port()
-    server = uvicorn.Server(uvicorn.Config(app_factory(settings), host="127.0.0.1", port=port, log_level="warning"))
+    config = uvicorn.Config(app_factory(settings), host="127.0.0.1", port=port, log_level="warning")
+    server = uvicorn.Server(config)
     thread = threading.Thread(target=server.run, daemon=True)
     thread.start()
     base = f"http://127.0.0.1:{port}"

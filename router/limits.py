@@ -50,7 +50,10 @@ class LimitSettings(BaseModel):
         own = self.tenants.get(tenant)
         rpm = own.requests_per_minute if own is not None and own.requests_per_minute is not None else None
         tpm = own.tokens_per_minute if own is not None and own.tokens_per_minute is not None else None
-        return (self.requests_per_minute if rpm is None else rpm, self.tokens_per_minute if tpm is None else tpm)
+        return (
+            self.requests_per_minute if rpm is None else rpm,
+            self.tokens_per_minute if tpm is None else tpm,
+        )
 
 
 # -- the caps ----------------------------------------------------------------------------------
@@ -88,7 +91,8 @@ def check_messages(messages: list[object], limits: LimitSettings) -> None:
         if isinstance(content, list):
             if len(content) > limits.max_content_parts:
                 raise InvalidRequestError(
-                    f"too many content parts in messages[{i}]: {len(content)} (at most {limits.max_content_parts})",
+                    f"too many content parts in messages[{i}]: {len(content)} "
+                    f"(at most {limits.max_content_parts})",
                     param=f"messages.{i}.content",
                     code="array_above_max_length",
                 )
@@ -108,7 +112,9 @@ def check_prompt(prompt: str, limits: LimitSettings) -> None:
 def _check_chars(chars: int, cap: int, param: str) -> None:
     if chars > cap:
         raise InvalidRequestError(
-            f"{param} is too long: {chars} characters (at most {cap})", param=param, code="string_above_max_length"
+            f"{param} is too long: {chars} characters (at most {cap})",
+            param=param,
+            code="string_above_max_length"
         )
 
 

@@ -33,7 +33,8 @@ async def off_loop(cost: int, work: Callable[[], T]) -> T:
 
 
 def check_edge_context(n_ctx: int, gen: GenerationRequest, prompt_tokens: int) -> None:
-    """The edge's own context check (as :class:`edge.LlamaEngine` makes it), from the count made off the loop."""
+    """The edge's own context check (as :class:`edge.LlamaEngine` makes it), from the count
+    made off the loop."""
     wanted = gen.params.max_tokens
     if prompt_tokens >= n_ctx or (wanted is not None and prompt_tokens + wanted > n_ctx):
         asked = f" + max_tokens {wanted}" if wanted is not None else ""

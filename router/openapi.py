@@ -143,7 +143,8 @@ class StreamingOperation(Operation):
                 properties={
                     "data": Schema(
                         type=OpenAPIType.STRING,
-                        description="a chunk as JSON, an error body after the first token, or `[DONE]` (the last)",
+                        description="a chunk as JSON, an error body after the first token, "
+                        "or `[DONE]` (the last)",
                     ),
                     "event": Schema(type=OpenAPIType.STRING),
                     "id": Schema(type=OpenAPIType.STRING),
