@@ -232,3 +232,16 @@ def test_buckets_that_refilled_are_forgotten_beyond_the_bound(monkeypatch: pytes
     now[0] = 2.0  # a, b and c have refilled
     limiter.admit_request("d")
     assert sorted(limiter._requests) == ["d"]
+
+
+def test_a_cache_hit_counts_as_a_request(tmp_path: Path) -> None:
+    settings = load_settings(data_dir=tmp_path / "d", cloud={"local_member": False}, limits={"requests_per_minute": 2})
+    with serve_app(create_app(settings)) as base:
+        body = {"model": "edge", "messages": HI, "max_tokens": 2, "temperature": 0}
+        first = post(base, CHAT, body)
+        hit = post(base, CHAT, body)
+        assert (first.status_code, hit.status_code) == (200, 200)
+        assert hit.headers["x-edgeroute-route"] == "cache-exact"
+        refused = post(base, CHAT, body)
+        assert refused.status_code == 429
+        assert error_of(refused)["type"] == "requests"
