@@ -60,8 +60,8 @@ def serve(
         typer.Option("--local-member/--no-local-member", help="start a local cloud member when none is configured"),
     ] = None,
 ) -> None:
-    """Serve the OpenAI-compatible API (and the dashboard)."""
-    import uvicorn
+    """Serve the OpenAI-compatible API (and the dashboard). SIGTERM drains: see docs/usage.md."""
+    from router.server import serve as run_server
 
     settings = _settings(config, data_dir)
     server = settings.server.model_copy(
@@ -72,18 +72,38 @@ def serve(
         cloud = cloud.model_copy(update={"local_member": local_member})
     settings = settings.model_copy(update={"server": server, "cloud": cloud})
     configure_logging(log_level, log_format.value)
-    # uvicorn keeps its hands off logging (log_config=None): its lines go through the root handler
-    # above; no access log, since the node writes its own line per request.
-    # An open dashboard tab holds an SSE connection; do not let it block shutdown.
-    uvicorn.run(
-        create_app(settings),
-        host=server.host,
-        port=server.port,
-        log_config=None,
-        log_level=log_level,
-        access_log=False,
-        timeout_graceful_shutdown=5,
-    )
+    # uvicorn keeps its hands off logging (its lines go through the root handler above); no
+    # access log, since the node writes its own line per request.
+    run_server(create_app(settings), server, log_level=log_level)
+
+
+@bench_app.command("faults")
+def bench_faults(
+    requests: Annotated[int, typer.Option(help="streamed requests in all")] = 1000,
+    concurrency: Annotated[int, typer.Option(help="clients at once")] = 8,
+    members: Annotated[int, typer.Option(help="scripted cloud members on loopback")] = 3,
+    max_tokens: Annotated[int, typer.Option(help="max_tokens of every request")] = 24,
+    error_rate: Annotated[float, typer.Option(help="share of member answers that are a 500")] = 0.2,
+    cut_rate: Annotated[float, typer.Option(help="share of member streams cut mid-way")] = 0.2,
+    seed: Annotated[int, typer.Option(help="seed of the faults and the chaos")] = 0,
+    data_dir: DataDirOpt = None,
+) -> None:
+    """Streams through a node whose members fail, die and come back: every stream must end with
+    one [DONE] and at most max_tokens tokens (exit 1 otherwise)."""
+    import tempfile
+
+    from router.faults import run_faults
+
+    with tempfile.TemporaryDirectory(prefix="edgeroute-faults-") as tmp:
+        report = run_faults(
+            requests=requests, concurrency=concurrency, members=members, max_tokens=max_tokens,
+            error_rate=error_rate, cut_rate=cut_rate, seed=seed, data_dir=data_dir or Path(tmp),
+            app_factory=create_app,
+        )
+    typer.echo(report.summary())
+    typer.echo("PASS" if report.ok() else "FAIL")
+    if not report.ok():
+        raise typer.Exit(1)
 
 
 @models_app.command("list")

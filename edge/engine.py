@@ -120,6 +120,8 @@ class LlamaEngine:
     def _admit(self, request: GenerationRequest) -> Job:
         if self._closed:
             raise EngineClosedError("the edge engine is closed")
+        # An empty prompt is valid (OpenAI completes from the start of a document); llama.cpp
+        # needs at least one token, so it starts from BOS.
         tokens = self.prompt_tokens(request) or [self._vocab.bos]
         n_prompt = len(tokens)
         wanted = request.params.max_tokens

@@ -6,6 +6,8 @@ what comes back is written in OpenAI's wire format (:mod:`models.openai`).
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 import re
 import time
 import uuid
@@ -18,10 +20,13 @@ from litestar.datastructures import State
 from litestar.handlers.base import BaseRouteHandler
 from litestar.response import Stream
 
-from models import Usage, collect
+from models import Chunk, Completion, Usage, collect
 from models.openai import ChunkWriter, Kind, api_key_guard
 
-from . import pipeline
+from . import openapi, pipeline
+from .admission import Drain
+from .errors import ClientGoneError
+from .limits import check_messages, check_prompt
 from .node import Node
 from .pipeline import RequestContext, Routing
 from .schemas import ChatCompletionRequest, CompletionRequest, dump_extra
@@ -62,38 +67,89 @@ def request_context(request: Request[Any, Any, State], body: ChatCompletionReque
     )
 
 
+def _check_caps(node: Node, body: ChatCompletionRequest | CompletionRequest) -> None:
+    """The request's size caps, on the parsed body and before anything tokenizes it."""
+    if isinstance(body, ChatCompletionRequest):
+        check_messages(list(body.messages), node.settings.limits)
+    else:
+        check_prompt(body.prompt_text(), node.settings.limits)
+
+
 async def _respond(
     request: Request[Any, Any, State], kind: Kind, body: ChatCompletionRequest | CompletionRequest
 ) -> Response[Any]:
     started = time.perf_counter()
     node: Node = request.app.state.node
     rid: str = request.state.request_id
-    gen = body.to_generation(rid)
     routing = Routing()
     request.state.routing = routing  # the error handler reads the route from here
-    routed = await pipeline.run(node, gen, request_context(request, body), routing)
+    _check_caps(node, body)
+    ctx = request_context(request, body)
+    if node.limiter is not None:
+        node.limiter.admit_request(ctx.tenant)
+    gen = body.to_generation(rid)
+    routed = await pipeline.run(node, gen, ctx, routing)
     writer = ChunkWriter(kind, gen.model, include_usage=body.include_usage)
     if not body.stream:
-        done = await collect(routed.chunks())
+        done = await _collect_while_connected(request, routed.chunks())
         headers = routing.headers()  # after the last chunk: a fallback mid-way shows
         headers[REQUEST_ID_HEADER] = rid
         headers["x-edgeroute-latency-ms"] = f"{(time.perf_counter() - started) * 1000:.1f}"
         return Response(writer.whole(done.text, done.finish_reason, done.usage), headers=headers)
 
+    drain: Drain | None = request.app.state.get("drain")
+
     async def events() -> AsyncIterator[bytes]:
         yield writer.opening()
+        chunks = routed.chunks()
         try:
-            async for chunk in routed.chunks():
+            async for chunk in chunks:
                 if chunk.text:
                     yield writer.text(chunk.text)
                 if chunk.finish_reason is not None:
                     yield writer.finish(chunk.finish_reason, chunk.usage or Usage(0, 0))
                     return
+                if drain is not None and drain.aborting:
+                    # The drain deadline passed: end the stream cleanly rather than cut it.
+                    yield writer.error("the node is shutting down", "server_error", "shutting_down")
+                    return
         except Exception as exc:  # noqa: BLE001 - headers are sent; the stream must end cleanly
             yield writer.error(f"generation failed: {exc}")
+        finally:
+            await chunks.aclose()  # stops the engine when the stream ends early
 
     headers = {**routing.headers(), REQUEST_ID_HEADER: rid, "cache-control": "no-cache", "x-accel-buffering": "no"}
     return Stream(events(), media_type="text/event-stream", headers=headers)
+
+
+async def _collect_while_connected(request: Request[Any, Any, State], chunks: AsyncIterator[Chunk]) -> Completion:
+    """Collect a whole answer, but stop generating when the client goes away (as a stream does).
+
+    The body was read before; the next message on the connection is ``http.disconnect``, which
+    the server sends when the client closes it.
+    """
+    work = asyncio.ensure_future(collect(chunks))
+    gone = asyncio.ensure_future(_disconnected(request))
+    try:
+        await asyncio.wait({work, gone}, return_when=asyncio.FIRST_COMPLETED)
+    except BaseException:
+        work.cancel()  # the handler itself is cancelled (the server stops): so is the generation
+        raise
+    finally:
+        gone.cancel()
+    if not work.done():
+        work.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await work
+        raise ClientGoneError("the client closed the connection before the answer was ready")
+    return work.result()
+
+
+async def _disconnected(request: Request[Any, Any, State]) -> None:
+    while True:
+        message = await request.receive()
+        if message["type"] == "http.disconnect":
+            return
 
 
 class OpenAIController(Controller):
@@ -101,22 +157,41 @@ class OpenAIController(Controller):
     tags = ["openai"]
     guards = [request_id_guard, api_key_guard]
 
-    @post("/chat/completions", summary="Create a chat completion", status_code=200)
+    @post(
+        "/chat/completions",
+        summary="Create a chat completion",
+        status_code=200,
+        responses=openapi.answers(openapi.ChatCompletionBody, *openapi.COMPLETION_ERRORS),
+        operation_class=openapi.StreamingOperation,
+    )
     async def chat_completions(self, request: Request[Any, Any, State], data: ChatCompletionRequest) -> Response[Any]:
         return await _respond(request, "chat", data)
 
-    @post("/completions", summary="Create a text completion", status_code=200)
+    @post(
+        "/completions",
+        summary="Create a text completion",
+        status_code=200,
+        responses=openapi.answers(openapi.TextCompletionBody, *openapi.COMPLETION_ERRORS),
+        operation_class=openapi.StreamingOperation,
+    )
     async def completions(self, request: Request[Any, Any, State], data: CompletionRequest) -> Response[Any]:
         return await _respond(request, "text", data)
 
-    @get("/models", summary="List the model ids a client may send")
+    @get(
+        "/models", summary="List the model ids a client may send", responses=openapi.answers(openapi.ModelList, 401, 503)
+    )
     async def models(self, request: Request[Any, Any, State]) -> dict[str, Any]:
         node: Node = request.app.state.node
         data = [{"id": m, "object": "model", "created": 0, "owned_by": "edgeroute"} for m in node.model_ids()]
         return {"object": "list", "data": data}
 
 
-@get("/healthz", summary="Liveness and the edge's load", tags=["ops"])
+@get(
+    "/healthz",
+    summary="Liveness and the edge's load (503 while the node drains)",
+    tags=["ops"],
+    responses=openapi.answers(openapi.Health, 503),
+)
 async def healthz(request: Request[Any, Any, State]) -> dict[str, Any]:
     node: Node = request.app.state.node
     load = node.edge.load()

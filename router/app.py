@@ -13,6 +13,7 @@ from litestar.plugins import PluginProtocol
 
 from models.openai import API_KEYS, exception_handlers
 
+from .admission import AdmissionMiddleware, Drain
 from .api import REQUEST_ID_HEADER, OpenAIController, healthz
 from .node import open_node
 from .pipeline import Routing
@@ -44,11 +45,19 @@ def create_api_app(settings: Settings, *, plugins: Sequence[PluginProtocol] = ()
             app.state.node = node
             yield
 
+    drain = Drain()  # read by the server on SIGTERM (router.server)
+    admission = AdmissionMiddleware(
+        drain,
+        max_body_bytes=settings.server.max_body_bytes,
+        body_timeout_s=settings.server.body_timeout_s,
+        limits=settings.limits,
+    )
     return Litestar(
         route_handlers=[OpenAIController, healthz],
         plugins=list(plugins),
         lifespan=[lifespan],
-        state=State({API_KEYS: dict(settings.server.api_keys)}),
+        middleware=[admission],
+        state=State({API_KEYS: dict(settings.server.api_keys), "drain": drain}),
         exception_handlers=exception_handlers(_route_headers),
         openapi_config=OpenAPIConfig(title="edgeroute", version="0.1.0", path="/openapi"),
         request_max_body_size=settings.server.max_body_bytes,

@@ -4,7 +4,20 @@ from __future__ import annotations
 
 from models.errors import AuthenticationError, EdgerouteError, EngineUnavailableError, RequestRejectedError
 
-__all__ = ["AuthenticationError", "ConfigError", "InvalidRequestError", "NoCapacityError", "RouterError"]
+__all__ = [
+    "AuthenticationError",
+    "BodyTimeoutError",
+    "ClientGoneError",
+    "ConfigError",
+    "DrainingError",
+    "InvalidRequestError",
+    "NoCapacityError",
+    "PayloadTooLargeError",
+    "RateLimitedError",
+    "RequestsRateLimitError",
+    "RouterError",
+    "TokensRateLimitError",
+]
 
 
 class RouterError(EdgerouteError):
@@ -24,3 +37,51 @@ class NoCapacityError(RouterError, EngineUnavailableError):
 
     def __init__(self, message: str, *, retry_after: int = 1, code: str | None = "no_capacity") -> None:
         super().__init__(message, retry_after=retry_after, code=code)
+
+
+class RateLimitedError(RouterError, RequestRejectedError):
+    """The tenant is over its per-minute limit (OpenAI's 429 ``rate_limit_exceeded``).
+
+    ``error_type`` says which limit, as OpenAI does (``requests`` or ``tokens``); ``retry_after``
+    is the seconds until the request would be admitted (the ``retry-after`` header).
+    """
+
+    status = 429
+
+    def __init__(self, message: str, *, retry_after: int, code: str | None = "rate_limit_exceeded") -> None:
+        super().__init__(message, code=code)
+        self.retry_after = retry_after
+
+
+class RequestsRateLimitError(RateLimitedError):
+    error_type = "requests"
+
+
+class TokensRateLimitError(RateLimitedError):
+    error_type = "tokens"
+
+
+class PayloadTooLargeError(RouterError, RequestRejectedError):
+    """The body is over ``server.max_body_bytes``."""
+
+    status = 413
+
+
+class BodyTimeoutError(RouterError, RequestRejectedError):
+    """The client did not send its whole body within ``server.body_timeout_s``."""
+
+    status = 408
+
+
+class DrainingError(RouterError, EngineUnavailableError):
+    """The node is shutting down: it takes no new request (503 with ``retry-after``)."""
+
+    def __init__(self, message: str, *, retry_after: int = 5, code: str | None = "draining") -> None:
+        super().__init__(message, retry_after=retry_after, code=code)
+
+
+class ClientGoneError(RouterError, RequestRejectedError):
+    """The client closed the connection before its (non-streamed) answer was ready; the generation
+    was cancelled. Nobody reads the response (499, as proxies log it)."""
+
+    status = 499

@@ -8,7 +8,7 @@ client keeps reading one stream with one ``[DONE]``.
 from __future__ import annotations
 
 from collections.abc import AsyncIterator, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 from models import Chunk, EdgerouteError, Engine, EngineError, GenerationRequest, Usage
 
@@ -105,7 +105,9 @@ async def resilient(
 
     ``prompt_tokens`` is the original prompt's size, reported in the usage of a continued stream
     (whose own prompt also held the prefix). Its completion tokens count the chunks already sent
-    (one token a chunk, as OpenAI-compatible servers stream) plus the continuation's.
+    (one token a chunk, as OpenAI-compatible servers stream) plus the continuation's; the
+    continuation is asked for only what ``max_tokens`` has left after them, so the client never
+    gets more tokens than it asked for.
     """
     emitted: list[str] = []
     emitted_chunks = 0
@@ -136,8 +138,16 @@ async def resilient(
             if index + 1 >= len(plan.targets):
                 raise
             carried = emitted_chunks
+            # The continuation may only produce what the client's max_tokens has left.
+            params = request.params
+            if params.max_tokens is not None:
+                left = params.max_tokens - emitted_chunks
+                if left <= 0:
+                    yield Chunk("", "length", Usage(prompt_tokens, emitted_chunks))
+                    return
+                params = replace(params, max_tokens=left)
             cont = GenerationRequest(
-                params=request.params,
+                params=params,
                 messages=request.messages,
                 prompt=request.prompt,
                 assistant_prefix=request.assistant_prefix + "".join(emitted),

@@ -15,6 +15,7 @@ from cloud import CloudPool, PoolEvent, open_pool
 from edge import EdgeCache, Embedder, LlamaEngine
 from models import resolve
 
+from .limits import RateLimiter
 from .policy import ComplexityClassifier, Policy, PrivacyDetector, build_policy, load_classifier
 from .settings import Settings
 from .telemetry import Telemetry
@@ -39,6 +40,7 @@ class Node:
     cache: EdgeCache | None = None
     embedder: Embedder | None = None
     pool: CloudPool | None = None
+    limiter: RateLimiter | None = None  # None: no per-tenant rate is configured
 
     @property
     def edge_model(self) -> str:
@@ -88,6 +90,7 @@ async def open_node(settings: Settings) -> AsyncIterator[Node]:
         if settings.cache.enabled:
             cache = EdgeCache(settings.cache.db_path(settings.data_dir), settings.cache, embedder=embedder)
             stack.push_async_callback(cache.aclose)
+        limiter = RateLimiter(settings.limits)
         yield Node(
             settings=settings,
             edge=edge,
@@ -98,4 +101,5 @@ async def open_node(settings: Settings) -> AsyncIterator[Node]:
             cache=cache,
             embedder=embedder,
             pool=pool if hybrid else None,
+            limiter=limiter if limiter.enabled else None,
         )

@@ -24,7 +24,9 @@ from models import Chunk, Engine, EngineError, EngineLoad, GenerationRequest, Us
 
 from .errors import InvalidRequestError, NoCapacityError
 from .fallback import StreamPlan, resilient, start
+from .limits import Reservation
 from .logs import log_request
+from .offload import check_edge_context, off_loop, prompt_cost
 from .node import Node
 from .policy import Decision, Features, Hint, decide
 from .telemetry import Trace
@@ -52,6 +54,7 @@ class Routing:
     """
 
     route: str = "error"  # where the answer started: edge, cloud, cache-exact, cache-semantic
+    refusal: str | None = None  # why a refused request was refused, when it is not the decision's reason
     decision: Decision | None = None
     plan: StreamPlan | None = None
     cache_hit: CacheHit | None = None
@@ -87,7 +90,10 @@ class Routing:
     def error_headers(self, reason: str) -> dict[str, str]:
         """An error is a route too: ``error``, the decision's reason (else ``reason``), the fallback path."""
         headers = {"x-edgeroute-route": "error"}
-        headers["x-edgeroute-reason"] = self.decision.reason if self.decision else reason.replace("_", "-")
+        if self.refusal is not None:
+            headers["x-edgeroute-reason"] = self.refusal
+        else:
+            headers["x-edgeroute-reason"] = self.decision.reason if self.decision else reason.replace("_", "-")
         fallback = self.plan.path() if self.plan is not None else None
         if fallback:
             headers["x-edgeroute-fallback"] = fallback
@@ -130,7 +136,8 @@ async def run(node: Node, gen: GenerationRequest, ctx: RequestContext, routing: 
     # 1. the hint and the privacy rules
     hint = _hint(node, gen.model)
     text = prompt_text(gen)
-    private = node.privacy.detect(text, flag=ctx.private) is not None
+    cost = prompt_cost(gen)
+    private = await off_loop(cost, lambda: node.privacy.detect(text, flag=ctx.private) is not None)
     trace = Trace(gen.request_id, ctx.tenant, gen.model, prompt=text, stream=ctx.stream, private=private)
     routing.hybrid = node.pool is not None
     wants_complexity = node.pool is not None and hint == "auto" and not private and node.policy.uses_complexity
@@ -158,7 +165,8 @@ async def run(node: Node, gen: GenerationRequest, ctx: RequestContext, routing: 
         embedding = await node.embedder.embed(words) if words else None
 
     # 3. features and the decision
-    features = _features(node, gen, hint, private, embedding)
+    prompt_tokens = await off_loop(cost, lambda: node.edge.count_prompt_tokens(gen))
+    features = _features(node, gen, hint, private, embedding, prompt_tokens)
     decision = decide(node.policy, features)
     routing.decision = decision
     routing.complexity = features.complexity
@@ -184,9 +192,16 @@ async def run(node: Node, gen: GenerationRequest, ctx: RequestContext, routing: 
     plan = _plan(node, decision, features)
     routing.plan = plan
     try:
+        if plan.targets[0] is node.edge:
+            check_edge_context(node.edge.n_ctx, gen, prompt_tokens)  # refused here: the engine need not tokenize it again
+        if node.limiter is not None:
+            wanted = gen.params.max_tokens or node.settings.edge.default_max_tokens
+            record.reservation = node.limiter.reserve_tokens(ctx.tenant, prompt_tokens + wanted)
         index, first, rest = await start(plan, gen)
     except EngineError as exc:
         record.failed(exc)
+        if any(a.error and a.error.startswith("EdgeSaturatedError") for a in plan.attempts):
+            routing.refusal = "edge-saturated"  # the edge's queue bound, whatever the cloud said
         raise NoCapacityError(
             f"neither the edge nor the cloud can take this request now ({exc})", retry_after=2
         ) from exc
@@ -220,10 +235,9 @@ def _hint(node: Node, model: str) -> Hint:
 
 
 def _features(
-    node: Node, gen: GenerationRequest, hint: Hint, private: bool, embedding: np.ndarray | None
+    node: Node, gen: GenerationRequest, hint: Hint, private: bool, embedding: np.ndarray | None, prompt_tokens: int
 ) -> Features:
     load = node.edge.load()
-    prompt_tokens = node.edge.count_prompt_tokens(gen)
     wanted = gen.params.max_tokens or node.settings.edge.default_max_tokens
     healthy = [m for m in node.pool.status() if m.healthy] if node.pool is not None else []
     return Features(
@@ -313,10 +327,17 @@ class _Recorder:
 
     def __init__(self, node: Node, trace: Trace, routing: Routing, common: dict[str, Any]) -> None:
         self._node, self._trace, self.routing, self.common = node, trace, routing, common
+        self.reservation: Reservation | None = None  # tokens taken from the tenant's rate
+
+    def settle(self, used: int) -> None:
+        if self._node.limiter is not None and self.reservation is not None:
+            self._node.limiter.settle(self.reservation, used)
 
     def done(self, final: Chunk | None, error: str | None) -> None:
         routing = self.routing
         usage = final.usage if final is not None and final.usage else Usage(0, 0)
+        if final is not None:
+            self.settle(usage.prompt_tokens + usage.completion_tokens)
         headers = routing.headers()
         reason = headers.get("x-edgeroute-reason", "")
         self._emit(
@@ -336,6 +357,7 @@ class _Recorder:
         routing = self.routing
         fallback = routing.plan.path() if routing.plan is not None and isinstance(exc, EngineError) else None
         reason = routing.decision.reason if routing.decision is not None else "error"
+        self.settle(0)  # nothing was generated
         self._emit(route="error", reason=reason, status="error", error=str(exc)[:300], fallback=fallback)
 
     def _emit(self, **fields: Any) -> None:

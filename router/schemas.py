@@ -4,10 +4,12 @@ from __future__ import annotations
 
 from typing import Any
 
-from pydantic import BaseModel, Field, field_validator
+from pydantic import BaseModel, Field, field_validator, model_validator
 
 from models import GenerationRequest
 from models.openai import ChatBody, CompletionBody
+
+from .limits import precheck
 
 
 class _NodeFields(BaseModel):
@@ -30,6 +32,12 @@ class _NodeFields(BaseModel):
 
 
 class ChatCompletionRequest(_NodeFields, ChatBody):
+    @model_validator(mode="before")
+    @classmethod
+    def _count_first(cls, data: Any) -> Any:
+        precheck(data)  # 20,000 messages are refused before 20,000 models are built
+        return data
+
     def to_generation(self, request_id: str) -> GenerationRequest:
         return GenerationRequest(
             params=self.sampling(), messages=self.plain_messages(), model=self.model, request_id=request_id

@@ -19,6 +19,7 @@ from edge import CacheSettings, EdgeSettings
 from models import default_models_dir
 
 from .errors import ConfigError
+from .limits import LimitSettings
 from .policy.config import RoutingSettings
 from .policy.policies import build_policy
 from .telemetry.config import TelemetrySettings
@@ -35,6 +36,14 @@ class ServerSettings(BaseModel):
     # API key -> tenant. Empty: no key is required and the tenant comes from x-edgeroute-tenant.
     api_keys: dict[str, str] = Field(default_factory=dict)
     max_body_bytes: int = Field(4 * 1024 * 1024, ge=1024)
+    # A client must send its whole body within this (slowloris); 408 after it.
+    body_timeout_s: float = Field(30.0, gt=0)
+    # Headers of a new connection's first request must arrive within this; idle keep-alive
+    # connections are closed after keep_alive_s (uvicorn's timeout_keep_alive).
+    header_timeout_s: float = Field(10.0, gt=0)
+    keep_alive_s: float = Field(5.0, gt=0)
+    # On SIGTERM: in-flight requests may finish within this; the rest end with an error event.
+    drain_s: float = Field(30.0, ge=0)
 
 
 class Settings(BaseSettings):
@@ -52,6 +61,7 @@ class Settings(BaseSettings):
     cache: CacheSettings = Field(default_factory=CacheSettings)
     routing: RoutingSettings = Field(default_factory=RoutingSettings)
     telemetry: TelemetrySettings = Field(default_factory=TelemetrySettings)
+    limits: LimitSettings = Field(default_factory=LimitSettings)
 
     _config_file: Path | None = None
 

@@ -59,8 +59,10 @@ def exception_handlers(extra_headers: ExtraHeaders | None = None) -> dict[type[E
 
     def edgeroute_error(request: Request[Any, Any, Any], exc: EdgerouteError) -> Response[Any]:
         headers = {}
-        if isinstance(exc, EngineUnavailableError):
-            headers["retry-after"] = str(exc.retry_after)
+        # A 503 (engine unavailable, draining) and a 429 (rate limit) both tell when to retry.
+        retry_after = exc.retry_after if isinstance(exc, EngineUnavailableError) else getattr(exc, "retry_after", None)
+        if retry_after is not None:
+            headers["retry-after"] = str(retry_after)
         body = error_body(exc.message, exc.error_type, exc.param, exc.code)
         return respond(request, http_status(exc), body, exc.code or exc.error_type, headers)
 

@@ -115,3 +115,26 @@ def test_member_hops_count_before_the_cloud_attempt_that_answered() -> None:
     assert plan.path() is None
     plan.attempts = [Attempt("cloud", "ok", member="b", member_hops=1)]
     assert (plan.path(), plan.member) == ("cloud->cloud", "b")
+
+async def test_a_continuation_asks_only_for_what_max_tokens_has_left() -> None:
+    req = GenerationRequest(params=SamplingParams(temperature=0, max_tokens=5), messages=REQ.messages)
+    cloud = Scripted("cloud", ["a ", "b ", "c ", "d "], fail_at=3)
+    edge = Scripted("edge", ["e ", "f "])
+    plan = StreamPlan([cloud, edge])
+    index, first, stream = await start(plan, req)
+    chunks = [c async for c in resilient(plan, req, index, first, stream, prompt_tokens=7)]
+    assert edge.requests[0].params.max_tokens == 2  # 5 asked, 3 already sent
+    assert edge.requests[0].params.temperature == 0
+    assert chunks[-1].usage == Usage(prompt_tokens=7, completion_tokens=5)
+
+
+async def test_a_break_after_max_tokens_chunks_finishes_with_length_and_no_continuation() -> None:
+    req = GenerationRequest(params=SamplingParams(max_tokens=2), messages=REQ.messages)
+    cloud = Scripted("cloud", ["a ", "b ", "c "], fail_at=2)
+    edge = Scripted("edge", ["never"])
+    plan = StreamPlan([cloud, edge])
+    index, first, stream = await start(plan, req)
+    chunks = [c async for c in resilient(plan, req, index, first, stream, prompt_tokens=3)]
+    assert [c.text for c in chunks] == ["a ", "b ", ""]
+    assert (chunks[-1].finish_reason, chunks[-1].usage) == ("length", Usage(prompt_tokens=3, completion_tokens=2))
+    assert edge.requests == []

@@ -4,6 +4,7 @@ with model aliases and the body's privacy flag."""
 
 from __future__ import annotations
 
+import json
 import time
 from pathlib import Path
 
@@ -164,3 +165,37 @@ def test_model_aliases_steer_and_the_body_privacy_flag_keeps_a_request_home(tmp_
             assert hy.decisions(app)[0].private is True
     finally:
         member.close()
+
+
+def test_a_continuation_after_a_cut_never_exceeds_max_tokens(tmp_path: Path) -> None:
+    """Five chunks, then the member cuts the stream: the other member is asked for what is left."""
+    pieces = [f"w{i} " for i in range(5)]
+    cut = hy.RecordingServer([("send", sse(chat_chunk(p))) for p in pieces] + [("cut",)])
+    rest = hy.RecordingServer(hy.good_stream("x ", "y "))
+    try:
+        members = [cut.settings("cut"), rest.settings("rest")]
+        with hy.node(tmp_path, members) as (base, app):
+            body = {"model": "cloud", "messages": hy.ASK, "stream": True, "max_tokens": 7,
+                    "stream_options": {"include_usage": True}}
+            _, lines = hy.sse_lines(base, body)
+            assert hy.text_of(lines) == "w0 w1 w2 w3 w4 x y "
+            assert lines.count("[DONE]") == 1
+            assert rest.access_log[0]["max_tokens"] == 2
+            usage = json.loads(lines[-2])["usage"]
+            assert usage["completion_tokens"] == 7
+            # The real edge continues too, within what is left.
+            edge_body = {**body, "max_tokens": 8}
+            cut2 = hy.RecordingServer([("send", sse(chat_chunk(p))) for p in pieces] + [("cut",)])
+            try:
+                with hy.node(tmp_path / "b", [cut2.settings("cut")]) as (base2, _):
+                    _, lines2 = hy.sse_lines(base2, edge_body)
+                    content = [json.loads(x) for x in lines2 if x != "[DONE]"]
+                    tokens = [c for c in content if c["choices"] and c["choices"][0]["delta"].get("content")]
+                    assert 5 < len(tokens) <= 8
+                    assert content[-1]["usage"]["completion_tokens"] <= 8
+                    assert lines2.count("[DONE]") == 1
+            finally:
+                cut2.close()
+    finally:
+        cut.close()
+        rest.close()

@@ -1,0 +1,248 @@
+"""What one request may ask of the node: size caps checked before any tokenizing, and per-tenant
+requests/tokens per minute.
+
+The caps are checked on the parsed body (the JSON depth, before parsing, by
+:mod:`router.admission`): counting messages and characters is microseconds, tokenizing 20,000
+messages was seconds. The rate limits are token buckets, one per tenant and kind, refilled
+continuously; the node runs one event loop and no ``await`` sits between a bucket's check and its
+debit, so admission is atomic without a lock.
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from collections.abc import Callable
+from contextvars import ContextVar
+from dataclasses import dataclass
+from typing import Any
+
+from pydantic import BaseModel, Field
+
+from .errors import InvalidRequestError, RequestsRateLimitError, TokensRateLimitError
+
+
+class TenantLimits(BaseModel):
+    """One tenant's overrides of the defaults (None: the default; 0: no limit)."""
+
+    requests_per_minute: int | None = Field(None, ge=0)
+    tokens_per_minute: int | None = Field(None, ge=0)
+
+
+class LimitSettings(BaseModel):
+    """``[limits]``: per-tenant rates (0 = none) and the caps of one request.
+
+    The caps are far above what any client of these models sends (OpenAI's own message limit is
+    2,048); they exist so that one request cannot make the node tokenize megabytes.
+    """
+
+    requests_per_minute: int = Field(0, ge=0)
+    tokens_per_minute: int = Field(0, ge=0)
+    tenants: dict[str, TenantLimits] = Field(default_factory=dict)
+    max_messages: int = Field(2048, ge=1)
+    max_content_parts: int = Field(256, ge=1)  # per message
+    max_message_chars: int = Field(1_000_000, ge=1)
+    max_total_chars: int = Field(2_000_000, ge=1)
+    max_json_depth: int = Field(64, ge=4)
+
+    def rates(self, tenant: str) -> tuple[int, int]:
+        """(requests, tokens) per minute for ``tenant``; 0 is no limit."""
+        own = self.tenants.get(tenant)
+        rpm = own.requests_per_minute if own is not None and own.requests_per_minute is not None else None
+        tpm = own.tokens_per_minute if own is not None and own.tokens_per_minute is not None else None
+        return (
+            self.requests_per_minute if rpm is None else rpm,
+            self.tokens_per_minute if tpm is None else tpm,
+        )
+
+
+# -- the caps ----------------------------------------------------------------------------------
+
+# The caps of the request being handled, set by the admission middleware: the body's validator
+# reads them to refuse 20,000 messages before validating each one (that alone took ~70 ms).
+ACTIVE: ContextVar[LimitSettings | None] = ContextVar("edgeroute_limits", default=None)
+
+
+def precheck(data: Any) -> None:
+    """The message count, on the decoded JSON before any model is built from it."""
+    limits = ACTIVE.get()
+    if limits is None or not isinstance(data, dict):
+        return
+    messages = data.get("messages")
+    if isinstance(messages, list) and len(messages) > limits.max_messages:
+        _too_many(len(messages), limits)
+
+
+def _too_many(count: int, limits: LimitSettings) -> None:
+    raise InvalidRequestError(
+        f"too many messages: {count} (at most {limits.max_messages})",
+        param="messages",
+        code="array_above_max_length",
+    )
+
+
+def check_messages(messages: list[object], limits: LimitSettings) -> None:
+    """Refuse a chat body over the caps (400, as OpenAI answers an array or string above its maximum)."""
+    if len(messages) > limits.max_messages:
+        _too_many(len(messages), limits)
+    total = 0
+    for i, message in enumerate(messages):
+        content = getattr(message, "content", None)
+        if isinstance(content, list):
+            if len(content) > limits.max_content_parts:
+                raise InvalidRequestError(
+                    f"too many content parts in messages[{i}]: {len(content)} "
+                    f"(at most {limits.max_content_parts})",
+                    param=f"messages.{i}.content",
+                    code="array_above_max_length",
+                )
+            chars = sum(len(part.text) for part in content)
+        else:
+            chars = len(content or "")
+        _check_chars(chars, limits.max_message_chars, f"messages.{i}.content")
+        total += chars
+    _check_total(total, limits)
+
+
+def check_prompt(prompt: str, limits: LimitSettings) -> None:
+    _check_chars(len(prompt), limits.max_message_chars, "prompt")
+    _check_total(len(prompt), limits)
+
+
+def _check_chars(chars: int, cap: int, param: str) -> None:
+    if chars > cap:
+        raise InvalidRequestError(
+            f"{param} is too long: {chars} characters (at most {cap})",
+            param=param,
+            code="string_above_max_length"
+        )
+
+
+def _check_total(total: int, limits: LimitSettings) -> None:
+    if total > limits.max_total_chars:
+        raise InvalidRequestError(
+            f"the request's text is too long: {total} characters (at most {limits.max_total_chars})",
+            param="messages",
+            code="string_above_max_length",
+        )
+
+
+# -- the rates ---------------------------------------------------------------------------------
+
+
+class _Bucket:
+    """A token bucket holding up to a minute's allowance, refilled continuously."""
+
+    __slots__ = ("capacity", "level", "rate", "stamp")
+
+    def __init__(self, per_minute: int, now: float) -> None:
+        self.capacity = float(per_minute)
+        self.rate = per_minute / 60.0
+        self.level = self.capacity
+        self.stamp = now
+
+    def refill(self, now: float) -> None:
+        self.level = min(self.capacity, self.level + (now - self.stamp) * self.rate)
+        self.stamp = now
+
+    def wait_s(self, cost: float) -> float:
+        """Seconds until ``cost`` fits (after a refill); 0 when it fits now."""
+        return 0.0 if self.level >= cost else (cost - self.level) / self.rate
+
+
+# Without keys a tenant is any x-edgeroute-tenant header: buckets that have refilled (they hold
+# nothing a new bucket would not) are forgotten beyond this many, so memory stays bounded.
+_MAX_BUCKETS = 10_000
+
+
+def _forget_full(table: dict[str, _Bucket], now: float) -> None:
+    for tenant, bucket in list(table.items()):
+        bucket.refill(now)
+        if bucket.level >= bucket.capacity:
+            del table[tenant]
+
+
+@dataclass(slots=True)
+class Reservation:
+    """Tokens taken at admission; :meth:`RateLimiter.settle` gives back what the answer did not use."""
+
+    tenant: str
+    tokens: int
+
+
+class RateLimiter:
+    """Per-tenant requests and tokens per minute (``[limits]``, with per-tenant overrides).
+
+    Requests are counted when a request is admitted (cache hits included: they are requests,
+    even though they generate nothing). Tokens are reserved before a generation starts, as
+    prompt tokens + ``max_tokens``, and settled with the real usage when it ends.
+    """
+
+    def __init__(self, settings: LimitSettings, clock: Callable[[], float] = time.monotonic) -> None:
+        self._settings = settings
+        self._clock = clock
+        self._requests: dict[str, _Bucket] = {}
+        self._tokens: dict[str, _Bucket] = {}
+
+    @property
+    def enabled(self) -> bool:
+        s = self._settings
+        return bool(s.requests_per_minute or s.tokens_per_minute or s.tenants)
+
+    def admit_request(self, tenant: str) -> None:
+        """Count one request for ``tenant``, or raise :class:`RequestsRateLimitError` (429)."""
+        rpm, _ = self._settings.rates(tenant)
+        if not rpm:
+            return
+        bucket = self._bucket(self._requests, tenant, rpm)
+        wait = bucket.wait_s(1)
+        if wait > 0:
+            raise RequestsRateLimitError(
+                f"rate limit reached for requests: limit {rpm} / min for tenant {tenant!r}; "
+                f"try again in {wait:.1f}s",
+                retry_after=max(1, math.ceil(wait)),
+            )
+        bucket.level -= 1
+
+    def reserve_tokens(self, tenant: str, tokens: int) -> Reservation | None:
+        """Take ``tokens`` from the tenant's allowance, or raise :class:`TokensRateLimitError` (429)."""
+        _, tpm = self._settings.rates(tenant)
+        if not tpm:
+            return None
+        if tokens > tpm:
+            raise TokensRateLimitError(
+                f"request too large: it may use {tokens} tokens (prompt + max_tokens) and tenant "
+                f"{tenant!r} is limited to {tpm} tokens / min; lower max_tokens or shorten the prompt",
+                retry_after=60,
+            )
+        bucket = self._bucket(self._tokens, tenant, tpm)
+        wait = bucket.wait_s(tokens)
+        if wait > 0:
+            raise TokensRateLimitError(
+                f"rate limit reached for tokens: limit {tpm} / min for tenant {tenant!r}, requested "
+                f"{tokens}; try again in {wait:.1f}s",
+                retry_after=max(1, math.ceil(wait)),
+            )
+        bucket.level -= tokens
+        return Reservation(tenant, tokens)
+
+    def settle(self, reservation: Reservation | None, used: int) -> None:
+        """Give back what was reserved and not used (a debt stays when more was used)."""
+        if reservation is None:
+            return
+        bucket = self._tokens.get(reservation.tenant)
+        if bucket is None:
+            return
+        bucket.refill(self._clock())
+        bucket.level = min(bucket.capacity, bucket.level + reservation.tokens - used)
+        reservation.tokens = used  # settling twice gives back nothing more
+
+    def _bucket(self, table: dict[str, _Bucket], tenant: str, per_minute: int) -> _Bucket:
+        now = self._clock()
+        bucket = table.get(tenant)
+        if bucket is None or bucket.capacity != per_minute:
+            if len(table) >= _MAX_BUCKETS:
+                _forget_full(table, now)
+            bucket = table[tenant] = _Bucket(per_minute, now)
+        bucket.refill(now)
+        return bucket

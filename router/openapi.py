@@ -1,0 +1,155 @@
+"""What the OpenAPI document says each operation answers: the real bodies and every status.
+
+The handlers return ``Response`` objects (their headers come from the routing record), so the
+shapes are written here for the schema alone: OpenAI's error body for every error status, the
+completion bodies, and ``text/event-stream`` beside JSON for the operations that can stream.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, Literal
+
+from litestar.openapi.datastructures import ResponseSpec
+from litestar.openapi.spec import OpenAPIMediaType
+from litestar.openapi.spec import Operation, Schema
+from litestar.openapi.spec.enums import OpenAPIType
+from pydantic import BaseModel
+
+
+class ErrorDetail(BaseModel):
+    message: str
+    type: str
+    param: str | None
+    code: str | None
+
+
+class ErrorBody(BaseModel):
+    """OpenAI's error body, for every error status of every operation."""
+
+    error: ErrorDetail
+
+
+class UsageBody(BaseModel):
+    prompt_tokens: int
+    completion_tokens: int
+    total_tokens: int
+
+
+class AssistantMessage(BaseModel):
+    role: Literal["assistant"]
+    content: str
+    refusal: None = None
+
+
+class ChatChoice(BaseModel):
+    index: int
+    message: AssistantMessage
+    logprobs: None = None
+    finish_reason: str
+
+
+class ChatCompletionBody(BaseModel):
+    id: str
+    object: Literal["chat.completion"]
+    created: int
+    model: str
+    choices: list[ChatChoice]
+    usage: UsageBody
+    system_fingerprint: None = None
+
+
+class TextChoice(BaseModel):
+    index: int
+    text: str
+    logprobs: None = None
+    finish_reason: str
+
+
+class TextCompletionBody(BaseModel):
+    id: str
+    object: Literal["text_completion"]
+    created: int
+    model: str
+    choices: list[TextChoice]
+    usage: UsageBody
+    system_fingerprint: None = None
+
+
+class ModelEntry(BaseModel):
+    id: str
+    object: Literal["model"]
+    created: int
+    owned_by: str
+
+
+class ModelList(BaseModel):
+    object: Literal["list"]
+    data: list[ModelEntry]
+
+
+class EdgeHealth(BaseModel):
+    model: str
+    running: int
+    waiting: int
+
+
+class CloudHealth(BaseModel):
+    members: int
+    healthy: int
+
+
+class Health(BaseModel):
+    status: Literal["ok"]
+    edge: EdgeHealth
+    cloud: CloudHealth | None = None
+
+
+_WHY = {
+    400: "Invalid request: a malformed body, a field out of range, over a size cap, nested too deep, "
+    "longer than the model's context",
+    401: "Missing or wrong API key (when the node has keys)",
+    404: "Unknown model (`model_not_found`)",
+    408: "The body did not arrive within `server.body_timeout_s`",
+    413: "The body is over `server.max_body_bytes`",
+    429: "The tenant's requests or tokens per minute are spent (`rate_limit_exceeded`; `retry-after`)",
+    503: "No capacity (`no_capacity`: the edge queue is full and no cloud can take it) or the node "
+    "is draining (`draining`); `retry-after` says when to retry",
+}
+
+
+def errors(*statuses: int) -> dict[int, ResponseSpec]:
+    """OpenAI error bodies for ``statuses``."""
+    return {s: ResponseSpec(ErrorBody, description=_WHY[s], generate_examples=False) for s in statuses}
+
+
+def answers(body: type[BaseModel], *statuses: int) -> dict[int, ResponseSpec]:
+    return {200: ResponseSpec(body, description="The answer", generate_examples=False), **errors(*statuses)}
+
+
+COMPLETION_ERRORS = (400, 401, 404, 408, 413, 429, 503)
+
+
+@dataclass
+class StreamingOperation(Operation):
+    """An operation that answers JSON, or ``text/event-stream`` when the body says ``stream: true``."""
+
+    def __post_init__(self) -> None:
+        ok: Any = (self.responses or {}).get("200")
+        if ok is not None and ok.content is not None:
+            # One server-sent event (each `data:` line of the stream).
+            event = Schema(
+                type=OpenAPIType.OBJECT,
+                properties={
+                    "data": Schema(
+                        type=OpenAPIType.STRING,
+                        description="a chunk as JSON, an error body after the first token, "
+                        "or `[DONE]` (the last)",
+                    ),
+                    "event": Schema(type=OpenAPIType.STRING),
+                    "id": Schema(type=OpenAPIType.STRING),
+                },
+                required=["data"],
+            )
+            ok.content["text/event-stream"] = OpenAPIMediaType(schema=event)
+            ok.description = "The answer: JSON, or server-sent events when `stream` is true"

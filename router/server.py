@@ -1,0 +1,115 @@
+"""Running the node's app under uvicorn: connection timeouts and a graceful shutdown.
+
+- A new connection must send its request's headers within ``server.header_timeout_s`` (uvicorn
+  has no such timer: a client trickling a header byte at a time held a connection for ever);
+  idle keep-alive connections close after ``server.keep_alive_s``; the body has its own deadline
+  (:mod:`router.admission`).
+- SIGTERM (or Ctrl-C) drains: new requests get 503 with ``retry-after`` (the socket stays open, so
+  clients get an answer, not a refused connection), requests in flight may finish within
+  ``server.drain_s``, streams still running then end with an error event and ``[DONE]``; then
+  uvicorn stops, the lifespan closes the node (a local member is stopped), and the process exits 0.
+  A second signal stops at once.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import signal
+from types import FrameType
+from typing import Any
+
+import uvicorn
+from litestar import Litestar
+from uvicorn.protocols.http.h11_impl import H11Protocol
+
+from .admission import Drain
+from .settings import ServerSettings
+
+log = logging.getLogger(__name__)
+
+
+def _protocol(header_timeout_s: float) -> type[H11Protocol]:
+    class HeaderTimeoutProtocol(H11Protocol):
+        """h11 with a deadline for the headers of each request on a connection."""
+
+        def connection_made(self, transport: asyncio.Transport) -> None:  # type: ignore[override]
+            super().connection_made(transport)
+            self._header_timer: asyncio.TimerHandle | None = None
+            self._arm()
+
+        def _arm(self) -> None:
+            self._waiting_for = self.cycle  # the request cycle the headers must start a new one of
+            self._header_timer = self.loop.call_later(header_timeout_s, self._headers_late)
+
+        def _headers_late(self) -> None:
+            if self.cycle is self._waiting_for and not self.transport.is_closing():
+                self.transport.close()
+
+        def handle_events(self) -> None:
+            super().handle_events()
+            if self._header_timer is not None and self.cycle is not self._waiting_for:
+                self._header_timer.cancel()  # the headers came: the body has its own deadline
+                self._header_timer = None
+
+        def on_response_complete(self) -> None:
+            super().on_response_complete()
+            if self._header_timer is None and not self.transport.is_closing():
+                self._arm()
+
+        def connection_lost(self, exc: Exception | None) -> None:
+            if self._header_timer is not None:
+                self._header_timer.cancel()
+            super().connection_lost(exc)
+
+    return HeaderTimeoutProtocol
+
+
+class DrainingServer(uvicorn.Server):
+    """uvicorn's server, with a drain between the first signal and the shutdown."""
+
+    def __init__(self, config: uvicorn.Config, drain: Drain, drain_s: float) -> None:
+        super().__init__(config)
+        self._drain = drain
+        self._drain_s = drain_s
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._draining = False
+
+    async def serve(self, sockets: Any = None) -> None:
+        self._loop = asyncio.get_running_loop()
+        await super().serve(sockets)
+
+    def handle_exit(self, sig: int, frame: FrameType | None) -> None:
+        # Not uvicorn's: it would re-raise the signal after shutdown, and a drained node exits 0.
+        if self._loop is None or self._draining:
+            self.should_exit = True
+            self.force_exit = self._draining
+            return
+        log.info("%s: draining (up to %.0fs for %d requests in flight)",
+                 signal.Signals(sig).name, self._drain_s, self._drain.in_flight)
+        self._draining = True
+        self._loop.call_soon_threadsafe(self._loop.create_task, self._drain_then_exit())
+
+    async def _drain_then_exit(self) -> None:
+        finished = await self._drain.drain(self._drain_s)
+        if not finished:
+            log.warning("drain deadline passed: %d requests ended early", self._drain.in_flight)
+        self.should_exit = True
+
+
+def serve(app: Litestar, server: ServerSettings, *, log_level: str = "info") -> None:
+    """Serve ``app`` until SIGTERM/SIGINT, then drain and exit normally."""
+    drain: Drain = app.state.drain
+    config = uvicorn.Config(
+        app,
+        host=server.host,
+        port=server.port,
+        http=_protocol(server.header_timeout_s),
+        timeout_keep_alive=max(1, round(server.keep_alive_s)),
+        log_config=None,
+        log_level=log_level,
+        access_log=False,
+        # After the drain, what is left (an open dashboard tab's SSE) must not hold the exit.
+        timeout_graceful_shutdown=5,
+    )
+    DrainingServer(config, drain, server.drain_s).run()
