@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import logging
 from enum import Enum
 from pathlib import Path
 from typing import Annotated, Optional
@@ -13,7 +14,7 @@ from cloud import register_prepare_steps
 from cloud.cli import cloud_app
 from edge.cli import cache_app
 from models import EdgerouteError, prepare, registry
-from router import Settings, load_settings
+from router import Settings, is_loopback, load_settings
 from router.logs import configure_logging
 from router.policy.cli import router_app
 
@@ -55,6 +56,13 @@ def serve(
         Optional[bool],
         typer.Option("--local-member/--no-local-member", help="start a local cloud member when none is configured"),
     ] = None,
+    insecure_no_auth: Annotated[
+        bool,
+        typer.Option(
+            "--insecure-no-auth",
+            help="serve a non-loopback address with no keys: anyone who reaches it uses the node and reads every tenant's data",
+        ),
+    ] = False,
 ) -> None:
     """Serve the OpenAI-compatible API (and the dashboard)."""
     import uvicorn
@@ -63,11 +71,26 @@ def serve(
     server = settings.server.model_copy(
         update={k: v for k, v in {"host": host, "port": port}.items() if v is not None}
     )
+    exposed = not server.auth_enabled and not is_loopback(server.host)
+    if exposed and not insecure_no_auth:
+        typer.echo(
+            f"error: refusing to serve {server.host} with no API keys: anyone who can reach it could use "
+            "the node and read every tenant's prompts on the dashboard. Configure keys "
+            "(server.api_keys, server.operator_keys; EDGEROUTE_SERVER__OPERATOR_KEYS), bind 127.0.0.1, "
+            "or pass --insecure-no-auth.",
+            err=True,
+        )
+        raise typer.Exit(2)
     cloud = settings.cloud
     if local_member is not None:
         cloud = cloud.model_copy(update={"local_member": local_member})
     settings = settings.model_copy(update={"server": server, "cloud": cloud})
     configure_logging(log_level, log_format.value)
+    if exposed:
+        logging.getLogger("edgeroute").warning(
+            "--insecure-no-auth: serving %s with no API keys; anyone who can reach it has every tenant's data",
+            server.host,
+        )
     # uvicorn keeps its hands off logging (log_config=None): its lines go through the root handler
     # above; no access log, since the node writes its own line per request.
     # An open dashboard tab holds an SSE connection; do not let it block shutdown.
