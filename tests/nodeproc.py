@@ -6,15 +6,12 @@ import os
 import signal
 import subprocess
 import sys
-import time
 from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
-import httpx
-
-from tests.servers import free_port
+from tests.servers import free_port, wait_ready
 
 REPO = Path(__file__).resolve().parent.parent
 # This checkout's code whatever the virtualenv's editable install points at.
@@ -64,18 +61,10 @@ def node_process(
         )
     node = NodeProcess(proc, f"http://127.0.0.1:{port}", log_path)
     try:
-        deadline = time.monotonic() + timeout
-        while True:
-            if proc.poll() is not None:
-                raise RuntimeError(f"the node exited with {proc.returncode}:\n{node.log()}")
-            try:
-                if httpx.get(node.base + "/healthz", timeout=2).status_code == 200:
-                    break
-            except httpx.HTTPError:
-                pass
-            if time.monotonic() > deadline:
-                raise TimeoutError(f"the node did not answer /healthz within {timeout} s:\n{node.log()}")
-            time.sleep(0.2)
+        try:
+            wait_ready(node.base + "/healthz", lambda: proc.poll() is None, timeout, "the node")
+        except (RuntimeError, TimeoutError) as exc:
+            raise RuntimeError(f"{exc}; its log:\n{node.log()}") from None
         yield node
     finally:
         if proc.poll() is None:
