@@ -24,6 +24,7 @@ from pathlib import Path
 import httpx
 
 from models import EDGE_DEFAULT
+from models.files import private_file
 
 from .config import MemberSettings
 from .errors import LocalMemberError
@@ -78,7 +79,7 @@ class ServerProcess:
         """Start the process (its own session and process group); returns at once."""
         if self.alive():
             return
-        out = self.log_path.open("ab") if self.log_path is not None else None
+        out = private_file(self.log_path).open("ab") if self.log_path is not None else None
         try:
             self.proc = subprocess.Popen(
                 self.argv,

@@ -15,4 +15,4 @@ from .plugin import DashboardPlugin
 
 def create_app(settings: Settings) -> Litestar:
     """The API, the dashboard and ``GET /metrics`` on one app (what `edgeroute serve` runs)."""
-    return create_api_app(settings, plugins=[DashboardPlugin(settings.telemetry, api_keys=settings.server.api_keys)])
+    return create_api_app(settings, plugins=[DashboardPlugin(settings.telemetry, server=settings.server)])

@@ -1,12 +1,18 @@
-"""Who may see the dashboard and ``/metrics``: the node's API keys, as a bearer header or a cookie.
+"""Who may see the dashboard and ``/metrics``: the node's operators, never a tenant.
 
-With no keys configured nothing is checked (the node binds to 127.0.0.1 by default). With keys,
-a request passes when it carries ``Authorization: Bearer <key>`` (Prometheus, curl) or the
-session cookie the login form sets. The cookie never holds the key itself: it is
-``<expiry>.<HMAC-SHA256(key, expiry)>``, so it expires on its own, and removing a key from the
-settings ends every session made with it at the next restart. It is HttpOnly (page scripts
-cannot read it) and SameSite=Strict (no other site can make the browser send it), and browsers
-send it with ``EventSource``, which cannot set headers.
+The dashboard shows every tenant's prompts, answers and cache entries, so it is operator-only:
+a request passes when it carries an operator key (``server.operator_keys``) as
+``Authorization: Bearer <key>`` (Prometheus, curl) or the session cookie the login form gives
+for one. A tenant key (``server.api_keys``) is refused with 403 everywhere here, whichever
+tenant's data the page or fragment holds; no key or a wrong one is a 401 (pages: the login
+form). With no keys configured at all nothing is checked (the node then binds only to
+loopback unless told otherwise).
+
+The cookie never holds the key: it is ``<expiry>.<HMAC-SHA256(key digest, expiry)>``, so it
+expires on its own, and removing a key from the settings ends every session made with it at the
+next restart. It is HttpOnly (page scripts cannot read it) and SameSite=Strict (no other site
+can make the browser send it), and browsers send it with ``EventSource``, which cannot set
+headers.
 """
 
 from __future__ import annotations
@@ -14,17 +20,21 @@ from __future__ import annotations
 import hashlib
 import hmac
 import time
-from collections.abc import Collection
 from typing import Any
 from urllib.parse import quote, urlsplit
 
 from litestar import MediaType, Request, Response
 from litestar.connection import ASGIConnection
 from litestar.datastructures import Cookie
-from litestar.exceptions import NotAuthorizedException
+from litestar.exceptions import NotAuthorizedException, PermissionDeniedException
 from litestar.handlers.base import BaseRouteHandler
 from litestar.response import Redirect
 from litestar.types import ExceptionHandlersMap, Guard
+
+from models.keys import KeyTable, Principal
+from models.openai import bearer_token
+
+from .attempts import AttemptLimiter
 
 COOKIE = "edgeroute_dashboard"
 SESSION_TTL_S = 12 * 3600
@@ -34,6 +44,10 @@ PUBLIC = "dashboard_public"
 PAGE = "dashboard_page"
 # The same words /v1 answers with, so clients see one kind of auth error from the node.
 MESSAGE = "invalid or missing API key"
+OPERATOR_ONLY = (
+    "the dashboard and /metrics need an operator key (server.operator_keys); "
+    "a tenant key reaches its own tenant's data through /v1 only"
+)
 
 
 class DashboardAuthError(NotAuthorizedException):
@@ -48,68 +62,83 @@ class LoginRequired(DashboardAuthError):
         self.login_url = login_url
 
 
-class DashboardAuth:
-    """The key check shared by the dashboard's routes, ``/metrics`` and the login form."""
+class OperatorRequired(PermissionDeniedException):
+    """A valid tenant key where only an operator's will do: 403 with an OpenAI-style error body."""
 
-    __slots__ = ("_keys", "cookie_name", "ttl_s")
+
+class DashboardAuth:
+    """The operator check shared by the dashboard's routes, ``/metrics`` and the login form."""
+
+    __slots__ = ("cookie_name", "keys", "login_attempts", "ttl_s")
 
     def __init__(
-        self, keys: Collection[str] = (), *, ttl_s: int = SESSION_TTL_S, cookie_name: str = COOKIE
+        self,
+        keys: KeyTable | None = None,
+        *,
+        login_attempts_per_minute: int = 10,
+        ttl_s: int = SESSION_TTL_S,
+        cookie_name: str = COOKIE,
     ) -> None:
-        # Only the keys matter here; a mapping (key -> tenant) gives its keys.
-        self._keys = tuple(k.encode() for k in keys if k)
+        self.keys = keys or KeyTable()
+        self.login_attempts = AttemptLimiter(login_attempts_per_minute, 60.0)
         self.ttl_s = ttl_s
         self.cookie_name = cookie_name
 
     @property
     def enabled(self) -> bool:
-        return bool(self._keys)
-
-    def valid_key(self, key: str) -> bool:
-        candidate = key.encode()
-        found = False
-        for known in self._keys:
-            # No early exit: the time taken does not tell how much of a key matched, or which.
-            found |= hmac.compare_digest(candidate, known)
-        return found
+        return self.keys.enabled
 
     @staticmethod
-    def _mac(key: bytes, expires: int) -> str:
-        return hmac.new(key, f"edgeroute-dashboard:{expires}".encode(), hashlib.sha256).hexdigest()
+    def _mac(secret: bytes, expires: int) -> str:
+        return hmac.new(secret, f"edgeroute-dashboard:{expires}".encode(), hashlib.sha256).hexdigest()
 
-    def session_value(self, key: str, now: float | None = None) -> str:
-        """The cookie value for a valid ``key``, good for ``ttl_s`` from ``now``."""
+    def session_value(self, operator: Principal, now: float | None = None) -> str:
+        """The cookie value for an operator, good for ``ttl_s`` from ``now``."""
+        if not operator.operator:
+            raise ValueError("only an operator gets a dashboard session")
         expires = int((time.time() if now is None else now) + self.ttl_s)
-        return f"{expires}.{self._mac(key.encode(), expires)}"
+        return f"{expires}.{self._mac(operator.digest, expires)}"
 
-    def valid_session(self, value: str, now: float | None = None) -> bool:
+    def valid_session(self, value: str, now: float | None = None) -> Principal | None:
+        """The operator whose session ``value`` is, while it has not expired; else None."""
         expires_text, _, mac = value.partition(".")
         if not expires_text.isdigit() or not mac:
-            return False
+            return None
         expires = int(expires_text)
         if expires <= (time.time() if now is None else now):
-            return False
-        found = False
-        for known in self._keys:
-            found |= hmac.compare_digest(mac, self._mac(known, expires))
+            return None
+        found: Principal | None = None
+        for operator in self.keys.operators:
+            # No early exit: the time taken does not tell which operator's session it was.
+            if hmac.compare_digest(mac, self._mac(operator.digest, expires)):
+                found = operator
         return found
 
-    def allows(self, connection: ASGIConnection[Any, Any, Any, Any]) -> bool:
-        """True when no key is configured, or the request carries a valid one."""
-        if not self._keys:
-            return True
-        header = connection.headers.get("authorization")
-        if header is not None:
+    def principal(self, connection: ASGIConnection[Any, Any, Any, Any]) -> Principal | None:
+        """Who the request is: its bearer key's principal, else its session's operator, else None."""
+        if "authorization" in connection.headers:
             # A header decides alone: a wrong bearer key is not rescued by a cookie.
-            scheme, _, token = header.partition(" ")
-            return scheme.lower() == "bearer" and self.valid_key(token.strip())
+            token = bearer_token(connection)
+            return self.keys.lookup(token) if token else None
         cookie = connection.cookies.get(self.cookie_name)
-        return cookie is not None and self.valid_session(cookie)
+        return self.valid_session(cookie) if cookie else None
+
+    def allows(self, connection: ASGIConnection[Any, Any, Any, Any]) -> bool:
+        """True when no key is configured, or the request is an operator's."""
+        if not self.keys.enabled:
+            return True
+        who = self.principal(connection)
+        return who is not None and who.operator
 
     async def guard(self, connection: ASGIConnection[Any, Any, Any, Any], handler: BaseRouteHandler) -> None:
         """Litestar guard; async so Litestar does not hop to a worker thread for it."""
-        if handler.opt.get(PUBLIC) or self.allows(connection):
+        if handler.opt.get(PUBLIC) or not self.keys.enabled:
             return
+        who = self.principal(connection)
+        if who is not None:
+            if who.operator:
+                return
+            raise OperatorRequired(OPERATOR_ONLY)
         # Guards see websockets too (the dashboard has none); only an HTTP GET is a page load.
         method = connection.method if isinstance(connection, Request) else None
         is_navigation = method == "GET" and "hx-request" not in connection.headers
@@ -119,12 +148,12 @@ class DashboardAuth:
 
     def guards(self) -> list[Guard]:
         """The guards to put on a layer: none at all when no key is configured."""
-        return [self.guard] if self._keys else []
+        return [self.guard] if self.keys.enabled else []
 
-    def cookie(self, key: str, *, secure: bool) -> Cookie:
+    def cookie(self, operator: Principal, *, secure: bool) -> Cookie:
         return Cookie(
             key=self.cookie_name,
-            value=self.session_value(key),
+            value=self.session_value(operator),
             # "/" so the same login also opens /metrics in the browser; /v1 ignores cookies.
             path="/",
             max_age=self.ttl_s,
@@ -166,10 +195,15 @@ def _unauthorized(_: Request[Any, Any, Any], exc: DashboardAuthError) -> Respons
     )
 
 
+def _operator_required(_: Request[Any, Any, Any], exc: OperatorRequired) -> Response[Any]:
+    error = {"message": exc.detail, "type": "permission_error", "param": None, "code": "operator_key_required"}
+    return Response({"error": error}, status_code=403, media_type=MediaType.JSON)
+
+
 def _to_login(_: Request[Any, Any, Any], exc: LoginRequired) -> Response[Any]:
     return Redirect(exc.login_url, status_code=303)
 
 
 def exception_handlers() -> ExceptionHandlersMap:
     """For the guarded layers, so the answer does not depend on the app's own error handlers."""
-    return {DashboardAuthError: _unauthorized, LoginRequired: _to_login}
+    return {DashboardAuthError: _unauthorized, LoginRequired: _to_login, OperatorRequired: _operator_required}

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import asyncio
 import json
+import logging
+import tempfile
 from enum import Enum
 from pathlib import Path
 from typing import Annotated, Optional
@@ -14,10 +16,12 @@ from cloud import register_prepare_steps
 from cloud.cli import cloud_app
 from edge.cli import cache_app
 from models import EdgerouteError, prepare, registry
-from router import Settings, load_settings
+from router import Settings, is_loopback, load_settings
+from router.faults import run_faults
 from router.loadgen import LoadConfig, run_load, table
 from router.logs import configure_logging
 from router.policy.cli import router_app
+from router.server import serve as run_server
 
 from .app import create_app
 
@@ -59,19 +63,39 @@ def serve(
         Optional[bool],
         typer.Option("--local-member/--no-local-member", help="start a local cloud member when none is configured"),
     ] = None,
+    insecure_no_auth: Annotated[
+        bool,
+        typer.Option(
+            "--insecure-no-auth",
+            help="serve a non-loopback address with no keys: anyone who reaches it uses the node and reads every tenant's data",
+        ),
+    ] = False,
 ) -> None:
     """Serve the OpenAI-compatible API (and the dashboard). SIGTERM drains: see docs/usage.md."""
-    from router.server import serve as run_server
-
     settings = _settings(config, data_dir)
     server = settings.server.model_copy(
         update={k: v for k, v in {"host": host, "port": port}.items() if v is not None}
     )
+    exposed = not server.auth_enabled and not is_loopback(server.host)
+    if exposed and not insecure_no_auth:
+        typer.echo(
+            f"error: refusing to serve {server.host} with no API keys: anyone who can reach it could use "
+            "the node and read every tenant's prompts on the dashboard. Configure keys "
+            "(server.api_keys, server.operator_keys; EDGEROUTE_SERVER__OPERATOR_KEYS), bind 127.0.0.1, "
+            "or pass --insecure-no-auth.",
+            err=True,
+        )
+        raise typer.Exit(2)
     cloud = settings.cloud
     if local_member is not None:
         cloud = cloud.model_copy(update={"local_member": local_member})
     settings = settings.model_copy(update={"server": server, "cloud": cloud})
     configure_logging(log_level, log_format.value)
+    if exposed:
+        logging.getLogger("edgeroute").warning(
+            "--insecure-no-auth: serving %s with no API keys; anyone who can reach it has every tenant's data",
+            server.host,
+        )
     # uvicorn keeps its hands off logging (its lines go through the root handler above); no
     # access log, since the node writes its own line per request.
     run_server(create_app(settings), server, log_level=log_level)
@@ -90,10 +114,6 @@ def bench_faults(
 ) -> None:
     """Streams through a node whose members fail, die and come back: every stream must end with
     one [DONE] and at most max_tokens tokens (exit 1 otherwise)."""
-    import tempfile
-
-    from router.faults import run_faults
-
     with tempfile.TemporaryDirectory(prefix="edgeroute-faults-") as tmp:
         report = run_faults(
             requests=requests, concurrency=concurrency, members=members, max_tokens=max_tokens,

@@ -1,4 +1,4 @@
-"""The login form: trade an API key for the dashboard's session cookie (see auth.py)."""
+"""The login form: trade an operator key for the dashboard's session cookie (see auth.py)."""
 
 from __future__ import annotations
 
@@ -15,6 +15,11 @@ Req = Request[Any, Any, State]
 
 AUTH_OPT = "dashboard_auth"
 WRONG_KEY = "That key is not one of this node's API keys."
+TENANT_KEY = (
+    "That is a tenant key. The dashboard shows every tenant's traffic, so it takes an operator key "
+    "(server.operator_keys)."
+)
+NO_OPERATORS = "This node has no operator keys (server.operator_keys): the dashboard is closed."
 
 
 def auth_of(request: Req) -> DashboardAuth:
@@ -26,11 +31,14 @@ def _base(request: Req) -> str:
     return str(request.route_handler.opt["dashboard_base"])
 
 
-def _form(base: str, target: str, error: str | None, status: int) -> Response[str]:
+def _form(
+    base: str, target: str, error: str | None, status: int, headers: dict[str, str] | None = None
+) -> Response[str]:
     html = render("login.html", base=base, static=f"{base}/static", next=target, error=error)
     # No cache: a shared cache must not keep a page that says whether a key was refused.
-    headers = {"cache-control": "no-store"}
-    return Response(html, status_code=status, media_type=MediaType.HTML, headers=headers)
+    return Response(
+        html, status_code=status, media_type=MediaType.HTML, headers={"cache-control": "no-store", **(headers or {})}
+    )
 
 
 @get("/login", name="dashboard:login", opt={PUBLIC: True})
@@ -39,7 +47,7 @@ async def login_form(request: Req, next: str = "") -> Response[Any]:
     target = safe_next(next, base)
     if not auth.enabled or auth.allows(request):
         return Redirect(target, status_code=303)
-    return _form(base, target, None, 200)
+    return _form(base, target, None if auth.keys.operators else NO_OPERATORS, 200)
 
 
 @post("/login", name="dashboard:login-submit", opt={PUBLIC: True}, status_code=303)
@@ -49,11 +57,18 @@ async def login_submit(request: Req) -> Response[Any]:
     target = safe_next(str(form.get("next") or ""), base)
     if not auth.enabled:
         return Redirect(target, status_code=303)
-    key = str(form.get("key") or "").strip()
-    if not auth.valid_key(key):
+    # Counted before the key is looked at: past the limit, not even a right key gets in.
+    wait = auth.login_attempts.attempt(request.client.host if request.client else "")
+    if wait:
+        message = f"Too many login attempts from your address. Try again in {wait} s."
+        return _form(base, target, message, 429, {"retry-after": str(wait)})
+    who = auth.keys.lookup(str(form.get("key") or "").strip())
+    if who is None:
         return _form(base, target, WRONG_KEY, 401)
+    if not who.operator:
+        return _form(base, target, TENANT_KEY, 403)
     # 303: the browser follows with a GET, and a reload does not post the key again.
-    return Redirect(target, status_code=303, cookies=[auth.cookie(key, secure=request.url.scheme == "https")])
+    return Redirect(target, status_code=303, cookies=[auth.cookie(who, secure=request.url.scheme == "https")])
 
 
 @post("/logout", name="dashboard:logout", opt={PUBLIC: True}, status_code=303)

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Collection
+import logging
 from pathlib import Path
 
 from litestar import Router
@@ -12,12 +12,15 @@ from litestar.plugins import InitPlugin
 from litestar.static_files import create_static_files_router
 from litestar.types import Guard
 
+from router import ServerSettings
 from router.telemetry import TelemetrySettings, metrics_handler
 
 from .auth import PUBLIC, DashboardAuth, exception_handlers
 from .live import events
 from .login import AUTH_OPT, login_form, login_submit, logout
 from .pages import DashboardController
+
+log = logging.getLogger(__name__)
 
 STATIC = Path(__file__).parent / "static"
 
@@ -60,7 +63,7 @@ def dashboard_router(
 
 
 def metrics_router(auth: DashboardAuth | None = None) -> Router:
-    """``GET /metrics``, behind the same keys as the dashboard (scrapers send a bearer key)."""
+    """``GET /metrics``, for operators like the dashboard (scrapers send an operator bearer key)."""
     auth = auth or DashboardAuth()
     return Router(
         path="/",
@@ -74,11 +77,11 @@ def metrics_router(auth: DashboardAuth | None = None) -> Router:
 class DashboardPlugin(InitPlugin):
     """Adds ``GET /metrics`` and, when enabled, the dashboard to the app being built.
 
-    ``Litestar(..., plugins=[DashboardPlugin(settings.telemetry, api_keys=settings.server.api_keys)])``.
-    With ``api_keys`` (any collection of keys; a key -> tenant mapping works) every dashboard
-    route and ``/metrics`` need one of them, as a bearer header or the login form's cookie;
-    without, both are open (the node binds to 127.0.0.1 by default). ``guards`` are extra guards
-    on the dashboard's routes.
+    ``Litestar(..., plugins=[DashboardPlugin(settings.telemetry, server=settings.server)])``.
+    With keys in ``server`` every dashboard route and ``/metrics`` need an operator key, as a
+    bearer header or the login form's cookie (a tenant key gets 403); with no keys at all both
+    are open (the node binds to loopback unless told otherwise). ``guards`` are extra guards on
+    the dashboard's routes.
     """
 
     __slots__ = ("auth", "guards", "settings")
@@ -87,14 +90,17 @@ class DashboardPlugin(InitPlugin):
         self,
         settings: TelemetrySettings | None = None,
         *,
-        api_keys: Collection[str] = (),
+        server: ServerSettings | None = None,
         guards: list[Guard] | None = None,
     ) -> None:
         self.settings = settings or TelemetrySettings()
-        self.auth = DashboardAuth(api_keys)
+        server = server or ServerSettings()
+        self.auth = DashboardAuth(server.key_table(), login_attempts_per_minute=server.login_attempts_per_minute)
         self.guards = guards
 
     def on_app_init(self, app_config: AppConfig) -> AppConfig:
+        if self.auth.enabled and not self.auth.keys.operators:
+            log.warning("no operator key (server.operator_keys): the dashboard and /metrics refuse every key")
         app_config.route_handlers.append(metrics_router(self.auth))
         if self.settings.dashboard.enabled:
             app_config.route_handlers.append(

@@ -4,7 +4,7 @@ from .app import create_api_app
 from .errors import AuthenticationError, ConfigError, InvalidRequestError, NoCapacityError, RouterError
 from .node import Node
 from .pipeline import RequestContext
-from .settings import Settings, load_settings
+from .settings import ServerSettings, Settings, is_loopback, load_settings
 
 __all__ = [
     "AuthenticationError",
@@ -14,7 +14,9 @@ __all__ = [
     "NoCapacityError",
     "RequestContext",
     "RouterError",
+    "ServerSettings",
     "Settings",
     "create_api_app",
+    "is_loopback",
     "load_settings",
 ]

@@ -38,6 +38,8 @@ _NOT_IN_KEY = {"cache", "private", "user", "stream", "stream_options", "n", "met
 # A client's own request id is kept when it looks like one (it goes into logs and upstream headers).
 _REQUEST_ID = re.compile(r"[A-Za-z0-9._:-]{1,128}")
 REQUEST_ID_HEADER = "x-request-id"
+# The OpenAPI security scheme of /v1 (defined on the app: router.app.BEARER_SCHEME).
+BEARER = "bearer"
 
 
 def _flag(value: str | None) -> bool | None:
@@ -156,6 +158,7 @@ class OpenAIController(Controller):
     path = "/v1"
     tags = ["openai"]
     guards = [request_id_guard, api_key_guard]
+    security = [{BEARER: []}]
 
     @post(
         "/chat/completions",

@@ -9,12 +9,13 @@ from typing import Any
 from litestar import Litestar, Request
 from litestar.datastructures import State
 from litestar.openapi import OpenAPIConfig
+from litestar.openapi.spec import Components, SecurityScheme
 from litestar.plugins import PluginProtocol
 
 from models.openai import API_KEYS, exception_handlers
 
 from .admission import AdmissionMiddleware, Drain
-from .api import REQUEST_ID_HEADER, OpenAIController, healthz
+from .api import BEARER, REQUEST_ID_HEADER, OpenAIController, healthz
 from .node import open_node
 from .pipeline import Routing
 from .settings import Settings
@@ -30,6 +31,18 @@ def _route_headers(request: Request[Any, Any, Any], reason: str) -> dict[str, st
     if rid:
         headers[REQUEST_ID_HEADER] = rid
     return headers
+
+
+# /v1 names it (``security`` on the controller); /healthz needs no key.
+BEARER_SCHEME = SecurityScheme(
+    type="http",
+    scheme="bearer",
+    description=(
+        "An API key: a tenant key (server.api_keys) reaches its own tenant's data, an operator key "
+        "(server.operator_keys) every tenant's (naming one in x-edgeroute-tenant). Required whenever "
+        "the node has keys; a missing or wrong one is a 401."
+    ),
+)
 
 
 def create_api_app(settings: Settings, *, plugins: Sequence[PluginProtocol] = ()) -> Litestar:
@@ -57,9 +70,14 @@ def create_api_app(settings: Settings, *, plugins: Sequence[PluginProtocol] = ()
         plugins=list(plugins),
         lifespan=[lifespan],
         middleware=[admission],
-        state=State({API_KEYS: dict(settings.server.api_keys), "drain": drain}),
+        state=State({API_KEYS: settings.server.key_table(), "drain": drain}),
         exception_handlers=exception_handlers(_route_headers),
-        openapi_config=OpenAPIConfig(title="edgeroute", version="0.1.0", path="/openapi"),
+        openapi_config=OpenAPIConfig(
+            title="edgeroute",
+            version="0.1.0",
+            path="/openapi",
+            components=Components(security_schemes={BEARER: BEARER_SCHEME}),
+        ),
         request_max_body_size=settings.server.max_body_bytes,
         # The node owns logging (router.logs.configure_logging at `serve`): Litestar's default
         # would replace the root handler with its own queue listener, dropping the chosen format.

@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from cloud import CloudPool, PoolEvent, open_pool
 from edge import EdgeCache, Embedder, LlamaEngine
 from models import resolve
+from models.files import private_dir
 
 from .limits import RateLimiter
 from .policy import ComplexityClassifier, Policy, PrivacyDetector, build_policy, load_classifier
@@ -60,7 +61,7 @@ class Node:
 @asynccontextmanager
 async def open_node(settings: Settings) -> AsyncIterator[Node]:
     """Every resource of the node, opened in order and closed in reverse, whatever happens."""
-    settings.data_dir.mkdir(parents=True, exist_ok=True)
+    private_dir(settings.data_dir)
     spec = resolve(settings.edge.model, settings.models_dir)
     policy = build_policy(settings.routing)
     async with AsyncExitStack() as stack:

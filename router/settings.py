@@ -2,13 +2,18 @@
 
 from __future__ import annotations
 
+import ipaddress
+import json
 import os
+import re
+import socket
 from pathlib import Path
-from typing import Any
+from typing import Annotated, Any
 
-from pydantic import BaseModel, Field, ValidationError
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 from pydantic_settings import (
     BaseSettings,
+    NoDecode,
     PydanticBaseSettingsSource,
     SettingsConfigDict,
     TomlConfigSettingsSource,
@@ -17,6 +22,7 @@ from pydantic_settings import (
 from cloud import PoolSettings
 from edge import CacheSettings, EdgeSettings
 from models import default_models_dir
+from models.keys import KeyTable, as_digest
 
 from .errors import ConfigError
 from .limits import LimitSettings
@@ -31,10 +37,26 @@ def default_data_dir() -> Path:
 
 
 class ServerSettings(BaseModel):
+    """How the node listens and who may use it.
+
+    Keys are held as ``sha256:<hex>`` digests from the moment they load (a file may hold the
+    digests itself): the settings never keep, print or log a key. No key at all: nothing is
+    checked, and `edgeroute serve` refuses a non-loopback address unless told otherwise.
+    """
+
+    # A misspelt field here (``apikeys``) must not leave a node open without a word.
+    model_config = ConfigDict(extra="forbid")
+
     host: str = "127.0.0.1"
     port: int = Field(8080, ge=0, le=65535)
-    # API key -> tenant. Empty: no key is required and the tenant comes from x-edgeroute-tenant.
+    # Tenant key (or its sha256:<hex> digest) -> tenant: the key reaches that tenant's data only.
+    # No keys at all: no key is required and the tenant comes from x-edgeroute-tenant.
     api_keys: dict[str, str] = Field(default_factory=dict)
+    # Operator keys (or digests): every tenant's data, the dashboard and /metrics. A list, or
+    # in the environment a comma-separated string (EDGEROUTE_SERVER__OPERATOR_KEYS=k1,k2).
+    operator_keys: Annotated[list[str], NoDecode] = Field(default_factory=list)
+    # Dashboard login attempts per client address per minute; 0: no limit.
+    login_attempts_per_minute: int = Field(10, ge=0)
     max_body_bytes: int = Field(4 * 1024 * 1024, ge=1024)
     # A client must send its whole body within this (slowloris); 408 after it.
     body_timeout_s: float = Field(30.0, gt=0)
@@ -44,6 +66,47 @@ class ServerSettings(BaseModel):
     keep_alive_s: float = Field(5.0, gt=0)
     # On SIGTERM: in-flight requests may finish within this; the rest end with an error event.
     drain_s: float = Field(30.0, ge=0)
+
+    @field_validator("api_keys")
+    @classmethod
+    def _hash_api_keys(cls, value: dict[str, str]) -> dict[str, str]:
+        if any(not key for key in value):
+            raise ValueError("an API key may not be empty")
+        if any(not tenant.strip() for tenant in value.values()):
+            raise ValueError("every API key needs a tenant name")
+        return {as_digest(key): tenant for key, tenant in value.items()}
+
+    @field_validator("operator_keys", mode="before")
+    @classmethod
+    def _split_operator_keys(cls, value: Any) -> Any:
+        if isinstance(value, str):
+            if value.lstrip().startswith("["):
+                try:
+                    return json.loads(value)
+                except ValueError:
+                    raise ValueError("operator_keys is neither a JSON list nor comma-separated keys") from None
+            return [k.strip() for k in value.split(",") if k.strip()]
+        return value
+
+    @field_validator("operator_keys")
+    @classmethod
+    def _hash_operator_keys(cls, value: list[str]) -> list[str]:
+        if any(not key for key in value):
+            raise ValueError("an operator key may not be empty")
+        return sorted({as_digest(key) for key in value})
+
+    @model_validator(mode="after")
+    def _roles_apart(self) -> ServerSettings:
+        if set(self.api_keys) & set(self.operator_keys):
+            raise ValueError("a key is both a tenant key (api_keys) and an operator key (operator_keys)")
+        return self
+
+    @property
+    def auth_enabled(self) -> bool:
+        return bool(self.api_keys or self.operator_keys)
+
+    def key_table(self) -> KeyTable:
+        return KeyTable.of(self.api_keys, self.operator_keys)
 
 
 class Settings(BaseSettings):
@@ -82,6 +145,44 @@ class Settings(BaseSettings):
         return tuple(sources)
 
 
+# Fields whose names (dict keys) or items are keys: never shown in an error.
+_KEY_FIELDS = frozenset({"api_keys", "operator_keys"})
+# An unknown name is shown when it looks like a setting (snake_case words), else it may be a key.
+_SETTING_NAME = re.compile(r"[a-z]+(_[a-z0-9]+)*")
+
+
+def describe_errors(exc: ValidationError) -> str:
+    """One line per error, ``where: what``, without the values (a key must never be printed)."""
+    lines = []
+    for err in exc.errors(include_url=False, include_context=False, include_input=False):
+        where: list[str] = []
+        last = len(err["loc"]) - 1
+        for i, part in enumerate(err["loc"]):
+            text = str(part)
+            if where and where[-1] in _KEY_FIELDS and not isinstance(part, int):
+                text = "<key>"
+            elif err["type"] == "extra_forbidden" and i == last:
+                text = text if len(text) <= 40 and _SETTING_NAME.fullmatch(text) else "<a name not shown>"
+            where.append(text)
+        lines.append(f"  {'.'.join(where) or 'settings'}: {err['msg']}")
+    return "\n".join(lines)
+
+
+def is_loopback(host: str) -> bool:
+    """Whether ``host`` only reaches this machine (127.0.0.0/8, ::1, or a name resolving only there)."""
+    try:
+        return ipaddress.ip_address(host.strip("[]")).is_loopback
+    except ValueError:
+        pass
+    if not host:
+        return False  # the empty host is every interface
+    try:
+        infos = socket.getaddrinfo(host, None)
+    except OSError:
+        return False
+    return bool(infos) and all(ipaddress.ip_address(info[4][0]).is_loopback for info in infos)
+
+
 def load_settings(config_file: Path | str | None = None, **overrides: Any) -> Settings:
     """Build settings; ``overrides`` win over the file, which wins over the environment."""
     cls: type[Settings] = Settings
@@ -98,9 +199,12 @@ def load_settings(config_file: Path | str | None = None, **overrides: Any) -> Se
     try:
         settings = cls(**clean)
     except ValidationError as exc:
-        raise ConfigError(f"invalid settings: {exc}") from exc
-    except ValueError as exc:  # tomllib.TOMLDecodeError is a ValueError
-        raise ConfigError(f"invalid config file {config_file}: {exc}") from exc
+        # Not str(exc): pydantic prints each wrong value, and a key is a value (or a name).
+        raise ConfigError(f"invalid settings:\n{describe_errors(exc)}") from None
+    except ValueError as exc:  # tomllib.TOMLDecodeError, and pydantic-settings' SettingsError
+        # Neither quotes the value it could not read (a line and column, or a field's name).
+        where = f"config file {config_file}" if config_file is not None else "settings"
+        raise ConfigError(f"invalid {where}: {exc}") from None
     # The policy registry is the one place that knows the valid names: fail here, before a model loads.
     build_policy(settings.routing)
     return settings

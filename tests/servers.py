@@ -5,7 +5,7 @@ from __future__ import annotations
 import socket
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from typing import Any
 
@@ -19,6 +19,22 @@ def free_port() -> int:
         return int(sock.getsockname()[1])
 
 
+def wait_ready(url: str, alive: Callable[[], bool], timeout: float, what: str = "the server") -> None:
+    """Return once ``url`` answers 200; raise when ``alive()`` turns False or ``timeout`` passes."""
+    deadline = time.monotonic() + timeout
+    while True:
+        if not alive():
+            raise RuntimeError(f"{what} stopped during start-up")
+        try:
+            if httpx.get(url, timeout=2).status_code == 200:
+                return
+        except httpx.HTTPError:
+            pass
+        if time.monotonic() > deadline:
+            raise TimeoutError(f"{what} not ready after {timeout}s")
+        time.sleep(0.1)
+
+
 @contextmanager
 def serve_app(app: Any, ready_path: str = "/healthz", timeout: float = 120.0) -> Iterator[str]:
     """Run ``app`` under uvicorn in a thread; yield its base URL once ``ready_path`` answers 200."""
@@ -28,19 +44,8 @@ def serve_app(app: Any, ready_path: str = "/healthz", timeout: float = 120.0) ->
     thread = threading.Thread(target=server.run, name=f"uvicorn-{port}", daemon=True)
     thread.start()
     base = f"http://127.0.0.1:{port}"
-    deadline = time.monotonic() + timeout
     try:
-        while True:
-            if not thread.is_alive():
-                raise RuntimeError("the server thread died during start-up")
-            try:
-                if httpx.get(base + ready_path, timeout=2).status_code == 200:
-                    break
-            except httpx.HTTPError:
-                pass
-            if time.monotonic() > deadline:
-                raise TimeoutError(f"server not ready after {timeout}s")
-            time.sleep(0.1)
+        wait_ready(base + ready_path, thread.is_alive, timeout, "the server thread")
         yield base
     finally:
         server.should_exit = True

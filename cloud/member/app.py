@@ -16,6 +16,7 @@ from litestar.datastructures import State
 from litestar.response import Stream
 
 from models import Usage
+from models.keys import KeyTable
 from models.openai import API_KEYS, ChunkWriter, Kind, api_key_guard, error_body, exception_handlers
 
 from ..config import MemberServerSettings
@@ -114,7 +115,7 @@ def create_member_app(
 
     return Litestar(
         route_handlers=[chat, completions, list_models, health, prometheus],
-        state=State({API_KEYS: {settings.api_key: "default"} if settings.api_key else {}}),
+        state=State({API_KEYS: KeyTable.of({settings.api_key: "default"} if settings.api_key else {})}),
         exception_handlers=exception_handlers(),
         openapi_config=None,
     )

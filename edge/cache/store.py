@@ -22,6 +22,8 @@ import pysqlite3 as sqlite3
 import sqlite_utils
 import sqlite_vec
 
+from models.files import private_file
+
 from ..errors import CacheError
 from .index import DIM, IvfIndex
 from .migrations import migrate
@@ -69,7 +71,7 @@ class NewEntry:
 def connect(path: Path) -> sqlite3.Connection:
     """A connection with sqlite-vec loaded and the durability pragmas set."""
     try:
-        path.parent.mkdir(parents=True, exist_ok=True)
+        private_file(path, sqlite=True)  # prompts and answers: the operator's eyes only
         conn = sqlite3.connect(str(path), timeout=30.0, check_same_thread=False)
         conn.enable_load_extension(True)
         sqlite_vec.load(conn)

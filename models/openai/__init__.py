@@ -15,6 +15,7 @@ from typing import Any
 _WHERE = {
     "API_KEYS": "auth",
     "api_key_guard": "auth",
+    "bearer_token": "auth",
     "error_body": "errors",
     "exception_handlers": "errors",
     "http_status": "errors",

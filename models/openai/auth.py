@@ -8,24 +8,39 @@ from litestar.connection import ASGIConnection
 from litestar.handlers.base import BaseRouteHandler
 
 from ..errors import AuthenticationError
+from ..keys import KeyTable
 
-# The app's state key holding ``{api key: tenant}``; empty: no key is required.
+# The app's state key holding the :class:`models.keys.KeyTable`; an empty one: no key is required.
 API_KEYS = "api_keys"
 TENANT_HEADER = "x-edgeroute-tenant"
+DEFAULT_TENANT = "default"
+
+
+def bearer_token(connection: ASGIConnection[Any, Any, Any, Any]) -> str | None:
+    """The key of ``Authorization: Bearer <key>``, or None without one."""
+    auth = connection.headers.get("authorization", "")
+    return auth[7:].strip() if auth[:7].lower() == "bearer " else None
 
 
 async def api_key_guard(connection: ASGIConnection[Any, Any, Any, Any], _: BaseRouteHandler) -> None:
     """Check the bearer key before the body is read, and put the tenant on ``connection.state``.
 
-    With no keys configured every request passes and names its tenant in ``x-edgeroute-tenant``.
+    A tenant key's requests are its tenant's, whatever they send. An operator key acts for every
+    tenant: it names the one a request is for in ``x-edgeroute-tenant``, as every request does
+    on a node with no keys configured. ``connection.state.operator`` says which it was.
     Async on purpose: Litestar runs a sync guard in a worker thread, a hop on every request.
     """
-    keys: dict[str, str] = connection.app.state.get(API_KEYS) or {}
-    if not keys:
-        connection.state.tenant = connection.headers.get(TENANT_HEADER) or "default"
+    keys: KeyTable | None = connection.app.state.get(API_KEYS)
+    if keys is None or not keys.enabled:
+        connection.state.tenant = connection.headers.get(TENANT_HEADER) or DEFAULT_TENANT
+        connection.state.operator = True
         return
-    auth = connection.headers.get("authorization", "")
-    token = auth[7:].strip() if auth.lower().startswith("bearer ") else None
-    if token is None or token not in keys:
+    token = bearer_token(connection)
+    principal = keys.lookup(token) if token else None
+    if principal is None:
         raise AuthenticationError("invalid or missing API key", code="invalid_api_key")
-    connection.state.tenant = keys[token]
+    connection.state.operator = principal.operator
+    if principal.operator:
+        connection.state.tenant = connection.headers.get(TENANT_HEADER) or DEFAULT_TENANT
+    else:
+        connection.state.tenant = principal.tenant

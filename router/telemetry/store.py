@@ -15,6 +15,8 @@ from typing import Any, Final
 import pysqlite3 as sqlite3
 import sqlite_utils
 
+from models.files import private_file
+
 from .errors import TelemetryError
 from .events import DecisionEvent
 
@@ -90,7 +92,7 @@ def migrate(db: sqlite_utils.Database) -> list[str]:
 def connect(path: Path) -> sqlite_utils.Database:
     """Open (creating if needed) and migrate the log; WAL so readers never block the writer."""
     try:
-        path.parent.mkdir(parents=True, exist_ok=True)
+        private_file(path, sqlite=True)  # prompts and tenants: the operator's eyes only
         conn = sqlite3.connect(str(path), check_same_thread=False, timeout=5.0)
         db = sqlite_utils.Database(conn)
         db.enable_wal()

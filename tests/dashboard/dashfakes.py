@@ -9,7 +9,7 @@ against the real node (real pool members, real cache).
 from __future__ import annotations
 
 import time
-from collections.abc import Collection
+from collections.abc import Collection, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -18,6 +18,7 @@ from litestar import Litestar
 
 from dashboard import DashboardPlugin
 from models import EngineLoad
+from router import ServerSettings
 from router.telemetry import DecisionEvent, Telemetry, TelemetrySettings
 
 
@@ -137,8 +138,14 @@ def event(request_id: str = "req-1", **fields: Any) -> DecisionEvent:
     return DecisionEvent(**base)
 
 
-def fake_app(node: FakeNode, api_keys: Collection[str] = ()) -> Litestar:
-    """The dashboard and /metrics on an app whose ``state.node`` is ``node``, behind ``api_keys``."""
+def fake_app(
+    node: FakeNode,
+    api_keys: Mapping[str, str] | None = None,
+    operator_keys: Collection[str] = (),
+    **server: Any,
+) -> Litestar:
+    """The dashboard and /metrics on an app whose ``state.node`` is ``node``, behind these keys
+    (tenant keys -> tenant, operator keys; ``server``: more of ``ServerSettings``)."""
     settings = node.telemetry.settings if node.telemetry is not None else None
 
     async def attach(app: Litestar) -> None:
@@ -148,5 +155,6 @@ def fake_app(node: FakeNode, api_keys: Collection[str] = ()) -> Litestar:
         if node.telemetry is not None:
             await node.telemetry.aclose()
 
-    plugin = DashboardPlugin(settings, api_keys=api_keys)
+    keys = ServerSettings(api_keys=dict(api_keys or {}), operator_keys=list(operator_keys), **server)
+    plugin = DashboardPlugin(settings, server=keys)
     return Litestar(plugins=[plugin], on_startup=[attach], on_shutdown=[close])

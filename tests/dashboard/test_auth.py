@@ -1,4 +1,5 @@
-"""Dashboard and /metrics behind the node's API keys: bearer header, login form, session cookie."""
+"""Dashboard and /metrics for operators only: bearer header, login form, session cookie; tenant
+keys refused (403) everywhere, the login form limited per client address."""
 
 from __future__ import annotations
 
@@ -13,11 +14,15 @@ from litestar import Litestar
 from litestar.testing import TestClient
 
 from dashboard import DashboardAuth
+from dashboard.attempts import AttemptLimiter
 from dashboard.auth import COOKIE, SESSION_TTL_S, safe_next
 from dashfakes import FakeNode, event, fake_app
 from dashserver import serve
+from models.keys import KeyTable
 
-KEYS = {"sk-ops": "acme", "sk-other": "globex"}
+# Tenant keys (key -> tenant) and the operator's.
+KEYS = {"sk-acme": "acme", "sk-other": "globex"}
+OPERATORS = ["sk-ops"]
 UNAUTHORIZED = {
     "error": {
         "message": "invalid or missing API key",
@@ -38,8 +43,14 @@ FRAGMENTS = (
 
 @pytest.fixture
 def keyed(node: FakeNode) -> Iterator[TestClient[Litestar]]:
-    with TestClient(fake_app(node, KEYS)) as c:
+    with TestClient(fake_app(node, KEYS, OPERATORS)) as c:
         yield c
+
+
+def operator(key: str = "sk-ops"):  # type: ignore[no-untyped-def]
+    principal = KeyTable.of(KEYS, OPERATORS).lookup(key)
+    assert principal is not None and principal.operator
+    return principal
 
 
 def login(client: httpx.Client, key: str, next_url: str = "/dashboard") -> httpx.Response:
@@ -72,17 +83,37 @@ def test_fragments_stream_and_metrics_answer_401(keyed: TestClient[Litestar], no
     assert keyed.get("/dashboard/static/app.css").status_code == 200
 
 
-def test_a_bearer_key_opens_everything(keyed: TestClient[Litestar], node: FakeNode) -> None:
+def test_a_tenant_key_gets_403_everywhere(keyed: TestClient[Litestar], node: FakeNode) -> None:
+    assert node.cache is not None and node.telemetry is not None
+    node.telemetry.record(event("r1", tenant="globex"))
+    for key in KEYS:  # its own tenant's data included: the dashboard is the operator's
+        bearer = {"Authorization": f"Bearer {key}"}
+        for path in PAGES + FRAGMENTS + ("/dashboard/cache?tenant=globex", "/dashboard/feed/rows?limit=5"):
+            response = keyed.get(path, headers=bearer, follow_redirects=False)
+            assert response.status_code == 403, (key, path)
+            assert response.json()["error"]["code"] == "operator_key_required", path
+            assert "globex" not in response.text and "Spain" not in response.text
+        for entry_id in (1, 3):
+            delete = keyed.post(f"/dashboard/cache/entries/{entry_id}/delete", headers={**bearer, "HX-Request": "true"})
+            assert delete.status_code == 403
+    assert sorted(node.cache.entries) == [1, 2, 3]
+    # A tenant key is no way into a session either.
+    refused = login(keyed, "sk-other")
+    assert refused.status_code == 403 and "set-cookie" not in refused.headers
+    assert "That is a tenant key." in refused.text
+
+
+def test_an_operator_bearer_key_opens_everything(keyed: TestClient[Litestar], node: FakeNode) -> None:
     assert node.cache is not None and node.telemetry is not None
     node.telemetry.record(event("r1"))
-    bearer = {"Authorization": "Bearer sk-other"}
+    bearer = {"Authorization": "Bearer sk-ops"}
     for path in PAGES + FRAGMENTS[:-2] + ("/metrics",):
         assert keyed.get(path, headers=bearer).status_code == 200, path
     assert 'id="req-r1"' in keyed.get("/dashboard/feed/rows", headers=bearer).text
     assert "edgeroute_requests_total" in keyed.get("/metrics", headers=bearer).text
     deleted = keyed.post("/dashboard/cache/entries/3/delete", headers={**bearer, "HX-Request": "true"})
     assert deleted.status_code == 200 and 3 not in node.cache.entries
-    for wrong in ("Bearer sk-nope", "Bearer ", "Basic c2stb3Bz", "sk-ops", "Bearer sk-ops2"):
+    for wrong in ("Bearer sk-nope", "Bearer ", "Basic c2stb3Bz", "sk-ops", "Bearer sk-ops2", "Bearer sha256:"):
         assert keyed.get("/metrics", headers={"Authorization": wrong}).status_code == 401, wrong
 
 
@@ -99,7 +130,7 @@ def test_login_sets_a_strict_httponly_cookie(keyed: TestClient[Litestar]) -> Non
     attributes = {part.strip().lower() for part in cookie.split(";")[1:]}
     assert attributes == {"httponly", f"max-age={SESSION_TTL_S}", "path=/", "samesite=strict"}
     assert "sk-ops" not in cookie  # the key itself never leaves the server
-    assert DashboardAuth(KEYS).valid_session(value) is True
+    assert DashboardAuth(KeyTable.of(KEYS, OPERATORS)).valid_session(value) == operator()
     page = keyed.get("/dashboard/pool")  # the client keeps the cookie, as a browser does
     assert page.status_code == 200
     assert '<form class="logout" method="post" action="/dashboard/logout">' in page.text
@@ -113,7 +144,7 @@ def test_login_sets_a_strict_httponly_cookie(keyed: TestClient[Litestar]) -> Non
 
 
 def test_a_wrong_key_is_refused_and_the_form_shown_again(keyed: TestClient[Litestar]) -> None:
-    for wrong in ("sk-nope", "", "SK-OPS", "sk-opsx"):
+    for wrong in ("sk-nope", "", "SK-OPS", "sk-opsx", "sha256:" + "0" * 64):
         response = login(keyed, wrong, "/dashboard/feed")
         assert response.status_code == 401, wrong
         assert "set-cookie" not in response.headers
@@ -154,20 +185,25 @@ def test_the_login_page_escapes_and_never_sends_elsewhere(keyed: TestClient[Lite
 
 
 def test_sessions_expire_and_cannot_be_forged() -> None:
-    auth = DashboardAuth(KEYS)
+    auth = DashboardAuth(KeyTable.of(KEYS, OPERATORS))
     now = 1_000_000.0
-    value = auth.session_value("sk-ops", now=now)
+    value = auth.session_value(operator(), now=now)
     assert value.split(".")[0] == str(int(now) + SESSION_TTL_S)
-    assert auth.valid_session(value, now=now + SESSION_TTL_S - 1) is True
-    assert auth.valid_session(value, now=now + SESSION_TTL_S) is False
+    assert auth.valid_session(value, now=now + SESSION_TTL_S - 1) == operator()
+    assert auth.valid_session(value, now=now + SESSION_TTL_S) is None
     expires, mac = value.split(".")
-    assert auth.valid_session(f"{int(expires) + 3600}.{mac}", now=now) is False  # extended by hand
+    assert auth.valid_session(f"{int(expires) + 3600}.{mac}", now=now) is None  # extended by hand
     flipped = mac[:-1] + ("1" if mac[-1] == "0" else "0")
-    assert auth.valid_session(f"{expires}.{flipped}", now=now) is False
-    assert [auth.valid_session(v, now=now) for v in ("", ".", "x.y", f"{expires}.", "-1.ab")] == [False] * 5
+    assert auth.valid_session(f"{expires}.{flipped}", now=now) is None
+    assert [auth.valid_session(v, now=now) for v in ("", ".", "x.y", f"{expires}.", "-1.ab")] == [None] * 5
     # A key taken out of the settings ends the sessions made with it.
-    assert DashboardAuth({"sk-other": "globex"}).valid_session(value, now=now) is False
-    assert DashboardAuth().enabled is False and DashboardAuth(["", "k"]).enabled is True
+    assert DashboardAuth(KeyTable.of(KEYS, ["sk-new"])).valid_session(value, now=now) is None
+    # Only an operator gets a session.
+    tenant = KeyTable.of(KEYS).lookup("sk-acme")
+    assert tenant is not None
+    with pytest.raises(ValueError):
+        auth.session_value(tenant)
+    assert DashboardAuth().enabled is False and DashboardAuth(KeyTable.of({"k": "t"})).enabled is True
 
 
 def test_no_keys_leaves_the_dashboard_open(client: TestClient[Litestar]) -> None:
@@ -181,7 +217,7 @@ def test_no_keys_leaves_the_dashboard_open(client: TestClient[Litestar]) -> None
 
 
 def test_the_cookie_is_secure_over_https(node: FakeNode) -> None:
-    with TestClient(fake_app(node, KEYS), base_url="https://testserver.local") as c:
+    with TestClient(fake_app(node, KEYS, OPERATORS), base_url="https://testserver.local") as c:
         cookie = login(c, "sk-ops").headers["set-cookie"]
     assert "secure" in {part.strip().lower() for part in cookie.split(";")}
 
@@ -190,10 +226,11 @@ def test_the_node_app_puts_dashboard_and_metrics_behind_its_keys(tmp_path: Path)
     from dashboard import create_app
     from router import load_settings
 
-    settings = load_settings(data_dir=tmp_path, server={"api_keys": KEYS})
+    settings = load_settings(data_dir=tmp_path, server={"api_keys": KEYS, "operator_keys": OPERATORS})
     # No lifespan (no models loaded): the guard answers before any handler reads the node.
     c = TestClient(create_app(settings))
     assert c.get("/metrics").json() == UNAUTHORIZED
+    assert c.get("/metrics", headers={"Authorization": "Bearer sk-acme"}).status_code == 403
     assert c.get("/metrics", headers={"Authorization": "Bearer sk-ops"}).status_code == 200
     redirect = c.get("/dashboard", follow_redirects=False)
     assert redirect.headers["location"] == "/dashboard/login?next=/dashboard"
@@ -202,7 +239,7 @@ def test_the_node_app_puts_dashboard_and_metrics_behind_its_keys(tmp_path: Path)
 
 def test_the_live_stream_accepts_the_login_cookie(node: FakeNode) -> None:
     assert node.telemetry is not None
-    with serve(fake_app(node, KEYS)) as base, httpx.Client(base_url=base, timeout=10) as http:
+    with serve(fake_app(node, KEYS, OPERATORS)) as base, httpx.Client(base_url=base, timeout=10) as http:
         assert http.get("/dashboard/events?topics=feed").status_code == 401
         assert login(http, "sk-ops").status_code == 303
         assert http.cookies.get(COOKIE) is not None
@@ -218,3 +255,37 @@ def test_the_live_stream_accepts_the_login_cookie(node: FakeNode) -> None:
                 if sse.event == "feed":
                     assert 'id="req-live-auth"' in sse.data
                     break
+
+
+def test_a_node_with_tenant_keys_only_keeps_the_dashboard_closed(node: FakeNode) -> None:
+    with TestClient(fake_app(node, KEYS)) as c:
+        form = c.get("/dashboard/login")
+        assert form.status_code == 200 and "This node has no operator keys" in form.text
+        for key in KEYS:
+            assert c.get("/metrics", headers={"Authorization": f"Bearer {key}"}).status_code == 403
+
+
+def test_login_attempts_are_limited_per_client_address(node: FakeNode) -> None:
+    with TestClient(fake_app(node, KEYS, OPERATORS, login_attempts_per_minute=3)) as c:
+        assert [login(c, "sk-wrong").status_code for _ in range(3)] == [401] * 3
+        refused = login(c, "sk-ops")  # past the limit even the right key is not looked at
+        assert refused.status_code == 429 and "set-cookie" not in refused.headers
+        assert 1 <= int(refused.headers["retry-after"]) <= 60
+        assert "Too many login attempts" in refused.text
+        assert c.get("/dashboard", headers={"Authorization": "Bearer sk-ops"}).status_code == 200
+
+
+def test_the_attempt_limiter_slides_and_keeps_addresses_apart() -> None:
+    now = [0.0]
+    limiter = AttemptLimiter(2, 60.0, max_clients=3, clock=lambda: now[0])
+    assert [limiter.attempt("a") for _ in range(2)] == [0, 0]
+    assert limiter.attempt("a") == 60
+    assert limiter.attempt("b") == 0  # another address has its own window
+    now[0] = 30.0
+    assert limiter.attempt("a") == 30  # refused attempts do not extend the wait
+    now[0] = 60.0
+    assert limiter.attempt("a") == 0  # the first two left the window
+    for client in ("c", "d", "e"):
+        limiter.attempt(client)
+    assert len(limiter) == 3  # the least recently seen addresses were forgotten
+    assert AttemptLimiter(0).attempt("a") == 0  # 0: no limit

@@ -1,4 +1,4 @@
-"""The login form in headless Chromium, on a node with API keys (pages over in-memory fakes).
+"""The login form in headless Chromium, on a node with an operator key (pages over in-memory fakes).
 
 The real node's wiring of the keys is checked over HTTP in test_auth.py; here the browser's own
 behaviour is the point: the redirect, the HttpOnly cookie, and EventSource sending it.
@@ -17,11 +17,12 @@ from dashserver import serve
 pytestmark = [pytest.mark.browser]
 
 KEY = "sk-dashboard-test"
+TENANT_KEY = "sk-tenant-test"
 
 
 @pytest.fixture
 def keyed_url(node: FakeNode) -> Iterator[str]:
-    with serve(fake_app(node, {KEY: "ops"})) as url:
+    with serve(fake_app(node, {TENANT_KEY: "acme"}, [KEY])) as url:
         yield url
 
 
@@ -41,6 +42,13 @@ def test_login_in_the_browser(tab: Tab, keyed_url: str) -> None:
 
     # Chromium logs the refused document load itself; that one message is expected, nothing else.
     assert tab.errors == ["Failed to load resource: the server responded with a status of 401 (Unauthorized)"]
+    tab.errors.clear()
+    page.fill('input[name="key"]', TENANT_KEY)
+    with page.expect_response(f"{keyed_url}/dashboard/login") as forbidden:
+        page.click("form.login button")
+    assert forbidden.value.status == 403
+    assert page.inner_text("#login-error").startswith("That is a tenant key.")
+    assert tab.errors == ["Failed to load resource: the server responded with a status of 403 (Forbidden)"]
     tab.errors.clear()
     page.fill('input[name="key"]', KEY)
     page.click("form.login button")

@@ -1,0 +1,55 @@
+"""Login attempts per client address: a sliding window in memory, so keys cannot be guessed fast.
+
+Every POST to the login form counts, right or wrong. Past ``limit`` attempts in ``window_s`` the
+form answers 429 with ``Retry-After`` (the seconds until the oldest attempt leaves the window)
+without looking at the key. At most ``max_clients`` addresses are remembered; beyond that the
+least recently seen are forgotten first, so a flood from many addresses cannot grow the memory.
+The address is the connection's peer: behind a reverse proxy every browser shares the proxy's.
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from collections import deque
+from collections.abc import Callable
+
+
+class AttemptLimiter:
+    __slots__ = ("_clients", "_clock", "limit", "max_clients", "window_s")
+
+    def __init__(
+        self,
+        limit: int,
+        window_s: float = 60.0,
+        *,
+        max_clients: int = 10_000,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
+        self.limit = limit
+        self.window_s = window_s
+        self.max_clients = max_clients
+        self._clock = clock
+        # Address -> times of its attempts in the window; insertion order = least recently seen first.
+        self._clients: dict[str, deque[float]] = {}
+
+    def attempt(self, client: str) -> int:
+        """Count one attempt from ``client``: 0 when allowed, else the seconds to wait (>= 1)."""
+        if self.limit <= 0:
+            return 0
+        now = self._clock()
+        times = self._clients.pop(client, None)
+        if times is None:
+            times = deque()
+        while times and times[0] <= now - self.window_s:
+            times.popleft()
+        self._clients[client] = times  # now the most recently seen
+        if len(times) >= self.limit:
+            return max(1, math.ceil(times[0] + self.window_s - now))
+        times.append(now)
+        while len(self._clients) > self.max_clients:
+            del self._clients[next(iter(self._clients))]
+        return 0
+
+    def __len__(self) -> int:
+        return len(self._clients)
