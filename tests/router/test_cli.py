@@ -7,14 +7,12 @@ import os
 import signal
 import subprocess
 import sys
-import time
 from pathlib import Path
 
-import httpx
 import openai
 import pytest
 
-from tests.servers import free_port
+from tests.servers import free_port, wait_ready
 
 EDGEROUTE = [sys.executable, "-c", "from dashboard.cli import main; main()"]
 REPO = Path(__file__).resolve().parents[2]
@@ -60,16 +58,7 @@ def test_serve_answers_the_openai_sdk_and_logs_one_json_line_per_request(tmp_pat
     )
     base = f"http://127.0.0.1:{port}"
     try:
-        deadline = time.monotonic() + 120
-        while True:
-            assert proc.poll() is None, proc.stdout.read().decode() if proc.stdout else ""
-            try:
-                if httpx.get(base + "/healthz", timeout=2).status_code == 200:
-                    break
-            except httpx.HTTPError:
-                pass
-            assert time.monotonic() < deadline, "node did not start"
-            time.sleep(0.2)
+        wait_ready(base + "/healthz", lambda: proc.poll() is None, 120, "the node")
         client = openai.OpenAI(base_url=base + "/v1", api_key="x", max_retries=0)
         msgs = [{"role": "user", "content": "Say hello."}]
         done = client.chat.completions.create(model="auto", messages=msgs, max_tokens=8, temperature=0)

@@ -17,7 +17,7 @@ from pathlib import Path
 import httpx
 import pytest
 
-from tests.servers import free_port
+from tests.servers import free_port, wait_ready
 
 pytestmark = pytest.mark.slow
 
@@ -37,16 +37,7 @@ def node_process(tmp_path: Path, config: str) -> Iterator[tuple[subprocess.Popen
     )
     base = f"http://127.0.0.1:{port}"
     try:
-        deadline = time.monotonic() + 120
-        while True:
-            assert proc.poll() is None, proc.stdout.read().decode() if proc.stdout else ""
-            try:
-                if httpx.get(base + "/healthz", timeout=2).status_code == 200:
-                    break
-            except httpx.HTTPError:
-                pass
-            assert time.monotonic() < deadline, "node did not start"
-            time.sleep(0.2)
+        wait_ready(base + "/healthz", lambda: proc.poll() is None, 120, "the node")
         yield proc, base
     finally:
         if proc.poll() is None:
