@@ -178,7 +178,7 @@ def bench_load(
         "http://127.0.0.1:8080"
     ),
     scenario: Annotated[str, typer.Option(help="mix, streams or short-behind-long")] = "mix",
-    clients: Annotated[int, typer.Option(min=1, max=64, help="concurrent clients")] = 8,
+    clients: Annotated[int, typer.Option(min=1, max=256, help="concurrent clients")] = 8,
     requests: Annotated[int, typer.Option(min=1, max=10_000, help="requests to send (at most)")] = 64,
     duration: Annotated[float, typer.Option(min=1, max=3600, help="stop sending after this many s")] = 120.0,
     max_tokens: Annotated[int, typer.Option(min=1, help="max_tokens of short requests and streams")] = 64,

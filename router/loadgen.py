@@ -186,7 +186,9 @@ async def one_request(client: httpx.AsyncClient, cfg: LoadConfig, job: Job) -> R
                     if ttft is None:
                         ttft = time.perf_counter() - start
     except (httpx.HTTPError, json.JSONDecodeError, KeyError, ValueError) as exc:
-        return Result(job.kind, route, False, time.perf_counter() - start, ttft, 0, type(exc).__name__)
+        # A refusal is counted by its status (429 is deliberate, a 5xx is not): one name hid both.
+        name = f"http-{exc.response.status_code}" if isinstance(exc, httpx.HTTPStatusError) else type(exc).__name__
+        return Result(job.kind, route, False, time.perf_counter() - start, ttft, 0, name)
     elapsed = time.perf_counter() - start
     if finish is None:  # the server closed the stream before the answer ended
         return Result(job.kind, route, False, elapsed, ttft, tokens or chunks, "stream-cut")

@@ -67,3 +67,11 @@ async def test_a_short_run_against_the_node(node_url: str) -> None:
     assert (s["requests"], s["errors"], s["route_shares"]) == (4, {}, {"edge": 1.0})
     assert 4 <= s["completion_tokens"] <= 16
     assert s["per_route"]["edge"]["ttft_ms"]["n"] == 4
+
+
+@pytest.mark.slow
+async def test_refusals_are_counted_by_status(node_url: str) -> None:
+    cfg = LoadConfig(target=node_url, scenario="streams", clients=2, requests=4, max_tokens=4, cache=False,
+                     model="no-such-model")
+    s = await run_load(cfg)
+    assert (s["requests"], s["errors"]) == (4, {"http-404": 4})
