@@ -10,7 +10,10 @@ from __future__ import annotations
 from collections.abc import AsyncIterator, Sequence
 from dataclasses import dataclass, field, replace
 
-from models import Chunk, EdgerouteError, Engine, EngineError, GenerationRequest, Usage
+from cloud import CloudPool, PoolStream
+from models import Chunk, EdgerouteError, Engine, EngineError, EngineLoad, GenerationRequest, Usage
+
+from .policy import Decision, Features
 
 
 @dataclass
@@ -165,3 +168,42 @@ async def _close(stream: AsyncIterator[Chunk]) -> None:
     aclose = getattr(stream, "aclose", None)
     if aclose is not None:
         await aclose()
+
+
+def plan_for(edge: Engine, pool: CloudPool | None, decision: Decision, features: Features) -> StreamPlan:
+    """The ordered engines for a decision; a private request never gets a cloud target."""
+    plan = StreamPlan([])
+    plan.targets = _targets(edge, pool, decision, features, plan.avoid)
+    return plan
+
+
+def _targets(
+    edge: Engine, pool: CloudPool | None, decision: Decision, features: Features, avoid: list[str]
+) -> list[Engine]:
+    if pool is None or features.private:
+        return [edge]
+    # After a broken stream a second pool attempt continues on another member, when there is one.
+    target = _PoolTarget(pool, avoid)
+    cloud: list[Engine] = [target, target] if features.cloud_healthy >= 2 else [target]
+    if decision.target == "cloud":
+        return [*cloud, edge] if features.fits_edge_context else cloud
+    return [edge, *cloud]
+
+
+class _PoolTarget:
+    """The pool as one fallback target; a continuation steers clear of members whose stream broke."""
+
+    name = "cloud"
+
+    def __init__(self, pool: CloudPool, avoid: list[str]) -> None:
+        self._pool = pool
+        self._avoid = avoid  # the plan's: filled by the fallback as streams break
+
+    def stream(self, request: GenerationRequest) -> PoolStream:
+        return self._pool.stream(request, avoid=tuple(self._avoid))
+
+    def load(self) -> EngineLoad:
+        return self._pool.load()
+
+    async def aclose(self) -> None:
+        return None

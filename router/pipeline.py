@@ -18,12 +18,11 @@ from typing import Any
 
 import numpy as np
 
-from cloud import CloudPool, PoolStream
 from edge import CacheError, CacheHit, CacheKey, EmbedderError, LlamaEngine, embedding_text
-from models import Chunk, Engine, EngineError, EngineLoad, GenerationRequest, Usage
+from models import Chunk, EngineError, GenerationRequest, Usage
 
 from .errors import InvalidRequestError, NoCapacityError
-from .fallback import StreamPlan, resilient, start
+from .fallback import StreamPlan, plan_for, resilient, start
 from .limits import Reservation
 from .logs import log_request
 from .offload import check_edge_context, off_loop, prompt_cost
@@ -189,7 +188,7 @@ async def run(node: Node, gen: GenerationRequest, ctx: RequestContext, routing: 
         record.common["cache_refusal"] = "edge-answer-for-cloud-prompt"
 
     # 5. the targets, started with fallback
-    plan = _plan(node, decision, features)
+    plan = plan_for(node.edge, node.pool, decision, features)
     routing.plan = plan
     try:
         if plan.targets[0] is node.edge:
@@ -262,43 +261,6 @@ def _edge_wait_ms(edge: LlamaEngine) -> float | None:
     """The edge's own estimate of a new request's wait for a slot (None: it cannot tell yet)."""
     wait = edge.expected_wait_s()
     return None if wait is None else wait * 1000.0
-
-
-def _plan(node: Node, decision: Decision, features: Features) -> StreamPlan:
-    """The ordered engines for a decision; a private request never gets a cloud target."""
-    plan = StreamPlan([])
-    plan.targets = _targets(node, decision, features, plan.avoid)
-    return plan
-
-
-def _targets(node: Node, decision: Decision, features: Features, avoid: list[str]) -> list[Engine]:
-    if node.pool is None or features.private:
-        return [node.edge]
-    # After a broken stream a second pool attempt continues on another member, when there is one.
-    pool = _PoolTarget(node.pool, avoid)
-    cloud: list[Engine] = [pool, pool] if features.cloud_healthy >= 2 else [pool]
-    if decision.target == "cloud":
-        return [*cloud, node.edge] if features.fits_edge_context else cloud
-    return [node.edge, *cloud]
-
-
-class _PoolTarget:
-    """The pool as one fallback target; a continuation steers clear of members whose stream broke."""
-
-    name = "cloud"
-
-    def __init__(self, pool: CloudPool, avoid: list[str]) -> None:
-        self._pool = pool
-        self._avoid = avoid  # the plan's: filled by the fallback as streams break
-
-    def stream(self, request: GenerationRequest) -> PoolStream:
-        return self._pool.stream(request, avoid=tuple(self._avoid))
-
-    def load(self) -> EngineLoad:
-        return self._pool.load()
-
-    async def aclose(self) -> None:
-        return None
 
 
 def _replay(hit: CacheHit) -> AsyncIterator[Chunk]:
