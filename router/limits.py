@@ -149,6 +149,25 @@ class _Bucket:
         """Seconds until ``cost`` fits (after a refill); 0 when it fits now."""
         return 0.0 if self.level >= cost else (cost - self.level) / self.rate
 
+    def headers(self, kind: str) -> dict[str, str]:
+        """OpenAI's ``x-ratelimit-*-<kind>`` headers: the limit, what is left now, and the time
+        until the bucket is full again (its "reset")."""
+        return {
+            f"x-ratelimit-limit-{kind}": str(int(self.capacity)),
+            f"x-ratelimit-remaining-{kind}": str(max(0, math.floor(self.level))),
+            f"x-ratelimit-reset-{kind}": duration((self.capacity - self.level) / self.rate),
+        }
+
+
+def duration(seconds: float) -> str:
+    """A duration as OpenAI's headers write it (Go's style): ``20ms``, ``1s``, ``8.64s``, ``6m0s``."""
+    seconds = max(0.0, seconds)
+    if seconds < 1.0:
+        return f"{round(seconds * 1000)}ms"
+    minutes, rest = divmod(round(seconds, 3), 60)
+    secs = f"{rest:.3f}".rstrip("0").rstrip(".")
+    return f"{int(minutes)}m{secs}s" if minutes else f"{secs}s"
+
 
 # Without keys a tenant is any x-edgeroute-tenant header: buckets that have refilled (they hold
 # nothing a new bucket would not) are forgotten beyond this many, so memory stays bounded.
@@ -168,6 +187,7 @@ class Reservation:
 
     tenant: str
     tokens: int
+    headers: dict[str, str]  # the x-ratelimit-*-tokens state right after the reservation
 
 
 class RateLimiter:
@@ -189,11 +209,12 @@ class RateLimiter:
         s = self._settings
         return bool(s.requests_per_minute or s.tokens_per_minute or s.tenants)
 
-    def admit_request(self, tenant: str) -> None:
-        """Count one request for ``tenant``, or raise :class:`RequestsRateLimitError` (429)."""
+    def admit_request(self, tenant: str) -> dict[str, str]:
+        """Count one request for ``tenant`` and return the ``x-ratelimit-*-requests`` headers
+        (none without a limit), or raise :class:`RequestsRateLimitError` (429)."""
         rpm, _ = self._settings.rates(tenant)
         if not rpm:
-            return
+            return {}
         bucket = self._bucket(self._requests, tenant, rpm)
         wait = bucket.wait_s(1)
         if wait > 0:
@@ -201,8 +222,10 @@ class RateLimiter:
                 f"rate limit reached for requests: limit {rpm} / min for tenant {tenant!r}; "
                 f"try again in {wait:.1f}s",
                 retry_after=max(1, math.ceil(wait)),
+                headers=bucket.headers("requests"),
             )
         bucket.level -= 1
+        return bucket.headers("requests")
 
     def reserve_tokens(self, tenant: str, tokens: int) -> Reservation | None:
         """Take ``tokens`` from the tenant's allowance, or raise :class:`TokensRateLimitError` (429)."""
@@ -214,6 +237,7 @@ class RateLimiter:
                 f"request too large: it may use {tokens} tokens (prompt + max_tokens) and tenant "
                 f"{tenant!r} is limited to {tpm} tokens / min; lower max_tokens or shorten the prompt",
                 retry_after=60,
+                headers=self._bucket(self._tokens, tenant, tpm).headers("tokens"),
             )
         bucket = self._bucket(self._tokens, tenant, tpm)
         wait = bucket.wait_s(tokens)
@@ -222,9 +246,15 @@ class RateLimiter:
                 f"rate limit reached for tokens: limit {tpm} / min for tenant {tenant!r}, requested "
                 f"{tokens}; try again in {wait:.1f}s",
                 retry_after=max(1, math.ceil(wait)),
+                headers=bucket.headers("tokens"),
             )
         bucket.level -= tokens
-        return Reservation(tenant, tokens)
+        return Reservation(tenant, tokens, bucket.headers("tokens"))
+
+    def token_headers(self, tenant: str) -> dict[str, str]:
+        """The ``x-ratelimit-*-tokens`` headers as they stand (an answer that reserved nothing)."""
+        _, tpm = self._settings.rates(tenant)
+        return self._bucket(self._tokens, tenant, tpm).headers("tokens") if tpm else {}
 
     def settle(self, reservation: Reservation | None, used: int) -> None:
         """Give back what was reserved and not used (a debt stays when more was used)."""
