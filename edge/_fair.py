@@ -134,7 +134,27 @@ class KeyView:
         if self.mean_request_s is None:
             return 1.0
         over = self.waiting - share_of_queue + 1
-        return max(1.0, over * self.mean_request_s * self.keys / self.slots)
+        return max(1.0, over * self.step_s())
+
+    def step_s(self) -> float:
+        """Seconds between two of this key's jobs getting a slot (it gets ``slots / keys``)."""
+        return (self.mean_request_s or 1.0) * self.keys / self.slots
+
+
+class Promises:
+    """When each key's refused requests were told to come back, so that those refused together
+    are told different times (each the slot after the previous one's), not all the same second."""
+
+    def __init__(self, remembered: int = _REMEMBERED) -> None:
+        self._due: dict[str, float] = {}
+        self._remembered = remembered
+
+    def retry_after_s(self, key: str, earliest_s: float, step_s: float, now: float) -> float:
+        due = max(now + earliest_s, self._due.pop(key, -math.inf) + step_s)
+        self._due[key] = due
+        while len(self._due) > self._remembered:
+            del self._due[next(iter(self._due))]
+        return due - now
 
 
 @dataclass(frozen=True, slots=True)

@@ -18,7 +18,7 @@ from dataclasses import dataclass
 from models import Chunk
 from models.worker import DONE
 
-from ._fair import FairQueue, KeyView, Refusal, active_keys, share
+from ._fair import FairQueue, KeyView, Promises, Refusal, active_keys, share
 
 from ._runtime import Runtime, free_sampler, sampler_chain
 from ._sequence import Job, Slot
@@ -56,6 +56,7 @@ class Scheduler:
         self._slots = [Slot(i) for i in range(settings.slots)]
         self._waiting: FairQueue[Job] = FairQueue()
         self._by_key: collections.Counter[str] = collections.Counter()  # running jobs per key
+        self._promises = Promises()  # retry-after of refused jobs, spread per key
         self._cond = threading.Condition()
         self._stopping = False
         self._running = 0
@@ -87,7 +88,8 @@ class Scheduler:
             mine = share(bound, keys)
             if self._waiting.count(key) >= mine or len(self._waiting) >= 2 * bound:
                 view = self._view(key)
-                return Refusal(view.waiting, mine, view.room_s(mine))
+                wait = self._promises.retry_after_s(key, view.room_s(mine), view.step_s(), time.monotonic())
+                return Refusal(view.waiting, mine, wait)
             self._waiting.push(job)
             self._cond.notify()
             return None

@@ -133,13 +133,25 @@ def _check_total(total: int, limits: LimitSettings) -> None:
 class _Bucket:
     """A token bucket holding up to a minute's allowance, refilled continuously."""
 
-    __slots__ = ("capacity", "level", "rate", "stamp")
+    __slots__ = ("capacity", "level", "promised", "rate", "stamp")
 
     def __init__(self, per_minute: int, now: float) -> None:
         self.capacity = float(per_minute)
         self.rate = per_minute / 60.0
         self.level = self.capacity
         self.stamp = now
+        self.promised = -math.inf  # when the last refused request was told to come back
+
+    def promise(self, cost: float, now: float) -> float:
+        """Seconds a refused request should wait: until its ``cost`` fits, and after the requests
+        refused before it (each promised the allowance that frees after the previous one's).
+
+        Telling every refused client "1 s" brought them all back in the same instant, a burst
+        the node answered with hundreds of 429s at once while its cache hits queued behind them.
+        """
+        due = max(now + self.wait_s(cost), self.promised + cost / self.rate)
+        self.promised = due
+        return due - now
 
     def refill(self, now: float) -> None:
         self.level = min(self.capacity, self.level + (now - self.stamp) * self.rate)
@@ -216,8 +228,8 @@ class RateLimiter:
         if not rpm:
             return {}
         bucket = self._bucket(self._requests, tenant, rpm)
-        wait = bucket.wait_s(1)
-        if wait > 0:
+        if bucket.wait_s(1) > 0:
+            wait = bucket.promise(1, self._clock())
             raise RequestsRateLimitError(
                 f"rate limit reached for requests: limit {rpm} / min for tenant {tenant!r}; "
                 f"try again in {wait:.1f}s",
@@ -240,8 +252,8 @@ class RateLimiter:
                 headers=self._bucket(self._tokens, tenant, tpm).headers("tokens"),
             )
         bucket = self._bucket(self._tokens, tenant, tpm)
-        wait = bucket.wait_s(tokens)
-        if wait > 0:
+        if bucket.wait_s(tokens) > 0:
+            wait = bucket.promise(tokens, self._clock())
             raise TokensRateLimitError(
                 f"rate limit reached for tokens: limit {tpm} / min for tenant {tenant!r}, requested "
                 f"{tokens}; try again in {wait:.1f}s",

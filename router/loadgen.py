@@ -244,6 +244,10 @@ async def _attempt(client: httpx.AsyncClient, cfg: LoadConfig, job: Job) -> tupl
     try:
         url = cfg.target.rstrip("/") + "/v1/chat/completions"
         async with aconnect_sse(client, "POST", url, json=body) as es:
+            if es.response.is_error:
+                # Read the error body, as the SDK does: the connection stays open for the next
+                # request (left unread, it is closed, and every retry paid a new connection).
+                await es.response.aread()
             es.response.raise_for_status()
             route = es.response.headers.get("x-edgeroute-route", "foreign")
             async for sse in es.aiter_sse():
@@ -280,9 +284,9 @@ async def run_load(cfg: LoadConfig) -> dict[str, Any]:
     rss: list[float] = []
     groups = cfg.groups()
 
-    def client_for(group: Tenant) -> httpx.AsyncClient:
+    def client_for(group: Tenant, connections: int) -> httpx.AsyncClient:
         headers = {"Authorization": f"Bearer {group.key}"} if group.key else {}
-        limits = httpx.Limits(max_connections=group.clients + 2, max_keepalive_connections=group.clients + 2)
+        limits = httpx.Limits(max_connections=connections, max_keepalive_connections=connections)
         return httpx.AsyncClient(timeout=httpx.Timeout(300.0), limits=limits, headers=headers)
 
     async def closed_loops(index: int, group: Tenant) -> None:
@@ -299,16 +303,18 @@ async def run_load(cfg: LoadConfig) -> dict[str, Any]:
             sent += 1
             return next(jobs)
 
-        async with client_for(group) as client:
-
-            async def loop() -> None:
+        async def loop() -> None:
+            # A client of its own per simulated client, as separate SDK clients have: one shared
+            # pool of 200 connections cost the load generator more than the node (httpcore scans
+            # its pool on every request), which showed as the node's latency.
+            async with client_for(group, 1) as client:
                 while (job := take()) is not None:
                     results.append(await one_request(client, cfg, job, group.label, rng))
 
-            await asyncio.gather(*(loop() for _ in range(group.clients)))
+        await asyncio.gather(*(loop() for _ in range(group.clients)))
 
     async def short_behind_long(group: Tenant) -> None:
-        async with client_for(group) as client:
+        async with client_for(group, group.clients + 2) as client:
 
             async def long_loop(i: int) -> None:
                 job = _long_answer(TOPICS[i % len(TOPICS)], cfg)

@@ -9,7 +9,7 @@ from dataclasses import dataclass
 import pytest
 
 from edge import EdgeSaturatedError, EdgeSettings, LlamaEngine
-from edge._fair import FairQueue, KeyView, active_keys, share
+from edge._fair import FairQueue, KeyView, Promises, active_keys, share
 from models import EDGE_DEFAULT, GenerationRequest, SamplingParams, collect, default_models_dir, resolve
 
 
@@ -103,6 +103,10 @@ async def test_a_bursting_key_is_refused_at_its_share_while_another_key_is_admit
         await first.aclose()  # a's running job ends: the slot goes to b (fewest running), not a's queue
         done = await asyncio.wait_for(b_done, 60)
         assert done.finish_reason in ("stop", "length")
+        for _ in range(500):  # the scheduler places a's next job at its next step
+            if engine.load().running == 1:
+                break
+            await asyncio.sleep(0.01)
         assert engine.load().waiting == 3  # a's four minus the one that took the slot after b's
     finally:
         for task in pending:
@@ -111,3 +115,11 @@ async def test_a_bursting_key_is_refused_at_its_share_while_another_key_is_admit
         for s in streams:
             await s.aclose()
         await engine.aclose()
+
+
+def test_requests_refused_together_are_told_successive_times() -> None:
+    p = Promises()
+    assert p.retry_after_s("a", 1.0, 0.5, 100.0) == 1.0
+    assert p.retry_after_s("a", 1.0, 0.5, 100.0) == 1.5  # the slot after the previous one's
+    assert p.retry_after_s("b", 1.0, 0.5, 100.0) == 1.0  # another key has its own turn
+    assert p.retry_after_s("a", 1.0, 0.5, 110.0) == 1.0  # the old promises have passed

@@ -202,12 +202,18 @@ def test_the_limiter_refills_and_settles() -> None:
     with pytest.raises(RequestsRateLimitError) as info:
         limiter.admit_request("a")
     assert info.value.retry_after == 1
+    with pytest.raises(RequestsRateLimitError) as second:
+        limiter.admit_request("a")
+    assert second.value.retry_after == 2  # refused together: told different seconds, not all "1"
     now[0] = 1.0
     limiter.admit_request("a")  # one second refilled one request
     held = limiter.reserve_tokens("a", 90)
     with pytest.raises(TokensRateLimitError) as tokens:
         limiter.reserve_tokens("a", 20)
     assert tokens.value.retry_after == 6  # 10 left, 10 more at 100/60 a second
+    with pytest.raises(TokensRateLimitError) as later:
+        limiter.reserve_tokens("a", 20)
+    assert later.value.retry_after == 18  # refused after it: told to come 20 tokens (12 s) later
     limiter.settle(held, 30)  # 60 given back
     assert limiter.reserve_tokens("a", 20) is not None
 
