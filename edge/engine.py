@@ -53,6 +53,7 @@ class LlamaEngine:
             collections.OrderedDict()
         )
         self._scheduler = Scheduler(self._rt, settings)
+        self._longest_piece = self._vocab.longest_piece()
 
     # -- the public interface --------------------------------------------------------------
 
@@ -111,6 +112,16 @@ class LlamaEngine:
 
     def count_prompt_tokens(self, request: GenerationRequest) -> int:
         return len(self._tokens_of(*self._prompt_text(request)))
+
+    def min_prompt_tokens(self, request: GenerationRequest) -> int:
+        """A lower bound of the prompt's tokens from its length alone (no template, no tokenizer):
+        a prompt whose bound is already beyond the window is refused without rendering it."""
+        if request.messages is None:
+            chars = len(request.prompt or "")
+        else:
+            chars = sum(len(m["content"]) for m in request.messages)
+        # A character is at least one byte, and a token holds at most the longest piece's bytes.
+        return (chars + len(request.assistant_prefix)) // self._longest_piece
 
     def prepare(self, request: GenerationRequest) -> int:
         """Render and tokenize ``request`` now (a caller may do it on a worker thread) and keep

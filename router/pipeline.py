@@ -166,8 +166,18 @@ async def run(node: Node, gen: GenerationRequest, ctx: RequestContext, routing: 
         embedding = await node.embedder.embed(words) if words else None
 
     # 3. features and the decision
-    # Tokenized once: the edge keeps these tokens for the request's admission.
-    prompt_tokens = await off_loop(cost, lambda: node.edge.prepare(gen))
+    floor = node.edge.min_prompt_tokens(gen)
+    if hit is not None and (node.pool is None or hit.tier != "edge"):
+        # Served whatever the decision says: the count stored with the answer, no tokenizing
+        # (it was the largest piece of the node's own work per hit under load).
+        prompt_tokens = hit.usage.prompt_tokens
+    elif floor >= node.edge.n_ctx:
+        # Beyond the edge's window whatever its exact count: rendering the template of a prompt
+        # this long held the GIL for tens of ms (the loop stalled) to learn nothing more.
+        prompt_tokens = floor
+    else:
+        # Tokenized once: the edge keeps these tokens for the request's admission.
+        prompt_tokens = await off_loop(cost, lambda: node.edge.prepare(gen))
     features = _features(node, gen, hint, private, embedding, prompt_tokens)
     decision = decide(node.policy, features)
     routing.decision = decision
@@ -197,7 +207,8 @@ async def run(node: Node, gen: GenerationRequest, ctx: RequestContext, routing: 
     routing.plan = plan
     try:
         if plan.targets[0] is node.edge:
-            check_edge_context(node.edge.n_ctx, gen, prompt_tokens)  # refused here: the engine need not tokenize it again
+            # Refused here: the engine need not tokenize it again.
+            check_edge_context(node.edge.n_ctx, gen, prompt_tokens, at_least=prompt_tokens == floor >= node.edge.n_ctx)
         if node.limiter is not None:
             wanted = gen.params.max_tokens or node.settings.edge.default_max_tokens
             record.reservation = node.limiter.reserve_tokens(ctx.tenant, prompt_tokens + wanted)
