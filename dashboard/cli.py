@@ -201,6 +201,9 @@ def bench_load(
         int, typer.Option(min=0, max=10, help="retries of a 429/408/409/5xx, waited out as the OpenAI SDK does")
     ] = 2,
     rss_pid: Annotated[Optional[int], typer.Option(help="sample this process's RSS (the node's) during the run")] = None,
+    probe: Annotated[
+        bool, typer.Option(help="also time one steady client per tenant, in its own process (cache hits)")
+    ] = False,
     as_json: Annotated[Optional[Path], typer.Option("--json", help="also write the summary as JSON")] = None,
 ) -> None:
     """Concurrent streaming load over HTTP: tokens/s, latency and TTFT percentiles per route."""
@@ -214,6 +217,7 @@ def bench_load(
         target=target, scenario=scenario, clients=clients, requests=requests, duration_s=duration,
         max_tokens=max_tokens, long_max_tokens=long_max_tokens, pairs=pairs, model=model, cache=cache,
         api_key=api_key, seed=seed, tenants=_tenants(tenant or []), max_retries=max_retries, rss_pid=rss_pid,
+        probe=probe,
     )
     try:
         summary = asyncio.run(run_load(cfg))

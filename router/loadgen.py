@@ -24,10 +24,12 @@ from __future__ import annotations
 
 import asyncio
 import ipaddress
+import multiprocessing
 import json
 import random
 import time
 from collections.abc import Iterator
+from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
@@ -36,6 +38,7 @@ from urllib.parse import urlsplit
 import httpx
 from httpx_sse import aconnect_sse
 
+from .loadprobe import probe
 from .loadreport import percentiles, summarize, table
 
 __all__ = [
@@ -108,6 +111,8 @@ class LoadConfig:
     tenants: list[Tenant] = field(default_factory=list)  # empty: one group, api_key and clients
     max_retries: int = 2  # as the OpenAI SDK's default
     rss_pid: int | None = None  # sample this process's RSS (the node's) through the run
+    probe: bool = False  # one probe client per tenant, in processes of their own (router.loadprobe)
+    probe_interval_s: float = 0.25
 
     def groups(self) -> list[Tenant]:
         return self.tenants or [Tenant("all", self.api_key, self.clients)]
@@ -346,21 +351,39 @@ async def run_load(cfg: LoadConfig) -> dict[str, Any]:
             await asyncio.sleep(0.5)
 
     sampler = asyncio.ensure_future(sample_rss())
+    probes = _start_probes(cfg, groups) if cfg.probe else {}
     t0 = time.perf_counter()
     try:
         if cfg.scenario == "short-behind-long":
             await short_behind_long(groups[0])
         else:
             await asyncio.gather(*(closed_loops(i, g) for i, g in enumerate(groups)))
+        probed = {label: await asyncio.wrap_future(f) for label, f in probes.items()}
     finally:
         sampler.cancel()
     wall = time.perf_counter() - t0
     if cfg.rss_pid is not None and (last := read_rss_mb(cfg.rss_pid)) is not None:
         rss.append(last)
     summary = summarize(results, wall, cfg, rss)
+    if probed:
+        summary["probe"] = {
+            label: {"hit_latency_ms": percentiles(p["hits_ms"]), "other": p["other"]} for label, p in probed.items()
+        }
     if cfg.scenario == "short-behind-long":
         summary["short_ttft_ms"] = percentiles([t * 1000 for t in short_ttfts])
     return summary
+
+
+def _start_probes(cfg: LoadConfig, groups: list[Tenant]) -> dict[str, Any]:
+    """One probe process per tenant (spawned: nothing of this process's loop is inherited)."""
+    context = multiprocessing.get_context("spawn")
+    pool = ProcessPoolExecutor(max_workers=len(groups), mp_context=context)
+    futures = {
+        g.label: pool.submit(probe, cfg.target, g.key, cfg.duration_s, cfg.probe_interval_s, cfg.max_tokens)
+        for g in groups
+    }
+    pool.shutdown(wait=False)
+    return futures
 
 
 def _reseeded(cfg: LoadConfig, seed: int) -> LoadConfig:

@@ -107,6 +107,11 @@ def table(summary: dict[str, Any]) -> str:
     if "short_ttft_ms" in summary:
         lines.append(f"short question behind {summary['clients'] - 1} long: TTFT p50/p95/p99 ms "
                      f"{_fmt(summary['short_ttft_ms'])} (n={summary['short_ttft_ms']['n']})")
+    for label, row in summary.get("probe", {}).items():
+        hits = row["hit_latency_ms"]
+        other = ", ".join(f"{k} x{v}" for k, v in sorted(row["other"].items())) or "none"
+        lines.append(f"probe {label} (one client, own process): cache hits p50/p95/p99 ms {_fmt(hits)} "
+                     f"(n={hits['n']}); not hits: {other}")
     if "rss_mb" in summary:
         rss = summary["rss_mb"]
         lines.append(f"node RSS: {rss['start']:.0f} -> {rss['end']:.0f} MB (max {rss['max']:.0f}, "
