@@ -38,7 +38,7 @@ from urllib.parse import urlsplit
 import httpx
 from httpx_sse import aconnect_sse
 
-from .loadprobe import probe
+from .loadprobe import probe, read_rss_mb
 from .loadreport import percentiles, summarize, table
 
 __all__ = [
@@ -388,15 +388,3 @@ def _start_probes(cfg: LoadConfig, groups: list[Tenant]) -> dict[str, Any]:
 
 def _reseeded(cfg: LoadConfig, seed: int) -> LoadConfig:
     return replace(cfg, seed=seed)
-
-
-def read_rss_mb(pid: int) -> float | None:
-    """The resident set of process ``pid`` in MB (Linux ``/proc``), None when it cannot be read."""
-    try:
-        with open(f"/proc/{pid}/status", encoding="ascii") as fh:
-            for line in fh:
-                if line.startswith("VmRSS:"):
-                    return int(line.split()[1]) / 1024
-    except OSError:
-        return None
-    return None

@@ -43,3 +43,15 @@ def probe(target: str, key: str | None, duration_s: float, interval_s: float, ma
                 other[name] = other.get(name, 0) + 1
             time.sleep(max(0.0, interval_s - elapsed / 1000))
     return {"hits_ms": hits, "other": other}
+
+
+def read_rss_mb(pid: int) -> float | None:
+    """The resident set of process ``pid`` in MB (Linux ``/proc``), None when it cannot be read."""
+    try:
+        with open(f"/proc/{pid}/status", encoding="ascii") as fh:
+            for line in fh:
+                if line.startswith("VmRSS:"):
+                    return int(line.split()[1]) / 1024
+    except OSError:
+        return None
+    return None
