@@ -60,8 +60,8 @@ class FairQueue(Generic[J]):
     def push(self, job: J) -> None:
         self._queues.setdefault(job.key, collections.deque()).append(job)
 
-    def pop(self, running: Mapping[str, int]) -> J | None:
-        """The next job: of the key with the fewest ``running``, the one served longest ago."""
+    def peek(self, running: Mapping[str, int]) -> str | None:
+        """The key :meth:`pop` would serve: the fewest ``running``, then the one served longest ago."""
         served = self._served
         best: str | None = None
         best_rank = (0, 0)
@@ -69,6 +69,12 @@ class FairQueue(Generic[J]):
             rank = (running.get(key, 0), served.get(key, -1))
             if best is None or rank < best_rank:
                 best, best_rank = key, rank
+        return best
+
+    def pop(self, running: Mapping[str, int]) -> J | None:
+        """The next job: of the key with the fewest ``running``, the one served longest ago."""
+        served = self._served
+        best = self.peek(running)
         if best is None:
             return None
         queue = self._queues[best]
@@ -101,6 +107,29 @@ def active_keys(queue: FairQueue[J], running: Mapping[str, int], key: str) -> in
     active.update(queue.keys())
     active.add(key)
     return len(active)
+
+
+# A key that sent a request within this many seconds still counts as one that may come back.
+RECENT_S = 30.0
+
+
+def keep_last_slot(key: str, running: Mapping[str, int], free: int, slots: int, seen: Mapping[str, float],
+                   now: float) -> bool:
+    """Whether the last free slot stays free instead of going to ``key``.
+
+    Slots are not preempted: a tenant whose burst took every slot kept another tenant's first
+    request waiting until one of its long answers ended (15 s here). So while another recently
+    seen key runs fewer than its share of the slots, a key that already runs requests does not
+    take the last one: the other key's next request starts at once. With one tenant nothing is
+    held (the edge stays work-conserving).
+    """
+    if free != 1 or running.get(key, 0) == 0:
+        return False
+    others = [k for k, t in seen.items() if k != key and now - t < RECENT_S]
+    if not others:
+        return False
+    fair = share(slots, len(others) + 1)
+    return any(running.get(k, 0) < fair for k in others)
 
 
 def share(bound: int, keys: int) -> int:

@@ -18,7 +18,7 @@ from dataclasses import dataclass
 from models import Chunk
 from models.worker import DONE
 
-from ._fair import FairQueue, KeyView, Promises, Refusal, active_keys, share
+from ._fair import FairQueue, KeyView, Promises, Refusal, active_keys, keep_last_slot, share
 
 from ._runtime import Runtime, free_sampler, sampler_chain
 from ._sequence import Job, Slot
@@ -57,6 +57,7 @@ class Scheduler:
         self._waiting: FairQueue[Job] = FairQueue()
         self._by_key: collections.Counter[str] = collections.Counter()  # running jobs per key
         self._promises = Promises()  # retry-after of refused jobs, spread per key
+        self._seen: dict[str, float] = {}  # when each key last submitted (bounded, oldest out)
         self._cond = threading.Condition()
         self._stopping = False
         self._running = 0
@@ -84,6 +85,10 @@ class Scheduler:
             free = len(self._slots) - self._running
             bound = max_waiting + free
             key = job.key
+            self._seen.pop(key, None)
+            self._seen[key] = time.monotonic()
+            while len(self._seen) > 4096:
+                del self._seen[next(iter(self._seen))]
             keys = active_keys(self._waiting, self._by_key, key)
             mine = share(bound, keys)
             if self._waiting.count(key) >= mine or len(self._waiting) >= 2 * bound:
@@ -171,6 +176,11 @@ class Scheduler:
                     return
                 free = [s for s in self._slots if not s.busy]
                 if not free:
+                    return
+                nxt = self._waiting.peek(self._by_key)
+                if nxt is None or keep_last_slot(
+                    nxt, self._by_key, len(free), len(self._slots), self._seen, time.monotonic()
+                ):
                     return
                 job = self._waiting.pop(self._by_key)
                 if job is None:

@@ -9,7 +9,7 @@ from dataclasses import dataclass
 import pytest
 
 from edge import EdgeSaturatedError, EdgeSettings, LlamaEngine
-from edge._fair import FairQueue, KeyView, Promises, active_keys, share
+from edge._fair import FairQueue, KeyView, Promises, active_keys, keep_last_slot, share
 from models import EDGE_DEFAULT, GenerationRequest, SamplingParams, collect, default_models_dir, resolve
 
 
@@ -123,3 +123,14 @@ def test_requests_refused_together_are_told_successive_times() -> None:
     assert p.retry_after_s("a", 1.0, 0.5, 100.0) == 1.5  # the slot after the previous one's
     assert p.retry_after_s("b", 1.0, 0.5, 100.0) == 1.0  # another key has its own turn
     assert p.retry_after_s("a", 1.0, 0.5, 110.0) == 1.0  # the old promises have passed
+
+
+def test_the_last_free_slot_waits_for_a_recent_tenant_below_its_share() -> None:
+    seen = {"a": 100.0, "b": 95.0}
+    # a runs 7 of 8 and b (seen 5 s ago) none: the last slot stays for b's next request
+    assert keep_last_slot("a", {"a": 7}, 1, 8, seen, 100.0)
+    assert not keep_last_slot("b", {"a": 7}, 1, 8, seen, 100.0)  # b's own request takes it
+    assert not keep_last_slot("a", {"a": 6}, 2, 8, seen, 100.0)  # not the last one
+    assert not keep_last_slot("a", {"a": 7}, 1, 8, {"a": 100.0}, 100.0)  # a alone: work-conserving
+    assert not keep_last_slot("a", {"a": 7}, 1, 8, seen, 200.0)  # b not seen for 105 s
+    assert not keep_last_slot("a", {"a": 3, "b": 4}, 1, 8, seen, 100.0)  # b has its share
