@@ -188,7 +188,7 @@ async def run(node: Node, gen: GenerationRequest, ctx: RequestContext, routing: 
         record.common["cache_refusal"] = "edge-answer-for-cloud-prompt"
 
     # 5. the targets, started with fallback
-    plan = plan_for(node.edge, node.pool, decision, features)
+    plan = plan_for(node.edge, node.pool, decision, features, whole=not ctx.stream)
     routing.plan = plan
     try:
         if plan.targets[0] is node.edge:
