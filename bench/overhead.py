@@ -153,7 +153,10 @@ def main() -> None:
     )
     member = _spawn(
         [sys.executable, "-m", "llama_cpp.server", "--model", str(gguf), "--model_alias", ALIAS,
-         "--host", "127.0.0.1", "--port", str(member_port), "--n_threads", "1", "--n_ctx", "2048"],
+         "--host", "127.0.0.1", "--port", str(member_port), "--n_threads", "1", "--n_ctx", "2048",
+         # By default a request arriving mid-stream (the nodes' health probes take the same lock) cuts
+         # the stream short without an end; a pool member queues instead.
+         "--interrupt_requests", "False"],
         work / "member.log",
     )
     trees = {"node": Path(__file__).resolve().parents[1]}

@@ -39,6 +39,7 @@ from .errors import (
 from .events import EventKind, MemberStatus, PoolEvent
 from .health import Probe, Scrape, probe
 from .stats import Window
+from .transport import member_transport
 
 log = logging.getLogger(__name__)
 
@@ -60,6 +61,7 @@ class Member:
         self._pool = pool
         self._emit_cb = emit
         headers = {"authorization": f"Bearer {settings.api_key}"} if settings.api_key else {}
+        limits = httpx.Limits(max_connections=pool.max_connections, max_keepalive_connections=pool.max_connections)
         self._client = httpx.AsyncClient(
             base_url=settings.base_url,
             headers=headers,
@@ -67,9 +69,8 @@ class Member:
             timeout=httpx.Timeout(
                 connect=pool.connect_timeout_s, read=None, write=pool.connect_timeout_s, pool=None
             ),
-            limits=httpx.Limits(
-                max_connections=pool.max_connections, max_keepalive_connections=pool.max_connections
-            ),
+            limits=limits,
+            transport=member_transport(limits),
         )
         self.breaker = CircuitBreaker(pool.failure_threshold, pool.cooldown_s, pool.max_cooldown_s)
         self.outstanding = 0
