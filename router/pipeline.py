@@ -238,7 +238,8 @@ def _features(
 ) -> Features:
     load = node.edge.load()
     wanted = gen.params.max_tokens or node.settings.edge.default_max_tokens
-    healthy = [m for m in node.pool.status() if m.healthy] if node.pool is not None else []
+    # The members themselves, not pool.status(): a status row per member per request is wasted work.
+    healthy = [m for m in node.pool.members if m.healthy] if node.pool is not None else []
     return Features(
         prompt_tokens=prompt_tokens,
         max_tokens=gen.params.max_tokens,
