@@ -7,6 +7,9 @@ routed requests alternate (the order flips every pair) on kept-alive connections
 hits both alike; the figure is the median of the paired differences. ``GET /healthz`` on the node
 is timed too: the cost of one trip through the HTTP stack alone.
 
+Two rows per node: ``whole`` (the client sends ``stream: false``; the node asks the member for a
+whole answer too) and ``stream`` (the client streams; the node streams from the member).
+
     python -m bench.overhead [--pairs 200] [--warmup 20] [--json artifacts/bench_overhead.json]
                              [--against DIR]
 
