@@ -54,16 +54,7 @@ def parse_event(data: str) -> Delta:
 
     Raises :class:`MalformedEventError` or :class:`ErrorEventError` (the member's own error event).
     """
-    try:
-        obj = json.loads(data)
-    except ValueError as exc:
-        raise MalformedEventError(f"invalid JSON in stream event: {data[:80]!r}") from exc
-    if not isinstance(obj, dict):
-        raise MalformedEventError(f"stream event is not an object: {data[:80]!r}")
-    if "error" in obj:
-        err = obj["error"]
-        message = err.get("message") if isinstance(err, dict) else err
-        raise ErrorEventError(str(message))
+    obj = _object(data, "stream event")
     choices = obj.get("choices")
     if not isinstance(choices, list):
         raise MalformedEventError(f"stream event without choices: {data[:80]!r}")
@@ -92,15 +83,7 @@ def parse_whole(data: bytes) -> Delta:
     Raises :class:`MalformedEventError` when the body is not one, or :class:`ErrorEventError` when
     it is the member's own error object.
     """
-    try:
-        obj = json.loads(data)
-    except ValueError as exc:
-        raise MalformedEventError(f"invalid JSON in the answer: {data[:80]!r}") from exc
-    if not isinstance(obj, dict):
-        raise MalformedEventError(f"the answer is not an object: {data[:80]!r}")
-    if "error" in obj:
-        err = obj["error"]
-        raise ErrorEventError(str(err.get("message") if isinstance(err, dict) else err))
+    obj = _object(data, "the answer")
     choices = obj.get("choices")
     if not isinstance(choices, list) or not choices or not isinstance(choices[0], dict):
         raise MalformedEventError(f"an answer without a choice: {data[:80]!r}")
@@ -111,6 +94,21 @@ def parse_whole(data: bytes) -> Delta:
         raise MalformedEventError(f"the answer's text is not a string: {data[:80]!r}")
     finish = choice.get("finish_reason")
     return Delta(text or "", finish if isinstance(finish, str) else None, _usage(obj.get("usage")))
+
+
+def _object(data: str | bytes, what: str) -> dict[str, Any]:
+    """The JSON object of a stream event or a whole answer (``what`` names it in errors); the
+    member's own error object raises :class:`ErrorEventError`."""
+    try:
+        obj = json.loads(data)
+    except ValueError as exc:
+        raise MalformedEventError(f"invalid JSON in {what}: {data[:80]!r}") from exc
+    if not isinstance(obj, dict):
+        raise MalformedEventError(f"{what} is not an object: {data[:80]!r}")
+    if "error" in obj:
+        err = obj["error"]
+        raise ErrorEventError(str(err.get("message") if isinstance(err, dict) else err))
+    return obj
 
 
 def _usage(value: Any) -> Usage | None:
