@@ -131,11 +131,12 @@ class CloudPool:
 
         ``whole``: ask members for their whole answer in one body (for a client that wants no
         stream); it comes as one chunk, and the same failover applies before it, under
-        ``whole_timeout_s`` instead of the first-token timeout.
+        ``whole_timeout_s`` instead of the first-token timeout. With hedging on, members stream
+        anyway: a hedge races first tokens, and a whole answer has none to race.
 
         The stream says which member answered and which failed before it (see :class:`PoolStream`).
         """
-        return PoolStream(self, request, avoid, whole)
+        return PoolStream(self, request, avoid, whole and not self.settings.hedging)
 
     def _choose(self, tried: list[str]) -> Member | None:
         """The member to try next: a half-open member's probe first, then the least loaded

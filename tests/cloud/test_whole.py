@@ -127,3 +127,10 @@ async def test_a_member_cut_before_its_whole_answer_is_a_failure_before_output(l
     finally:
         await pool.aclose()
         dying.close()
+
+
+async def test_with_hedging_on_the_member_streams_even_for_a_whole_request(llama: ServerProcess) -> None:
+    async with CloudPool(settings(hedging=True, hedge_after_s=60), members=[llama_settings(llama)]) as pool:
+        chunks = [c async for c in pool.stream(greedy(), whole=True)]
+    assert len(chunks) > 2  # one per delta, then the final one: a stream, not one whole answer
+    assert chunks[-1].text == "" and chunks[-1].finish_reason is not None
