@@ -11,6 +11,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import logging
 from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
@@ -21,7 +22,7 @@ import numpy as np
 from edge import CacheError, CacheHit, CacheKey, EmbedderError, LlamaEngine, embedding_text
 from models import Chunk, EngineError, GenerationRequest, Usage
 
-from .errors import InvalidRequestError, NoCapacityError
+from .errors import ClientGoneError, InvalidRequestError, NoCapacityError
 from .fallback import StreamPlan, plan_for, resilient, start
 from .limits import Reservation
 from .logs import log_request
@@ -206,6 +207,9 @@ async def run(node: Node, gen: GenerationRequest, ctx: RequestContext, routing: 
         ) from exc
     except Exception as exc:
         record.failed(exc)
+        raise
+    except asyncio.CancelledError:  # a non-streamed answer's client left (it is watched from the start)
+        record.failed(ClientGoneError("the client closed the connection before the answer was ready"))
         raise
     trace.first_token()
     routing.route = "edge" if plan.targets[index].name == "edge" else "cloud"

@@ -3,6 +3,8 @@ whole answer too (seen in the member's own access log), with the same failover b
 
 from __future__ import annotations
 
+import socket
+import threading
 from pathlib import Path
 
 import httpx
@@ -71,3 +73,36 @@ def test_a_member_killed_before_a_whole_request_the_other_member_answers(tmp_pat
                 assert hy.decisions(app)[0].member == "survivor"
     finally:
         survivor.close()
+
+
+class _SlowMember(hy.RecordingServer):
+    """Reads a completion request, then answers nothing: it notes when the node lets go of it."""
+
+    def __init__(self) -> None:
+        self.released = threading.Event()
+        super().__init__([])
+
+    def respond(self, conn: socket.socket, script: object, content_type: str | None = None) -> None:
+        try:
+            while conn.recv(65536):
+                pass
+        except OSError:
+            pass
+        self.released.set()  # EOF or reset: the node closed the connection
+
+
+def test_a_client_that_leaves_a_whole_request_stops_the_members_work(tmp_path: Path) -> None:
+    slow = _SlowMember()
+    try:
+        with hy.node(tmp_path, [slow.settings("slow")]) as (base, app):
+            body = {"model": "cloud", "messages": hy.ASK, "max_tokens": 8, "stream": False}
+            with pytest.raises(httpx.ReadTimeout):
+                httpx.post(base + URL, json=body, timeout=httpx.Timeout(30, read=1.0))
+            assert slow.released.wait(20), "the node kept waiting on the member for a client that left"
+            assert [m["stream"] for m in slow.access_log] == [False]
+            row = hy.decisions(app)[0]
+            assert (row.route, row.status) == ("error", "error")
+            assert row.error == "the client closed the connection before the answer was ready"
+            assert app.state.node.pool.status()[0].outstanding == 0
+    finally:
+        slow.close()
