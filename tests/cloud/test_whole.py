@@ -134,3 +134,12 @@ async def test_with_hedging_on_the_member_streams_even_for_a_whole_request(llama
         chunks = [c async for c in pool.stream(greedy(), whole=True)]
     assert len(chunks) > 2  # one per delta, then the final one: a stream, not one whole answer
     assert chunks[-1].text == "" and chunks[-1].finish_reason is not None
+
+
+async def test_a_whole_text_completion_matches_the_streamed_one(llama: ServerProcess) -> None:
+    counting = GenerationRequest(SamplingParams(max_tokens=6, temperature=0.0), prompt="1, 2, 3,")
+    async with CloudPool(settings(), members=[llama_settings(llama)]) as pool:
+        streamed = [c async for c in pool.stream(counting)]
+        (whole,) = [c async for c in pool.stream(counting, whole=True)]
+    assert whole.text == "".join(c.text for c in streamed) != ""
+    assert whole.finish_reason == streamed[-1].finish_reason == "length"
