@@ -55,7 +55,7 @@ class _OneWriteStream(httpcore.AsyncNetworkStream):
         self, ssl_context: ssl.SSLContext, server_hostname: str | None = None, timeout: float | None = None
     ) -> httpcore.AsyncNetworkStream:
         await self._flush(timeout)
-        return await self._stream.start_tls(ssl_context, server_hostname, timeout)
+        return _OneWriteStream(await self._stream.start_tls(ssl_context, server_hostname, timeout))
 
     def get_extra_info(self, info: str) -> Any:
         return self._stream.get_extra_info(info)
