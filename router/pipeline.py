@@ -172,9 +172,7 @@ async def run(node: Node, gen: GenerationRequest, ctx: RequestContext, routing: 
         # Served whatever the decision says: the count stored with the answer, no tokenizing
         # (it was the largest piece of the node's own work per hit under load).
         prompt_tokens = hit.usage.prompt_tokens
-    elif floor >= node.edge.n_ctx:
-        # Beyond the edge's window whatever its exact count: rendering the template of a prompt
-        # this long held the GIL for tens of ms (the loop stalled) to learn nothing more.
+    elif floor >= node.edge.n_ctx:  # beyond the window whatever the exact count: no template rendered
         prompt_tokens = floor
     else:
         # Tokenized once: the edge keeps these tokens for the request's admission.
