@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import itertools
 import json
+import os
 import random
 import time
 from pathlib import Path
@@ -131,3 +132,12 @@ def test_each_tenant_is_reported_apart_with_its_cache_hit_latency() -> None:
     assert s["rss_mb"] == {"start": 700.0, "end": 714.0, "max": 720.0, "growth": pytest.approx(0.02)}
     text = table(s)
     assert "tenant a (200 clients, 101 requests)" in text and "node RSS: 700 -> 714 MB (max 720, +2.0%)" in text
+
+
+@pytest.mark.slow
+def test_the_probe_times_cache_hits_of_its_one_question(node_url: str) -> None:
+    from router.loadprobe import probe, read_rss_mb
+
+    out = probe(node_url, None, duration_s=1.0, interval_s=0.1, max_tokens=4)
+    assert out["other"] == {} and len(out["hits_ms"]) >= 3  # the first answer was made, then hits
+    assert read_rss_mb(os.getpid()) is not None and read_rss_mb(2**22 + 1) is None
