@@ -39,7 +39,7 @@ from urllib.parse import urlsplit
 import httpx
 from httpx_sse import aconnect_sse
 
-from .loadprobe import probe, read_rss_mb
+from .loadprobe import prime, probe, read_rss_mb
 from .loadreport import percentiles, summarize, table
 
 __all__ = [
@@ -283,6 +283,8 @@ async def _attempt(client: httpx.AsyncClient, cfg: LoadConfig, job: Job) -> tupl
 async def run_load(cfg: LoadConfig) -> dict[str, Any]:
     """Run the scenario; the summary dict (also what ``--json`` writes)."""
     check_loopback(cfg.target)
+    if cfg.probe:  # the probes' question answered and cached before the load starts
+        await asyncio.gather(*(asyncio.to_thread(prime, cfg.target, g.key, cfg.max_tokens) for g in cfg.groups()))
     results: list[Result] = []
     short_ttfts: list[float] = []
     deadline = time.monotonic() + cfg.duration_s

@@ -17,12 +17,23 @@ import httpx
 QUESTION = "What is the capital of France?"
 
 
-def probe(target: str, key: str | None, duration_s: float, interval_s: float, max_tokens: int) -> dict[str, Any]:
-    """Ask ``QUESTION`` once (the cache stores it), then every ``interval_s`` until ``duration_s``
-    has passed; the latencies (ms, send to last byte) of the answers that were cache hits."""
-    headers = {"authorization": f"Bearer {key}"} if key else {}
-    body = {"model": "auto", "messages": [{"role": "user", "content": QUESTION}], "temperature": 0,
+def _body(max_tokens: int) -> dict[str, Any]:
+    return {"model": "auto", "messages": [{"role": "user", "content": QUESTION}], "temperature": 0,
             "max_tokens": max_tokens, "stream": True}
+
+
+def prime(target: str, key: str | None, max_tokens: int) -> int:
+    """Ask ``QUESTION`` once, before the load, so the cache holds it; the status."""
+    headers = {"authorization": f"Bearer {key}"} if key else {}
+    url = target.rstrip("/") + "/v1/chat/completions"
+    return httpx.post(url, json={**_body(max_tokens), "stream": False}, headers=headers, timeout=120).status_code
+
+
+def probe(target: str, key: str | None, duration_s: float, interval_s: float, max_tokens: int) -> dict[str, Any]:
+    """Ask ``QUESTION`` every ``interval_s`` until ``duration_s`` has passed (made once first, if
+    :func:`prime` did not); the latencies (ms, send to last byte) of the answers that were hits."""
+    headers = {"authorization": f"Bearer {key}"} if key else {}
+    body = _body(max_tokens)
     hits: list[float] = []
     other: dict[str, int] = {}
     url = target.rstrip("/") + "/v1/chat/completions"
