@@ -58,6 +58,11 @@ class Embedder:
             # Memory patterns are planned per input shape and kept: with prompts of every length
             # they only add up (measured: the same speed without them).
             opts.enable_mem_pattern = False
+            # ONNX Runtime's arena keeps every chunk it grew to, in power-of-two steps, and prompts
+            # of every length fragment it: 241 -> 476 MB over 100 mixed batches after the warm-up,
+            # 195 -> 214 MB without it (docs/limits.md). Runs then allocate through malloc, whose
+            # large blocks the serve command returns to the system (dashboard/cli.py).
+            opts.enable_cpu_mem_arena = False
             providers = ["CPUExecutionProvider"]
             if device == "cuda":
                 if "CUDAExecutionProvider" not in ort.get_available_providers():

@@ -32,6 +32,10 @@ class CrossEncoder:
             opts.intra_op_num_threads = threads
             opts.inter_op_num_threads = 1
             opts.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_ALL
+            # As for the embedder (edge/embedder.py): no arena or per-shape plans kept, so batches
+            # of every size leave no memory behind.
+            opts.enable_cpu_mem_arena = False
+            opts.enable_mem_pattern = False
             self._session = ort.InferenceSession(str(model), opts, providers=["CPUExecutionProvider"])
         except Exception as exc:  # onnxruntime and tokenizers raise their own base types
             raise VerifierError(f"cannot load the verifier model {model}: {exc}") from exc
