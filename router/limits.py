@@ -44,6 +44,10 @@ class LimitSettings(BaseModel):
     max_message_chars: int = Field(1_000_000, ge=1)
     max_total_chars: int = Field(2_000_000, ge=1)
     max_json_depth: int = Field(64, ge=4)
+    # Seconds of requests_per_minute the requests bucket holds: 60 lets a tenant spend a minute's
+    # allowance at once (OpenAI's behaviour); less spreads a burst, so that one tenant's hundreds
+    # of clients cannot take the node's every worker in the first seconds (docs/reliability.md).
+    request_burst_s: float = Field(60.0, gt=0, le=60)
 
     def rates(self, tenant: str) -> tuple[int, int]:
         """(requests, tokens) per minute for ``tenant``; 0 is no limit."""
@@ -131,12 +135,14 @@ def _check_total(total: int, limits: LimitSettings) -> None:
 
 
 class _Bucket:
-    """A token bucket holding up to a minute's allowance, refilled continuously."""
+    """A token bucket holding up to ``burst_s`` seconds of the allowance (a minute's by
+    default), refilled continuously."""
 
-    __slots__ = ("capacity", "level", "promised", "rate", "stamp")
+    __slots__ = ("capacity", "level", "limit", "promised", "rate", "stamp")
 
-    def __init__(self, per_minute: int, now: float) -> None:
-        self.capacity = float(per_minute)
+    def __init__(self, per_minute: int, now: float, burst_s: float = 60.0) -> None:
+        self.limit = per_minute
+        self.capacity = max(1.0, float(per_minute) * burst_s / 60.0)
         self.rate = per_minute / 60.0
         self.level = self.capacity
         self.stamp = now
@@ -165,7 +171,7 @@ class _Bucket:
         """OpenAI's ``x-ratelimit-*-<kind>`` headers: the limit, what is left now, and the time
         until the bucket is full again (its "reset")."""
         return {
-            f"x-ratelimit-limit-{kind}": str(int(self.capacity)),
+            f"x-ratelimit-limit-{kind}": str(self.limit),
             f"x-ratelimit-remaining-{kind}": str(max(0, math.floor(self.level))),
             f"x-ratelimit-reset-{kind}": duration((self.capacity - self.level) / self.rate),
         }
@@ -227,7 +233,7 @@ class RateLimiter:
         rpm, _ = self._settings.rates(tenant)
         if not rpm:
             return {}
-        bucket = self._bucket(self._requests, tenant, rpm)
+        bucket = self._bucket(self._requests, tenant, rpm, self._settings.request_burst_s)
         if bucket.wait_s(1) > 0:
             wait = bucket.promise(1, self._clock())
             raise RequestsRateLimitError(
@@ -279,12 +285,12 @@ class RateLimiter:
         bucket.level = min(bucket.capacity, bucket.level + reservation.tokens - used)
         reservation.tokens = used  # settling twice gives back nothing more
 
-    def _bucket(self, table: dict[str, _Bucket], tenant: str, per_minute: int) -> _Bucket:
+    def _bucket(self, table: dict[str, _Bucket], tenant: str, per_minute: int, burst_s: float = 60.0) -> _Bucket:
         now = self._clock()
         bucket = table.get(tenant)
-        if bucket is None or bucket.capacity != per_minute:
+        if bucket is None or bucket.limit != per_minute:
             if len(table) >= _MAX_BUCKETS:
                 _forget_full(table, now)
-            bucket = table[tenant] = _Bucket(per_minute, now)
+            bucket = table[tenant] = _Bucket(per_minute, now, burst_s)
         bucket.refill(now)
         return bucket

@@ -254,3 +254,55 @@ def test_a_cache_hit_counts_as_a_request(tmp_path: Path) -> None:
         refused = post(base, CHAT, body)
         assert refused.status_code == 429
         assert error_of(refused)["type"] == "requests"
+
+
+def test_a_shorter_burst_spreads_a_minutes_allowance() -> None:
+    now = [0.0]
+    settings = LimitSettings(requests_per_minute=60, request_burst_s=10)
+    limiter = RateLimiter(settings, clock=lambda: now[0])
+    headers = {}
+    for _ in range(10):
+        headers = limiter.admit_request("a")
+    assert headers == {
+        "x-ratelimit-limit-requests": "60",
+        "x-ratelimit-remaining-requests": "0",
+        "x-ratelimit-reset-requests": "10s",
+    }
+    with pytest.raises(RequestsRateLimitError) as info:
+        limiter.admit_request("a")
+    assert info.value.retry_after == 1
+    now[0] = 1.0
+    limiter.admit_request("a")  # the bucket refills at the minute's rate, one a second
+    now[0] = 100.0
+    for _ in range(10):
+        limiter.admit_request("a")  # full again: never more than 10 at once
+    with pytest.raises(RequestsRateLimitError):
+        limiter.admit_request("a")
+
+
+def test_the_default_burst_is_a_minutes_allowance(tmp_path: Path) -> None:
+    cfg = tmp_path / "c.toml"
+    cfg.write_text("[limits]\nrequests_per_minute = 600\n")
+    assert load_settings(cfg).limits.request_burst_s == 60.0
+    cfg.write_text("[limits]\nrequests_per_minute = 600\nrequest_burst_s = 10\n")
+    assert load_settings(cfg).limits.request_burst_s == 10.0
+    limiter = RateLimiter(load_settings(cfg).limits, clock=lambda: 0.0)
+    assert limiter.admit_request("a")["x-ratelimit-remaining-requests"] == "99"
+
+
+def test_a_node_with_a_short_burst_refuses_beyond_it(tmp_path: Path) -> None:
+    limits = {"requests_per_minute": 6, "request_burst_s": 20}  # 2 at once, then one each 10 s
+    settings = load_settings(data_dir=tmp_path / "d", cloud={"local_member": False}, limits=limits)
+    with serve_app(create_app(settings)) as base:
+        body = {"model": "edge", "messages": HI, "max_tokens": 2, "temperature": 0}
+        first = post(base, CHAT, body)
+        assert first.status_code == 200
+        assert first.headers["x-ratelimit-limit-requests"] == "6"
+        assert first.headers["x-ratelimit-remaining-requests"] == "1"
+        hit = post(base, CHAT, body)
+        assert (hit.status_code, hit.headers["x-edgeroute-route"]) == (200, "cache-exact")
+        assert hit.headers["x-ratelimit-remaining-requests"] == "0"
+        refused = post(base, CHAT, body)
+        assert refused.status_code == 429
+        assert (error_of(refused)["type"], error_of(refused)["code"]) == ("requests", "rate_limit_exceeded")
+        assert 1 <= int(refused.headers["retry-after"]) <= 10
