@@ -116,6 +116,8 @@ class Scheduler:
             while self._wait_for_work():
                 self._admit()
                 ready = self._build_batch()
+                # The last step's tokens leave as late as possible: the outbox thread can only
+                # take the GIL (to wake the loops) once this thread is inside llama_decode.
                 self._outbox.flush()
                 if not ready:
                     continue
@@ -124,15 +126,17 @@ class Scheduler:
                 except GenerationError as exc:
                     log.exception("llama_decode failed")
                     self._fail_all(exc)
-                    self._outbox.flush()
                     continue
                 self._after_decode()
-                self._outbox.flush()
         finally:
             self._shutdown()
-            self._outbox.flush()
+            self._outbox.close(timeout=10)
 
     def _wait_for_work(self) -> bool:
+        with self._cond:
+            if self._stopping or self._waiting or self._running:
+                return not self._stopping
+        self._outbox.flush()  # about to sleep: the last step's output must not wait for new work
         with self._cond:
             while not self._stopping and not self._waiting and self._running == 0:
                 self._cond.wait()

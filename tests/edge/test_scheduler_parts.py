@@ -49,7 +49,7 @@ def test_the_greedy_argmax_is_llama_cpps_greedy_sampler_step_after_step(runtime:
             rt.decode()
             expected = [rt.sample(chain, index) for chain, index in zip(chains, outputs, strict=True)]
             assert rt.argmax(outputs) == expected
-            # Rows asked for out of order take the row-by-row path: the same tokens.
+            # Rows asked for in another order or alone: the same tokens for the same rows.
             assert rt.argmax(outputs[::-1]) == expected[::-1]
             assert rt.argmax(outputs[2:3]) == expected[2:3]
             rt.batch.clear()
@@ -72,6 +72,7 @@ def _job(loop: asyncio.AbstractEventLoop) -> Job:
 
 
 def test_the_outbox_delivers_each_loops_items_in_order_and_cancels_jobs_of_a_closed_loop() -> None:
+    # Its own thread wakes the loops: ``close`` waits until it has handed everything over.
     loops = [asyncio.new_event_loop() for _ in range(2)]
     threads = [threading.Thread(target=loop.run_forever) for loop in loops]
     for thread in threads:
@@ -84,6 +85,7 @@ def test_the_outbox_delivers_each_loops_items_in_order_and_cancels_jobs_of_a_clo
                 outbox.put(job, (step, n))
             outbox.flush()
         outbox.flush()  # nothing left: a no-op
+        outbox.close(timeout=10)  # everything handed to the loops (their callbacks are queued)
 
         async def take(job: Job) -> list[object]:
             return [job.out.get_nowait() for _ in range(job.out.qsize())]
@@ -97,9 +99,10 @@ def test_the_outbox_delivers_each_loops_items_in_order_and_cancels_jobs_of_a_clo
             thread.join(10)
     loops[1].close()
     orphan, alive = _job(loops[1]), _job(loops[0])
+    outbox = Outbox()
     outbox.put(orphan, "lost")
     outbox.put(alive, "kept")
-    outbox.flush()
+    outbox.close(timeout=10)
     assert orphan.cancelled.is_set()
     assert not alive.cancelled.is_set()
     loops[0].run_until_complete(asyncio.sleep(0))
