@@ -4,7 +4,7 @@ Each step builds one ``llama_batch``: the next token of every sequence that is d
 to ``prefill_chunk`` prompt tokens of sequences still reading their prompt (shortest remaining
 prompt first, so a one-line question is not stuck behind a long document). One ``llama_decode``
 runs them all; each sequence that asked for logits samples its own token from its own row with
-its own sampler (greedy ones: one numpy argmax over all their rows). Requests join between steps
+its own sampler (greedy ones: the argmax of their rows, by numpy). Requests join between steps
 and leave as soon as they finish or are cancelled. A step's output reaches the requests' event
 loops in one wakeup (:class:`Outbox`).
 """
