@@ -116,9 +116,7 @@ class Scheduler:
             while self._wait_for_work():
                 self._admit()
                 ready = self._build_batch()
-                # The last step's tokens leave as late as possible: the outbox thread can only
-                # take the GIL (to wake the loops) once this thread is inside llama_decode.
-                self._outbox.flush()
+                self._outbox.flush()  # the last step's output, one wakeup per event loop
                 if not ready:
                     continue
                 try:

@@ -4,7 +4,6 @@ that carries a step's output back to the requests' event loops."""
 from __future__ import annotations
 
 import asyncio
-import queue
 import threading
 import time
 from dataclasses import dataclass, field
@@ -34,22 +33,21 @@ def _deliver(items: list[tuple[Job, Any]]) -> None:
 
 
 class Outbox:
-    """What one step produced for its jobs, sent with one wakeup per event loop, by a thread of its own.
+    """What one step produced for its jobs, sent with one wakeup per event loop.
 
     Waking an event loop from another thread (``call_soon_threadsafe``: a write to its self-pipe,
     a select return, a handle) costs more than the token it carries, so one wakeup per step hands
-    every sequence's new text over at once, in the order it was put. And the scheduler does not
-    wake the loops itself: the write releases the GIL, the woken loop takes it, and the scheduler
-    then waited for the loop to finish handling the step (150-500 us a step, measured) before it
-    could start the next decode. :meth:`flush` only hands the step to the ``edge-outbox`` thread
-    (no GIL release), which wakes the loops while the scheduler is inside ``llama_decode``.
+    every sequence's new text over at once, in the order it was put.
+
+    The scheduler wakes the loops itself, and the loop's handling of the step then runs between
+    two decodes (the write releases the GIL to the woken loop). Waking them from a thread of its
+    own instead, so that handling overlapped the decode, halved the scheduler's gap between
+    decodes with one llama.cpp thread, but with two threads on two cores it took a core from
+    llama.cpp mid-decode: 8-stream throughput fell from ~125 to ~60 tok/s in an A/B (docs/edge.md).
     """
 
     def __init__(self) -> None:
         self._items: list[tuple[Job, Any]] = []
-        self._steps: queue.SimpleQueue[list[tuple[Job, Any]] | None] = queue.SimpleQueue()
-        self._thread = threading.Thread(target=self._run, name="edge-outbox", daemon=True)
-        self._thread.start()
 
     def put(self, job: Job, item: Any) -> None:
         self._items.append((job, item))
@@ -58,17 +56,11 @@ class Outbox:
         """Send what was put since the last flush."""
         if self._items:
             items, self._items = self._items, []
-            self._steps.put(items)
+            self._wake(items)
 
     def close(self, timeout: float | None = None) -> None:
-        """Flush, then stop the thread once everything before has been sent."""
+        """Send what is left (``timeout``: kept for callers that stop the engine)."""
         self.flush()
-        self._steps.put(None)
-        self._thread.join(timeout)
-
-    def _run(self) -> None:
-        while (items := self._steps.get()) is not None:
-            self._wake(items)
 
     def _wake(self, items: list[tuple[Job, Any]]) -> None:
         loop = items[0][0].loop
