@@ -11,7 +11,7 @@ import contextlib
 import re
 import time
 import uuid
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Coroutine
 from typing import Any
 
 from litestar import Controller, Request, Response, get, post
@@ -20,7 +20,7 @@ from litestar.datastructures import State
 from litestar.handlers.base import BaseRouteHandler
 from litestar.response import Stream
 
-from models import Chunk, Completion, Usage, collect
+from models import Completion, GenerationRequest, Usage, collect
 from models.openai import ChunkWriter, Kind, api_key_guard
 
 from . import openapi, pipeline
@@ -90,15 +90,16 @@ async def _respond(
     if node.limiter is not None:
         node.limiter.admit_request(ctx.tenant)
     gen = body.to_generation(rid)
-    routed = await pipeline.run(node, gen, ctx, routing)
     writer = ChunkWriter(kind, gen.model, include_usage=body.include_usage)
     if not body.stream:
-        done = await _collect_while_connected(request, routed.chunks())
+        # Watched from the start: a member generates a whole answer before its one chunk comes.
+        done = await _while_connected(request, _whole(node, gen, ctx, routing))
         headers = routing.headers()  # after the last chunk: a fallback mid-way shows
         headers[REQUEST_ID_HEADER] = rid
         headers["x-edgeroute-latency-ms"] = f"{(time.perf_counter() - started) * 1000:.1f}"
         return Response(writer.whole(done.text, done.finish_reason, done.usage), headers=headers)
 
+    routed = await pipeline.run(node, gen, ctx, routing)
     drain: Drain | None = request.app.state.get("drain")
 
     async def events() -> AsyncIterator[bytes]:
@@ -124,13 +125,18 @@ async def _respond(
     return Stream(events(), media_type="text/event-stream", headers=headers)
 
 
-async def _collect_while_connected(request: Request[Any, Any, State], chunks: AsyncIterator[Chunk]) -> Completion:
-    """Collect a whole answer, but stop generating when the client goes away (as a stream does).
+async def _whole(node: Node, gen: GenerationRequest, ctx: RequestContext, routing: Routing) -> Completion:
+    routed = await pipeline.run(node, gen, ctx, routing)
+    return await collect(routed.chunks())
+
+
+async def _while_connected(request: Request[Any, Any, State], answer: Coroutine[Any, Any, Completion]) -> Completion:
+    """Route and collect a whole answer, but stop when the client goes away (as a stream does).
 
     The body was read before; the next message on the connection is ``http.disconnect``, which
     the server sends when the client closes it.
     """
-    work = asyncio.ensure_future(collect(chunks))
+    work = asyncio.ensure_future(answer)
     gone = asyncio.ensure_future(_disconnected(request))
     try:
         await asyncio.wait({work, gone}, return_when=asyncio.FIRST_COMPLETED)

@@ -11,6 +11,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import logging
 from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
@@ -21,7 +22,7 @@ import numpy as np
 from edge import CacheError, CacheHit, CacheKey, EmbedderError, LlamaEngine, embedding_text
 from models import Chunk, EngineError, GenerationRequest, Usage
 
-from .errors import InvalidRequestError, NoCapacityError
+from .errors import ClientGoneError, InvalidRequestError, NoCapacityError
 from .fallback import StreamPlan, plan_for, resilient, start
 from .limits import Reservation
 from .logs import log_request
@@ -188,7 +189,7 @@ async def run(node: Node, gen: GenerationRequest, ctx: RequestContext, routing: 
         record.common["cache_refusal"] = "edge-answer-for-cloud-prompt"
 
     # 5. the targets, started with fallback
-    plan = plan_for(node.edge, node.pool, decision, features)
+    plan = plan_for(node.edge, node.pool, decision, features, whole=not ctx.stream)
     routing.plan = plan
     try:
         if plan.targets[0] is node.edge:
@@ -206,6 +207,9 @@ async def run(node: Node, gen: GenerationRequest, ctx: RequestContext, routing: 
         ) from exc
     except Exception as exc:
         record.failed(exc)
+        raise
+    except asyncio.CancelledError:  # a non-streamed answer's client left (it is watched from the start)
+        record.failed(ClientGoneError("the client closed the connection before the answer was ready"))
         raise
     trace.first_token()
     routing.route = "edge" if plan.targets[index].name == "edge" else "cloud"
@@ -238,7 +242,8 @@ def _features(
 ) -> Features:
     load = node.edge.load()
     wanted = gen.params.max_tokens or node.settings.edge.default_max_tokens
-    healthy = [m for m in node.pool.status() if m.healthy] if node.pool is not None else []
+    # The members themselves, not pool.status(): a status row per member per request is wasted work.
+    healthy = [m for m in node.pool.members if m.healthy] if node.pool is not None else []
     return Features(
         prompt_tokens=prompt_tokens,
         max_tokens=gen.params.max_tokens,
