@@ -248,14 +248,13 @@ def _scrambled(a: TextSignals, b: TextSignals) -> bool:
     """The same content words, rearranged around a directional word beyond one swap or one moved phrase.
 
     "getting stronger than other currencies" / "other stronger than getting currencies": the words
-    next to "than" changed while the words are the same. A single moved block ("in India, what
-    is..." fronted) keeps every directional word's neighbours and is left alone.
+    next to "than" changed while the words are the same. A moved phrase that keeps every
+    directional word's neighbours ("in India, what is..." fronted) is left alone.
     """
     sa, sb = _sequence(a), _sequence(b)
     if sa == sb or sorted(sa) != sorted(sb) or not any(w in _DIRECTIONAL for w in sa):
         return False
-    if _one_block_moved(sa, sb):
-        return False
+    # Even one word moved across "than" changes what is compared, so a moved word is not exempt.
     return _around(sa) != _around(sb)
 
 
@@ -264,18 +263,6 @@ def _around(seq: list[str]) -> Counter[tuple[str, str, str]]:
         (seq[i - 1] if i else "", w, seq[i + 1] if i + 1 < len(seq) else "")
         for i, w in enumerate(seq) if w in _DIRECTIONAL
     )
-
-
-def _one_block_moved(sa: list[str], sb: list[str]) -> bool:
-    """``sb`` is ``sa`` with one contiguous run taken out and put back elsewhere."""
-    n = len(sa)
-    for i in range(n):
-        for j in range(i + 1, n + 1):
-            rest, block = sa[:i] + sa[j:], sa[i:j]
-            for k in range(len(rest) + 1):
-                if k != i and rest[:k] + block + rest[k:] == sb:
-                    return True
-    return False
 
 
 def _roles(s: TextSignals, shared: list[str]) -> dict[str, str | None]:

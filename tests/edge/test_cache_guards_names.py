@@ -33,6 +33,7 @@ REARRANGED = [
     ("Should I learn Python before Java?", "Should I learn Java before Python?"),
     ("Why is the dollar getting stronger than other currencies?",
      "Why is the dollar other stronger than getting currencies?"),
+    ("Why is a cheetah faster than a lion?", "Why is a faster than cheetah lion?"),  # one word moved across "than"
     ("What is the best time of year to visit the capital of Peru?",
      "What is the best capital of year to visit the time of Peru?"),
 ]
@@ -40,6 +41,7 @@ SAME_ORDER = [
     ("What is the capital of France in 2010?", "In 2010, what is the capital of France?"),
     ("How can I improve my knowledge of English?", "How can I improve my English knowledge?"),
     ("Compare Python and Java", "Compare Java and Python"),
+    ("What are the best places to visit in India for a family?", "In India, what are the best places to visit for a family?"),
 ]
 
 
