@@ -27,6 +27,11 @@ class Job:
     cancelled: threading.Event = field(default_factory=threading.Event)
     queued_at: float = field(default_factory=time.monotonic)
 
+    @property
+    def key(self) -> str:
+        """The fairness key (the tenant): the scheduler shares slots and queue fairly across keys."""
+        return self.request.fair_key
+
     def emit(self, item: Any) -> None:
         try:
             self.loop.call_soon_threadsafe(self.out.put_nowait, item)

@@ -77,19 +77,30 @@ def _check_caps(node: Node, body: ChatCompletionRequest | CompletionRequest) -> 
         check_prompt(body.prompt_text(), node.settings.limits)
 
 
+async def rate_guard(connection: ASGIConnection[Any, Any, Any, Any], _: BaseRouteHandler) -> None:
+    """The tenant's requests per minute, before the body is parsed: a refusal (429) costs the
+    node as little as it can, and the tenant is known from its key.
+
+    Also puts the request's :class:`Routing` on its state (the error handler reads the route and
+    the ``x-ratelimit-*`` headers from there).
+    """
+    routing = Routing()
+    connection.state.routing = routing
+    node: Node = connection.app.state.node
+    if node.limiter is not None:
+        routing.ratelimit.update(node.limiter.admit_request(connection.state.get("tenant", "default")))
+
+
 async def _respond(
     request: Request[Any, Any, State], kind: Kind, body: ChatCompletionRequest | CompletionRequest
 ) -> Response[Any]:
     started = time.perf_counter()
     node: Node = request.app.state.node
     rid: str = request.state.request_id
-    routing = Routing()
-    request.state.routing = routing  # the error handler reads the route from here
+    routing: Routing = request.state.routing  # made by rate_guard
     _check_caps(node, body)
     ctx = request_context(request, body)
-    if node.limiter is not None:
-        node.limiter.admit_request(ctx.tenant)
-    gen = body.to_generation(rid)
+    gen = body.to_generation(rid, ctx.tenant)
     writer = ChunkWriter(kind, gen.model, include_usage=body.include_usage)
     if not body.stream:
         # Watched from the start: a member generates a whole answer before its one chunk comes.
@@ -168,6 +179,7 @@ class OpenAIController(Controller):
 
     @post(
         "/chat/completions",
+        guards=[rate_guard],
         summary="Create a chat completion",
         status_code=200,
         responses=openapi.answers(openapi.ChatCompletionBody, *openapi.COMPLETION_ERRORS),
@@ -178,6 +190,7 @@ class OpenAIController(Controller):
 
     @post(
         "/completions",
+        guards=[rate_guard],
         summary="Create a text completion",
         status_code=200,
         responses=openapi.answers(openapi.TextCompletionBody, *openapi.COMPLETION_ERRORS),

@@ -25,6 +25,7 @@ class Attempt:
     error: str | None = None
     member: str | None = None  # the pool member that answered (cloud attempts)
     member_hops: int = 0  # other members the pool left for this one before its first token
+    cause: EngineError | None = field(default=None, repr=False)  # the failure, for the pipeline's answer
 
 
 @dataclass
@@ -83,7 +84,7 @@ async def start(
             first = await anext(stream)
         except EngineError as exc:
             await _close(stream)
-            plan.attempts.append(Attempt(engine.name, "failed-before-first-token", _describe(exc)))
+            plan.attempts.append(Attempt(engine.name, "failed-before-first-token", _describe(exc), cause=exc))
             last = exc
             continue
         except StopAsyncIteration:
@@ -156,6 +157,7 @@ async def resilient(
                 assistant_prefix=request.assistant_prefix + "".join(emitted),
                 model=request.model,
                 request_id=request.request_id,
+                fair_key=request.fair_key,
             )
             index, chunk, stream = await start(plan, cont, index + 1)
 
