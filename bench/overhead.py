@@ -7,6 +7,9 @@ routed requests alternate (the order flips every pair) on kept-alive connections
 hits both alike; the figure is the median of the paired differences. ``GET /healthz`` on the node
 is timed too: the cost of one trip through the HTTP stack alone.
 
+Two rows per node: ``whole`` (the client sends ``stream: false``; the node asks the member for a
+whole answer too) and ``stream`` (the client streams; the node streams from the member).
+
     python -m bench.overhead [--pairs 200] [--warmup 20] [--json artifacts/bench_overhead.json]
                              [--against DIR]
 
@@ -153,7 +156,10 @@ def main() -> None:
     )
     member = _spawn(
         [sys.executable, "-m", "llama_cpp.server", "--model", str(gguf), "--model_alias", ALIAS,
-         "--host", "127.0.0.1", "--port", str(member_port), "--n_threads", "1", "--n_ctx", "2048"],
+         "--host", "127.0.0.1", "--port", str(member_port), "--n_threads", "1", "--n_ctx", "2048",
+         # By default a request arriving mid-stream (the nodes' health probes take the same lock) cuts
+         # the stream short without an end; a pool member queues instead.
+         "--interrupt_requests", "False"],
         work / "member.log",
     )
     trees = {"node": Path(__file__).resolve().parents[1]}

@@ -1,9 +1,11 @@
-"""One pool member as an :class:`models.Engine`: streaming over httpx + httpx-sse, with its own
-circuit breaker, recent latencies, and load (this node's requests plus what the member publishes).
+"""One pool member as an :class:`models.Engine`: streaming over httpx + httpx-sse (or one whole
+answer, when the client asked for one), with its own circuit breaker, recent latencies, and load
+(this node's requests plus what the member publishes).
 
 The first token is the line between the two failure kinds: before it, a failure is a
 :class:`MemberError` (the pool may retry elsewhere); after it, :class:`StreamBrokenError` carries
-the text already delivered so the caller can continue from it.
+the text already delivered so the caller can continue from it. A whole answer has no "after": it
+arrives complete or fails as a :class:`MemberError`.
 """
 
 from __future__ import annotations
@@ -19,7 +21,7 @@ from httpx_sse import SSEError, aconnect_sse
 
 from models import Chunk, EngineLoad, GenerationRequest, Usage
 from models.errors import ErrorEventError, WireFormatError
-from models.openai.client import error_message, parse_event, request_body
+from models.openai.client import error_message, parse_event, parse_whole, request_body
 
 from .breaker import CircuitBreaker, Transition
 from .config import MemberSettings, PoolSettings
@@ -37,6 +39,7 @@ from .errors import (
 from .events import EventKind, MemberStatus, PoolEvent
 from .health import Probe, Scrape, probe
 from .stats import Window
+from .transport import member_transport
 
 log = logging.getLogger(__name__)
 
@@ -58,6 +61,7 @@ class Member:
         self._pool = pool
         self._emit_cb = emit
         headers = {"authorization": f"Bearer {settings.api_key}"} if settings.api_key else {}
+        limits = httpx.Limits(max_connections=pool.max_connections, max_keepalive_connections=pool.max_connections)
         self._client = httpx.AsyncClient(
             base_url=settings.base_url,
             headers=headers,
@@ -65,9 +69,8 @@ class Member:
             timeout=httpx.Timeout(
                 connect=pool.connect_timeout_s, read=None, write=pool.connect_timeout_s, pool=None
             ),
-            limits=httpx.Limits(
-                max_connections=pool.max_connections, max_keepalive_connections=pool.max_connections
-            ),
+            limits=limits,
+            transport=member_transport(limits),
         )
         self.breaker = CircuitBreaker(pool.failure_threshold, pool.cooldown_s, pool.max_cooldown_s)
         self.outstanding = 0
@@ -181,11 +184,19 @@ class Member:
         self.apply_probe(result)
         return result
 
-    # -- streaming -------------------------------------------------------------------------
+    # -- requests --------------------------------------------------------------------------
 
-    async def stream(self, request: GenerationRequest, *, attempt: int = 1) -> AsyncIterator[Chunk]:
+    def stream(self, request: GenerationRequest, *, attempt: int = 1, whole: bool = False) -> AsyncIterator[Chunk]:
         """Yield the member's chunks unchanged (one per text delta), then a final one with
-        ``finish_reason`` and ``usage``; errors as described in the module docstring."""
+        ``finish_reason`` and ``usage``; errors as described in the module docstring.
+
+        ``whole``: ask the member for its whole answer in one body (the client wants no stream,
+        and a member's streaming path costs it more than one body); it comes back as one chunk
+        that carries the text, ``finish_reason`` and ``usage``.
+        """
+        return self._whole(request, attempt) if whole else self._stream(request, attempt)
+
+    async def _stream(self, request: GenerationRequest, attempt: int) -> AsyncIterator[Chunk]:
         path, body = request_body(request, self.settings.model)
         loop = asyncio.get_running_loop()
         started = time.perf_counter()
@@ -261,18 +272,54 @@ class Member:
             if not verdict:  # the consumer left (cancelled, hedged, client gone): no verdict on the member
                 self.breaker.release()
 
+    async def _whole(self, request: GenerationRequest, attempt: int) -> AsyncIterator[Chunk]:
+        path, body = request_body(request, self.settings.model, stream=False)
+        started = time.perf_counter()
+        verdict = False
+        self.outstanding += 1
+        try:
+            # One deadline for the whole answer: nothing reaches the client before it is complete.
+            async with asyncio.timeout(self._pool.whole_timeout_s):
+                response = await self._client.post(path, json=body, headers={"x-request-id": request.request_id})
+            await self._check_status(response)
+            answer = parse_whole(response.content)
+            if answer.finish_reason is None:
+                raise TruncatedStreamError("the answer has no finish_reason")
+            verdict = True
+        except CloudRequestError:
+            verdict = True
+            self._transition(self.breaker.success())  # the member answered: it is alive
+            self._emit("rejected", request.request_id, attempt=attempt)
+            raise
+        except (httpx.HTTPError, TimeoutError, StreamFaultError, WireFormatError, MemberError) as exc:
+            verdict = True
+            error = self._translate(exc, [], False, whole=True)
+            self._failed(error, request.request_id, attempt, started)
+            if error is exc:
+                raise
+            raise error from exc
+        finally:
+            self.outstanding -= 1
+            if not verdict:  # the consumer left (cancelled, hedged, client gone): no verdict on the member
+                self.breaker.release()
+        # A whole answer has no time to first token: it feeds the latency window, not the TTFT one.
+        self._emit("started", request.request_id, attempt=attempt)
+        self._succeeded(request.request_id, attempt, started, None)
+        # Members without usage count one token a delta (as streamed); a whole answer is one delta.
+        usage = answer.usage or Usage(0, 1 if answer.text else 0)
+        yield Chunk(answer.text, finish_reason=answer.finish_reason, usage=usage)
+
     def _started(self, request_id: str, attempt: int, started: float, first_at: float) -> None:
         ttft = (first_at - started) * 1000
         self.ttft.add(ttft)
         self._emit("started", request_id, attempt=attempt, ttft_ms=ttft)
 
-    def _succeeded(self, request_id: str, attempt: int, started: float, first_at: float) -> None:
+    def _succeeded(self, request_id: str, attempt: int, started: float, first_at: float | None) -> None:
         latency = (time.perf_counter() - started) * 1000
         self.latency.add(latency)
         transition = self.breaker.success()
-        self._emit(
-            "success", request_id, attempt=attempt, latency_ms=latency, ttft_ms=(first_at - started) * 1000
-        )
+        ttft = None if first_at is None else (first_at - started) * 1000
+        self._emit("success", request_id, attempt=attempt, latency_ms=latency, ttft_ms=ttft)
         self._transition(transition)
 
     async def _check_status(self, response: httpx.Response) -> None:
@@ -286,10 +333,12 @@ class Member:
         raise MemberHTTPError(text, member=self.name, status=response.status_code, code=code)
 
     def _translate(
-        self, exc: Exception, parts: list[str], after_first: bool
+        self, exc: Exception, parts: list[str], after_first: bool, *, whole: bool = False
     ) -> MemberError | StreamBrokenError:
         if isinstance(exc, MemberError):
             reason = exc.message
+        elif isinstance(exc, TimeoutError) and whole:
+            reason = f"member {self.name} gave no whole answer within {self._pool.whole_timeout_s:g}s"
         elif isinstance(exc, TimeoutError):
             phase = "after a chunk" if after_first else "before the first token"
             limit = self._pool.stall_timeout_s if after_first else self._pool.first_token_timeout_s
@@ -304,7 +353,7 @@ class Member:
         elif isinstance(exc, ErrorEventError):
             reason = f"member {self.name} sent an error event: {exc}"
         else:
-            reason = f"member {self.name} sent a malformed stream: {exc}"
+            reason = f"member {self.name} sent a malformed {'answer' if whole else 'stream'}: {exc}"
         if after_first:
             return StreamBrokenError(reason, partial="".join(parts), member=self.name)
         if isinstance(exc, MemberError):

@@ -56,6 +56,12 @@ class PoolSettings(BaseModel):
         30.0, gt=0, description="from sending a request to its first token (queueing and prefill included)"
     )
     stall_timeout_s: float = Field(15.0, gt=0, description="longest silence allowed between two chunks")
+    whole_timeout_s: float = Field(
+        120.0,
+        gt=0,
+        description="a request for a whole (non-streamed) answer: from sending it to the whole answer "
+        "(queueing, prefill and all of the generation)",
+    )
     health_interval_s: float = Field(5.0, ge=0, description="active health checks period; 0 turns them off")
     health_timeout_s: float = Field(2.0, gt=0, description="timeout of one health probe")
 

@@ -125,13 +125,18 @@ class CloudPool:
 
     # -- requests --------------------------------------------------------------------------
 
-    def stream(self, request: GenerationRequest, *, avoid: Collection[str] = ()) -> PoolStream:
+    def stream(self, request: GenerationRequest, *, avoid: Collection[str] = (), whole: bool = False) -> PoolStream:
         """Chunks of the first member that answers; ``avoid`` names members to use only if no
         other can serve (e.g. the one whose stream just broke, when continuing from its partial).
 
+        ``whole``: ask members for their whole answer in one body (for a client that wants no
+        stream); it comes as one chunk, and the same failover applies before it, under
+        ``whole_timeout_s`` instead of the first-token timeout. With hedging on, members stream
+        anyway: a hedge races first tokens, and a whole answer has none to race.
+
         The stream says which member answered and which failed before it (see :class:`PoolStream`).
         """
-        return PoolStream(self, request, avoid)
+        return PoolStream(self, request, avoid, whole and not self.settings.hedging)
 
     def _choose(self, tried: list[str]) -> Member | None:
         """The member to try next: a half-open member's probe first, then the least loaded
@@ -162,7 +167,7 @@ class CloudPool:
         self._rr += 1
         return member if member.acquire() else None
 
-    async def _open(self, request: GenerationRequest, tried: list[str], failed: list[str]) -> _Opened:
+    async def _open(self, request: GenerationRequest, tried: list[str], failed: list[str], whole: bool) -> _Opened:
         failures: list[str] = []
         retrying = AsyncRetrying(
             stop=stop_after_attempt(self.settings.retries + 1),
@@ -180,7 +185,7 @@ class CloudPool:
             async for attempt in retrying:
                 with attempt:
                     attempts = attempt.retry_state.attempt_number
-                    opened = await self._attempt(request, attempts, tried, failures, failed)
+                    opened = await self._attempt(request, attempts, tried, failures, failed, whole)
             return opened
         except MemberError as exc:
             message = f"no cloud member could serve the request ({attempts} attempt(s)); last: {exc.message}"
@@ -188,7 +193,13 @@ class CloudPool:
             raise PoolUnavailableError(message) from exc
 
     async def _attempt(
-        self, request: GenerationRequest, attempt: int, tried: list[str], failures: list[str], failed: list[str]
+        self,
+        request: GenerationRequest,
+        attempt: int,
+        tried: list[str],
+        failures: list[str],
+        failed: list[str],
+        whole: bool,
     ) -> _Opened:
         member = self._choose(tried)
         if member is None:
@@ -202,14 +213,20 @@ class CloudPool:
             raise PoolUnavailableError(message)
         tried.append(member.name)
         if not self.settings.hedging:
-            return await _first(member, request, attempt, failed)
-        return await self._hedged(member, request, attempt, tried, failed)
+            return await _first(member, request, attempt, failed, whole)
+        return await self._hedged(member, request, attempt, tried, failed, whole)
 
     async def _hedged(
-        self, member: Member, request: GenerationRequest, attempt: int, tried: list[str], failed: list[str]
+        self,
+        member: Member,
+        request: GenerationRequest,
+        attempt: int,
+        tried: list[str],
+        failed: list[str],
+        whole: bool,
     ) -> _Opened:
         """Race a second member against a first one slow to its first token; the loser is cancelled."""
-        tasks = [asyncio.create_task(_first(member, request, attempt, failed))]
+        tasks = [asyncio.create_task(_first(member, request, attempt, failed, whole))]
         try:
             done, _ = await asyncio.wait(tasks, timeout=self.settings.hedge_after_s)
             if not done:
@@ -217,7 +234,7 @@ class CloudPool:
                 if other is not None and other.name not in tried:
                     tried.append(other.name)
                     self._emit(PoolEvent("hedge", other.name, request.request_id, attempt))
-                    tasks.append(asyncio.create_task(_first(other, request, attempt, failed)))
+                    tasks.append(asyncio.create_task(_first(other, request, attempt, failed, whole)))
                 elif other is not None:
                     other.breaker.release()
             pending: set[asyncio.Task[_Opened]] = set(tasks)
@@ -258,9 +275,11 @@ class CloudPool:
             log.exception("cloud pool on_event callback failed")
 
 
-async def _first(member: Member, request: GenerationRequest, attempt: int, failed: list[str]) -> _Opened:
+async def _first(
+    member: Member, request: GenerationRequest, attempt: int, failed: list[str], whole: bool
+) -> _Opened:
     """Start a stream on ``member`` and wait for its first chunk; a member that fails is noted in ``failed``."""
-    chunks = member.stream(request, attempt=attempt)
+    chunks = member.stream(request, attempt=attempt, whole=whole)
     try:
         first = await anext(chunks)
     except BaseException as exc:
@@ -279,10 +298,10 @@ class PoolStream:
     on to another one). Retries on the same member are not listed twice.
     """
 
-    def __init__(self, pool: CloudPool, request: GenerationRequest, avoid: Collection[str]) -> None:
+    def __init__(self, pool: CloudPool, request: GenerationRequest, avoid: Collection[str], whole: bool) -> None:
         self.member: str | None = None
         self.failed: list[str] = []
-        self._chunks = self._run(pool, request, list(avoid))
+        self._chunks = self._run(pool, request, list(avoid), whole)
 
     def __aiter__(self) -> PoolStream:
         return self
@@ -293,8 +312,10 @@ class PoolStream:
     async def aclose(self) -> None:
         await self._chunks.aclose()  # type: ignore[attr-defined]
 
-    async def _run(self, pool: CloudPool, request: GenerationRequest, tried: list[str]) -> AsyncIterator[Chunk]:
-        opened = await pool._open(request, tried, self.failed)
+    async def _run(
+        self, pool: CloudPool, request: GenerationRequest, tried: list[str], whole: bool
+    ) -> AsyncIterator[Chunk]:
+        opened = await pool._open(request, tried, self.failed, whole)
         self.member = opened.member.name
         try:
             yield opened.first

@@ -11,12 +11,18 @@ class Window:
 
     def __init__(self, size: int) -> None:
         self._samples: deque[float] = deque(maxlen=size)
+        self._p50: float | None = None  # kept until the next sample: read on every routed request
+        self._fresh = True
 
     def add(self, value: float) -> None:
         self._samples.append(value)
+        self._fresh = False
 
     def p50(self) -> float | None:
-        return statistics.median(self._samples) if self._samples else None
+        if not self._fresh:
+            self._p50 = statistics.median(self._samples)
+            self._fresh = True
+        return self._p50
 
     def values(self) -> list[float]:
         return list(self._samples)

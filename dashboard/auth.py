@@ -34,7 +34,7 @@ from litestar.types import ExceptionHandlersMap, Guard
 from models.keys import KeyTable, Principal
 from models.openai import bearer_token
 
-from .attempts import AttemptLimiter
+from models.attempts import AttemptLimiter
 
 COOKIE = "edgeroute_dashboard"
 SESSION_TTL_S = 12 * 3600

@@ -18,7 +18,7 @@ from edge.cli import cache_app
 from models import EdgerouteError, prepare, registry
 from router import Settings, is_loopback, load_settings
 from router.faults import run_faults
-from router.loadgen import LoadConfig, run_load, table
+from router.loadgen import LoadConfig, Tenant, run_load, table
 from router.logs import configure_logging
 from router.policy.cli import router_app
 from router.server import serve as run_server
@@ -179,7 +179,9 @@ def bench_load(
     ),
     scenario: Annotated[str, typer.Option(help="mix, streams or short-behind-long")] = "mix",
     clients: Annotated[int, typer.Option(min=1, max=256, help="concurrent clients")] = 8,
-    requests: Annotated[int, typer.Option(min=1, max=10_000, help="requests to send (at most)")] = 64,
+    requests: Annotated[
+        int, typer.Option(min=1, max=10_000_000, help="requests to send (at most; per tenant with --tenant)")
+    ] = 64,
     duration: Annotated[float, typer.Option(min=1, max=3600, help="stop sending after this many s")] = 120.0,
     max_tokens: Annotated[int, typer.Option(min=1, help="max_tokens of short requests and streams")] = 64,
     long_max_tokens: Annotated[int, typer.Option(min=1, help="max_tokens of long answers")] = 256,
@@ -190,6 +192,18 @@ def bench_load(
     cache: Annotated[bool, typer.Option("--cache/--no-cache", help="let the node use its cache")] = True,
     api_key: Annotated[Optional[str], typer.Option(envvar="EDGEROUTE_API_KEY", help="bearer key")] = None,
     seed: Annotated[int, typer.Option(help="workload seed")] = 0,
+    tenant: Annotated[
+        Optional[list[str]],
+        typer.Option(help="LABEL:APIKEY:CLIENTS, repeatable: groups of clients with their own key, reported "
+                          "apart (instead of --clients/--api-key)"),
+    ] = None,
+    max_retries: Annotated[
+        int, typer.Option(min=0, max=10, help="retries of a 429/408/409/5xx, waited out as the OpenAI SDK does")
+    ] = 2,
+    rss_pid: Annotated[Optional[int], typer.Option(help="sample this process's RSS (the node's) during the run")] = None,
+    probe: Annotated[
+        bool, typer.Option(help="also time one steady client per tenant, in its own process (cache hits)")
+    ] = False,
     as_json: Annotated[Optional[Path], typer.Option("--json", help="also write the summary as JSON")] = None,
 ) -> None:
     """Concurrent streaming load over HTTP: tokens/s, latency and TTFT percentiles per route."""
@@ -202,7 +216,8 @@ def bench_load(
     cfg = LoadConfig(
         target=target, scenario=scenario, clients=clients, requests=requests, duration_s=duration,
         max_tokens=max_tokens, long_max_tokens=long_max_tokens, pairs=pairs, model=model, cache=cache,
-        api_key=api_key, seed=seed,
+        api_key=api_key, seed=seed, tenants=_tenants(tenant or []), max_retries=max_retries, rss_pid=rss_pid,
+        probe=probe,
     )
     try:
         summary = asyncio.run(run_load(cfg))
@@ -213,6 +228,18 @@ def bench_load(
     if as_json is not None:
         as_json.parent.mkdir(parents=True, exist_ok=True)
         as_json.write_text(json.dumps(summary, indent=2))
+
+
+def _tenants(specs: list[str]) -> list[Tenant]:
+    out = []
+    for spec in specs:
+        label, _, rest = spec.partition(":")
+        key, _, clients = rest.rpartition(":")
+        if not label or not clients.isdigit() or not 1 <= int(clients) <= 256:
+            typer.echo(f"error: --tenant wants LABEL:APIKEY:CLIENTS (1-256 clients), got label {label!r}", err=True)
+            raise typer.Exit(2)
+        out.append(Tenant(label, key or None, int(clients)))
+    return out
 
 
 def main() -> None:

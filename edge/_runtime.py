@@ -76,6 +76,11 @@ class Vocab:
     def token_text(self, token: int) -> str:
         return str(self._model.token_get_text(token))
 
+    def longest_piece(self) -> int:
+        """Bytes of text in the longest token (special ones included): no prompt has fewer
+        tokens than its bytes divided by this."""
+        return max(1, max(len(self._model.detokenize([t], special=True)) for t in range(self._model.n_vocab())))
+
 
 class Batch:
     """One reusable ``llama_batch``: a token, its position, its sequence and whether to output logits."""

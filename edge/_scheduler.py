@@ -20,6 +20,8 @@ from dataclasses import dataclass
 from models import Chunk
 from models.worker import DONE
 
+from ._fair import FairQueue, KeyView, Promises, Refusal, active_keys, keep_last_slot, share
+
 from ._runtime import Runtime, free_sampler, sampler_chain
 from ._sequence import Job, Outbox, Slot
 from .config import EdgeSettings
@@ -54,7 +56,10 @@ class Scheduler:
         self._rt = runtime
         self._settings = settings
         self._slots = [Slot(i) for i in range(settings.slots)]
-        self._waiting: collections.deque[Job] = collections.deque()
+        self._waiting: FairQueue[Job] = FairQueue()
+        self._by_key: collections.Counter[str] = collections.Counter()  # running jobs per key
+        self._promises = Promises()  # retry-after of refused jobs, spread per key
+        self._seen: dict[str, float] = {}  # when each key last submitted (bounded, oldest out)
         self._cond = threading.Condition()
         self._stopping = False
         self._running = 0
@@ -72,15 +77,45 @@ class Scheduler:
 
     # -- called from the event loops ---------------------------------------------------------
 
-    def submit(self, job: Job, max_waiting: int) -> bool:
-        """Queue ``job``; False (not queued) when ``max_waiting`` jobs already wait for a slot."""
+    def submit(self, job: Job, max_waiting: int) -> Refusal | None:
+        """Queue ``job`` (None), or refuse it when its key already holds its share of the queue.
+
+        The bound (``max_waiting`` plus the free slots) is split evenly over the keys with work;
+        with one key that is the whole bound. Keys arriving later may take the queue past the
+        bound (up to twice it) while the keys over their new share drain.
+        """
         with self._cond:
             free = len(self._slots) - self._running
-            if len(self._waiting) >= max_waiting + free:
-                return False
-            self._waiting.append(job)
+            bound = max_waiting + free
+            key = job.key
+            self._seen.pop(key, None)
+            self._seen[key] = time.monotonic()
+            while len(self._seen) > 4096:
+                del self._seen[next(iter(self._seen))]
+            keys = active_keys(self._waiting, self._by_key, key)
+            mine = share(bound, keys)
+            if self._waiting.count(key) >= mine or len(self._waiting) >= 2 * bound:
+                view = self._view(key)
+                wait = self._promises.retry_after_s(key, view.room_s(mine), view.step_s(), time.monotonic())
+                return Refusal(view.waiting, mine, wait)
+            self._waiting.push(job)
             self._cond.notify()
-            return True
+            return None
+
+    def view(self, key: str) -> KeyView:
+        with self._cond:
+            return self._view(key)
+
+    def _view(self, key: str) -> KeyView:
+        durations = self._durations
+        return KeyView(
+            running=self._running,
+            ahead=self._waiting.ahead(key),
+            slots=len(self._slots),
+            keys=active_keys(self._waiting, self._by_key, key),
+            waiting=self._waiting.count(key),
+            mean_request_s=sum(durations) / len(durations) if durations else None,
+        )
 
     def wake(self) -> None:
         """A job was cancelled: let an idle scheduler notice it now."""
@@ -128,7 +163,7 @@ class Scheduler:
                 self._after_decode()
         finally:
             self._shutdown()
-            self._outbox.close(timeout=10)
+            self._outbox.flush()
 
     def _wait_for_work(self) -> bool:
         with self._cond:
@@ -141,7 +176,7 @@ class Scheduler:
             return not self._stopping
 
     def _admit(self) -> None:
-        """Drop cancelled work, then move waiting jobs into free slots (FIFO)."""
+        """Drop cancelled work, then move waiting jobs into free slots (fairly across keys)."""
         for slot in self._slots:
             if slot.job is not None and slot.job.cancelled.is_set():
                 self._end(slot, None)
@@ -152,12 +187,20 @@ class Scheduler:
                 free = [s for s in self._slots if not s.busy]
                 if not free:
                     return
-                job = self._waiting.popleft()
+                nxt = self._waiting.peek(self._by_key)
+                if nxt is None or keep_last_slot(
+                    nxt, self._by_key, len(free), len(self._slots), self._seen, time.monotonic()
+                ):
+                    return
+                job = self._waiting.pop(self._by_key)
+                if job is None:
+                    return
                 if job.cancelled.is_set():
                     self._cancelled += 1
                     self._outbox.put(job, DONE)
                     continue
                 self._running += 1
+                self._by_key[job.key] += 1
             self._place(job, free)
 
     def _place(self, job: Job, free: list[Slot]) -> None:
@@ -248,6 +291,10 @@ class Scheduler:
         job = slot.release()
         with self._cond:
             self._running -= 1
+            if job is not None:
+                self._by_key[job.key] -= 1
+                if self._by_key[job.key] <= 0:
+                    del self._by_key[job.key]  # bounded: only keys with running work stay
             if reason is None:
                 self._cancelled += 1
             else:
@@ -272,7 +319,7 @@ class Scheduler:
                 self._outbox.put(slot.job, closed)
                 self._end(slot, None)
         with self._cond:
-            waiting, self._waiting = list(self._waiting), collections.deque()
+            waiting = self._waiting.clear()
         for job in waiting:
             self._outbox.put(job, closed)
             self._outbox.put(job, DONE)

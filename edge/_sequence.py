@@ -26,6 +26,11 @@ class Job:
     cancelled: threading.Event = field(default_factory=threading.Event)
     queued_at: float = field(default_factory=time.monotonic)
 
+    @property
+    def key(self) -> str:
+        """The fairness key (the tenant): the scheduler shares slots and queue fairly across keys."""
+        return self.request.fair_key
+
 
 def _deliver(items: list[tuple[Job, Any]]) -> None:
     for job, item in items:
@@ -43,7 +48,7 @@ class Outbox:
     two decodes (the write releases the GIL to the woken loop). Waking them from a thread of its
     own instead, so that handling overlapped the decode, halved the scheduler's gap between
     decodes with one llama.cpp thread, but with two threads on two cores it took a core from
-    llama.cpp mid-decode: 8-stream throughput fell from ~125 to ~60 tok/s in an A/B (docs/edge.md).
+    llama.cpp mid-decode: 8-stream throughput fell from ~127 to ~61 tok/s in an A/B (docs/edge.md).
     """
 
     def __init__(self) -> None:
@@ -57,10 +62,6 @@ class Outbox:
         if self._items:
             items, self._items = self._items, []
             self._wake(items)
-
-    def close(self, timeout: float | None = None) -> None:
-        """Send what is left (``timeout``: kept for callers that stop the engine)."""
-        self.flush()
 
     def _wake(self, items: list[tuple[Job, Any]]) -> None:
         loop = items[0][0].loop

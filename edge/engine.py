@@ -2,7 +2,8 @@
 
 A scheduler thread owns the llama.cpp context and decodes every running request together, one
 token each per step (continuous batching, ``edge.slots`` at once); the rest wait in a FIFO queue
-with a bound. Tokens travel back to each request's event loop as they are decoded. Tokenizing
+with a bound, shared fairly across the requests' ``fair_key`` (the node's tenants:
+:mod:`edge._fair`). Tokens travel back to each request's event loop as they are decoded. Tokenizing
 and detokenizing only read the vocabulary and run on the callers' threads, as the llama.cpp
 server does.
 """
@@ -10,7 +11,9 @@ server does.
 from __future__ import annotations
 
 import asyncio
+import collections
 import functools
+import math
 import random
 from collections.abc import AsyncIterator
 from typing import Any
@@ -19,6 +22,7 @@ from models import Chunk, EngineLoad, GenerationRequest, ModelSpec
 from models.worker import drain
 
 from ._runtime import Runtime
+from ._fair import KeyView
 from ._scheduler import Scheduler, EngineStats
 from ._sequence import Job
 from .config import EdgeSettings
@@ -39,29 +43,48 @@ class LlamaEngine:
         self._formatter = _chat_formatter(self._rt) if spec.chat_template else None
         self._closed = False
         # Routing counts every prompt's tokens, and repeats (cache hits) are common: remember
-        # the counts of recent prompts rather than tokenize the same text again.
-        self._count_text = functools.lru_cache(maxsize=512)(
-            lambda text, add_bos: len(self.tokenize(text, add_bos=add_bos))
+        # the tokens of recent prompts rather than tokenize the same text again.
+        self._tokens_of = functools.lru_cache(maxsize=512)(
+            lambda text, add_bos: tuple(self.tokenize(text, add_bos=add_bos))
+        )
+        # Prompts tokenized by :meth:`prepare` (off the event loop for a big one), by request
+        # object, so admission never renders or tokenizes them again; bounded, oldest out first.
+        self._prepared: collections.OrderedDict[int, tuple[GenerationRequest, tuple[int, ...]]] = (
+            collections.OrderedDict()
         )
         self._scheduler = Scheduler(self._rt, settings)
+        self._longest_piece = self._vocab.longest_piece()
 
     # -- the public interface --------------------------------------------------------------
 
-    def load(self) -> EngineLoad:
+    def load(self, fair_key: str | None = None) -> EngineLoad:
+        """Running and waiting requests; for a ``fair_key``, ``waiting`` counts only the requests
+        that would be served before a new one of that key (its own, and as many of each other
+        key's as the round robin takes meanwhile)."""
+        if fair_key is not None:
+            v = self._scheduler.view(fair_key)
+            return EngineLoad(running=v.running, waiting=v.ahead, capacity=v.slots)
         s = self._scheduler.stats()
         return EngineLoad(running=s.running, waiting=s.waiting, capacity=s.slots)
+
+    def view(self, fair_key: str) -> KeyView:
+        """The queue as one key sees it (its own waiting, keys with work, the requests ahead)."""
+        return self._scheduler.view(fair_key)
 
     def stats(self) -> EngineStats:
         """Counters of the scheduler: reused prefix tokens, completions, recent request time."""
         return self._scheduler.stats()
 
-    def expected_wait_s(self) -> float | None:
+    def expected_wait_s(self, fair_key: str | None = None) -> float | None:
         """How long a request arriving now would wait for a slot (0 when one is free).
 
         Every slot frees about once per mean request time, so the ``waiting`` requests ahead of
         this one and the running ones drain at ``slots / mean`` per second. None until a request
-        has finished (nothing to estimate from).
+        has finished (nothing to estimate from). With a ``fair_key``, only the requests served
+        before a new one of that key count as ahead of it.
         """
+        if fair_key is not None:
+            return self._scheduler.view(fair_key).wait_s()
         s = self._scheduler.stats()
         if s.running + s.waiting < s.slots:
             return 0.0
@@ -88,7 +111,32 @@ class LlamaEngine:
         return self.tokenize(*self._prompt_text(request))
 
     def count_prompt_tokens(self, request: GenerationRequest) -> int:
-        return self._count_text(*self._prompt_text(request))
+        return len(self._tokens_of(*self._prompt_text(request)))
+
+    def min_prompt_tokens(self, request: GenerationRequest) -> int:
+        """A lower bound of the prompt's tokens from its length alone (no template, no tokenizer):
+        a prompt whose bound is already beyond the window is refused without rendering it."""
+        if request.messages is None:
+            chars = len(request.prompt or "")
+        else:
+            chars = sum(len(m["content"]) for m in request.messages)
+        # A character is at least one byte, and a token holds at most the longest piece's bytes.
+        return (chars + len(request.assistant_prefix)) // self._longest_piece
+
+    def prepare(self, request: GenerationRequest) -> int:
+        """Render and tokenize ``request`` now (a caller may do it on a worker thread) and keep
+        the tokens for its admission; the prompt's token count."""
+        tokens = self._tokens_of(*self._prompt_text(request))
+        self._prepared[id(request)] = (request, tokens)
+        while len(self._prepared) > 256:
+            self._prepared.popitem(last=False)
+        return len(tokens)
+
+    def _tokens_for(self, request: GenerationRequest) -> list[int]:
+        entry = self._prepared.pop(id(request), None)
+        if entry is not None and entry[0] is request:
+            return list(entry[1])
+        return self.prompt_tokens(request)
 
     def _prompt_text(self, request: GenerationRequest) -> tuple[str, bool]:
         # A rendered chat template already carries its special tokens: no BOS of our own.
@@ -122,7 +170,7 @@ class LlamaEngine:
             raise EngineClosedError("the edge engine is closed")
         # An empty prompt is valid (OpenAI completes from the start of a document); llama.cpp
         # needs at least one token, so it starts from BOS.
-        tokens = self.prompt_tokens(request) or [self._vocab.bos]
+        tokens = self._tokens_for(request) or [self._vocab.bos]
         n_prompt = len(tokens)
         wanted = request.params.max_tokens
         if n_prompt >= self.n_ctx or (wanted is not None and n_prompt + wanted > self.n_ctx):
@@ -137,9 +185,14 @@ class LlamaEngine:
         max_tokens = min(max_tokens, self.n_ctx - n_prompt)
         seed = request.params.seed if request.params.seed is not None else random.getrandbits(31)
         job = Job(tokens, max_tokens, request, seed, asyncio.get_running_loop(), asyncio.Queue())
-        if not self._scheduler.submit(job, self.settings.max_queue):
-            waiting = self._scheduler.stats().waiting
-            raise EdgeSaturatedError(f"the edge queue is full ({waiting} waiting)", code="edge_saturated")
+        refused = self._scheduler.submit(job, self.settings.max_queue)
+        if refused is not None:
+            raise EdgeSaturatedError(
+                f"the edge queue is full: {refused.waiting} of this tenant's requests wait, its fair "
+                f"share of the queue is {refused.share}",
+                code="edge_saturated",
+                retry_after=math.ceil(refused.retry_after_s),
+            )
         return job
 
 

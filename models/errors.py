@@ -47,6 +47,17 @@ class AuthenticationError(RequestRejectedError):
     error_type = "authentication_error"
 
 
+class TooManyAttemptsError(RequestRejectedError):
+    """Too many wrong keys from one client address: 429 with ``retry_after`` (seconds)."""
+
+    status = 429
+    error_type = "requests"
+
+    def __init__(self, message: str, *, retry_after: int, code: str | None = "rate_limit_exceeded") -> None:
+        super().__init__(message, code=code)
+        self.retry_after = retry_after
+
+
 class EngineError(EdgerouteError):
     """An engine could not answer this request; another target may."""
 

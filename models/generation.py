@@ -29,6 +29,8 @@ class GenerationRequest:
     """One generation: either chat ``messages`` or a raw ``prompt``.
 
     ``assistant_prefix`` is text the answer must continue from (fallback after a broken stream).
+    ``fair_key`` is opaque to the engines: requests with different keys share an engine's slots
+    and queue fairly (the node sets it to the tenant).
     """
 
     params: SamplingParams
@@ -37,6 +39,7 @@ class GenerationRequest:
     assistant_prefix: str = ""
     model: str = ""
     request_id: str = field(default_factory=lambda: uuid.uuid4().hex)
+    fair_key: str = ""
 
     @property
     def is_chat(self) -> bool:

@@ -11,7 +11,7 @@ import contextlib
 import re
 import time
 import uuid
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Coroutine
 from typing import Any
 
 from litestar import Controller, Request, Response, get, post
@@ -20,7 +20,7 @@ from litestar.datastructures import State
 from litestar.handlers.base import BaseRouteHandler
 from litestar.response import Stream
 
-from models import Chunk, Completion, Usage, collect
+from models import Completion, GenerationRequest, Usage, collect
 from models.openai import ChunkWriter, Kind, api_key_guard
 
 from . import openapi, pipeline
@@ -77,28 +77,40 @@ def _check_caps(node: Node, body: ChatCompletionRequest | CompletionRequest) -> 
         check_prompt(body.prompt_text(), node.settings.limits)
 
 
+async def rate_guard(connection: ASGIConnection[Any, Any, Any, Any], _: BaseRouteHandler) -> None:
+    """The tenant's requests per minute, before the body is parsed: a refusal (429) costs the
+    node as little as it can, and the tenant is known from its key.
+
+    Also puts the request's :class:`Routing` on its state (the error handler reads the route and
+    the ``x-ratelimit-*`` headers from there).
+    """
+    routing = Routing()
+    connection.state.routing = routing
+    node: Node = connection.app.state.node
+    if node.limiter is not None:
+        routing.ratelimit.update(node.limiter.admit_request(connection.state.get("tenant", "default")))
+
+
 async def _respond(
     request: Request[Any, Any, State], kind: Kind, body: ChatCompletionRequest | CompletionRequest
 ) -> Response[Any]:
     started = time.perf_counter()
     node: Node = request.app.state.node
     rid: str = request.state.request_id
-    routing = Routing()
-    request.state.routing = routing  # the error handler reads the route from here
+    routing: Routing = request.state.routing  # made by rate_guard
     _check_caps(node, body)
     ctx = request_context(request, body)
-    if node.limiter is not None:
-        node.limiter.admit_request(ctx.tenant)
-    gen = body.to_generation(rid)
-    routed = await pipeline.run(node, gen, ctx, routing)
+    gen = body.to_generation(rid, ctx.tenant)
     writer = ChunkWriter(kind, gen.model, include_usage=body.include_usage)
     if not body.stream:
-        done = await _collect_while_connected(request, routed.chunks())
+        # Watched from the start: a member generates a whole answer before its one chunk comes.
+        done = await _while_connected(request, _whole(node, gen, ctx, routing))
         headers = routing.headers()  # after the last chunk: a fallback mid-way shows
         headers[REQUEST_ID_HEADER] = rid
         headers["x-edgeroute-latency-ms"] = f"{(time.perf_counter() - started) * 1000:.1f}"
         return Response(writer.whole(done.text, done.finish_reason, done.usage), headers=headers)
 
+    routed = await pipeline.run(node, gen, ctx, routing)
     drain: Drain | None = request.app.state.get("drain")
 
     async def events() -> AsyncIterator[bytes]:
@@ -124,13 +136,18 @@ async def _respond(
     return Stream(events(), media_type="text/event-stream", headers=headers)
 
 
-async def _collect_while_connected(request: Request[Any, Any, State], chunks: AsyncIterator[Chunk]) -> Completion:
-    """Collect a whole answer, but stop generating when the client goes away (as a stream does).
+async def _whole(node: Node, gen: GenerationRequest, ctx: RequestContext, routing: Routing) -> Completion:
+    routed = await pipeline.run(node, gen, ctx, routing)
+    return await collect(routed.chunks())
+
+
+async def _while_connected(request: Request[Any, Any, State], answer: Coroutine[Any, Any, Completion]) -> Completion:
+    """Route and collect a whole answer, but stop when the client goes away (as a stream does).
 
     The body was read before; the next message on the connection is ``http.disconnect``, which
     the server sends when the client closes it.
     """
-    work = asyncio.ensure_future(collect(chunks))
+    work = asyncio.ensure_future(answer)
     gone = asyncio.ensure_future(_disconnected(request))
     try:
         await asyncio.wait({work, gone}, return_when=asyncio.FIRST_COMPLETED)
@@ -162,6 +179,7 @@ class OpenAIController(Controller):
 
     @post(
         "/chat/completions",
+        guards=[rate_guard],
         summary="Create a chat completion",
         status_code=200,
         responses=openapi.answers(openapi.ChatCompletionBody, *openapi.COMPLETION_ERRORS),
@@ -172,6 +190,7 @@ class OpenAIController(Controller):
 
     @post(
         "/completions",
+        guards=[rate_guard],
         summary="Create a text completion",
         status_code=200,
         responses=openapi.answers(openapi.TextCompletionBody, *openapi.COMPLETION_ERRORS),

@@ -12,7 +12,8 @@ from litestar.openapi import OpenAPIConfig
 from litestar.openapi.spec import Components, SecurityScheme
 from litestar.plugins import PluginProtocol
 
-from models.openai import API_KEYS, exception_handlers
+from models.attempts import AttemptLimiter
+from models.openai import API_KEYS, KEY_FAILURES, exception_handlers
 
 from .admission import AdmissionMiddleware, Drain
 from .api import BEARER, REQUEST_ID_HEADER, OpenAIController, healthz
@@ -70,7 +71,11 @@ def create_api_app(settings: Settings, *, plugins: Sequence[PluginProtocol] = ()
         plugins=list(plugins),
         lifespan=[lifespan],
         middleware=[admission],
-        state=State({API_KEYS: settings.server.key_table(), "drain": drain}),
+        state=State({
+            API_KEYS: settings.server.key_table(),
+            KEY_FAILURES: AttemptLimiter(settings.server.bad_key_attempts_per_minute, 60.0),
+            "drain": drain,
+        }),
         exception_handlers=exception_handlers(_route_headers),
         openapi_config=OpenAPIConfig(
             title="edgeroute",

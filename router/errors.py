@@ -10,6 +10,7 @@ __all__ = [
     "ClientGoneError",
     "ConfigError",
     "DrainingError",
+    "EdgeBusyError",
     "InvalidRequestError",
     "NoCapacityError",
     "PayloadTooLargeError",
@@ -48,9 +49,17 @@ class RateLimitedError(RouterError, RequestRejectedError):
 
     status = 429
 
-    def __init__(self, message: str, *, retry_after: int, code: str | None = "rate_limit_exceeded") -> None:
+    def __init__(
+        self,
+        message: str,
+        *,
+        retry_after: int,
+        code: str | None = "rate_limit_exceeded",
+        headers: dict[str, str] | None = None,
+    ) -> None:
         super().__init__(message, code=code)
         self.retry_after = retry_after
+        self.headers = headers or {}  # the x-ratelimit-* state the client is told about
 
 
 class RequestsRateLimitError(RateLimitedError):
@@ -59,6 +68,11 @@ class RequestsRateLimitError(RateLimitedError):
 
 class TokensRateLimitError(RateLimitedError):
     error_type = "tokens"
+
+
+class EdgeBusyError(RequestsRateLimitError):
+    """The tenant already holds its fair share of the edge's queue (and no cloud took the
+    request): a deliberate 429, ``retry-after`` the edge's expected wait, reason ``edge-saturated``."""
 
 
 class PayloadTooLargeError(RouterError, RequestRejectedError):

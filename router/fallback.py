@@ -25,6 +25,7 @@ class Attempt:
     error: str | None = None
     member: str | None = None  # the pool member that answered (cloud attempts)
     member_hops: int = 0  # other members the pool left for this one before its first token
+    cause: EngineError | None = field(default=None, repr=False)  # the failure, for the pipeline's answer
 
 
 @dataclass
@@ -83,7 +84,7 @@ async def start(
             first = await anext(stream)
         except EngineError as exc:
             await _close(stream)
-            plan.attempts.append(Attempt(engine.name, "failed-before-first-token", _describe(exc)))
+            plan.attempts.append(Attempt(engine.name, "failed-before-first-token", _describe(exc), cause=exc))
             last = exc
             continue
         except StopAsyncIteration:
@@ -156,6 +157,7 @@ async def resilient(
                 assistant_prefix=request.assistant_prefix + "".join(emitted),
                 model=request.model,
                 request_id=request.request_id,
+                fair_key=request.fair_key,
             )
             index, chunk, stream = await start(plan, cont, index + 1)
 
@@ -170,20 +172,25 @@ async def _close(stream: AsyncIterator[Chunk]) -> None:
         await aclose()
 
 
-def plan_for(edge: Engine, pool: CloudPool | None, decision: Decision, features: Features) -> StreamPlan:
-    """The ordered engines for a decision; a private request never gets a cloud target."""
+def plan_for(
+    edge: Engine, pool: CloudPool | None, decision: Decision, features: Features, *, whole: bool = False
+) -> StreamPlan:
+    """The ordered engines for a decision; a private request never gets a cloud target.
+
+    ``whole``: the client wants no stream, so the pool asks its members for whole answers.
+    """
     plan = StreamPlan([])
-    plan.targets = _targets(edge, pool, decision, features, plan.avoid)
+    plan.targets = _targets(edge, pool, decision, features, plan.avoid, whole)
     return plan
 
 
 def _targets(
-    edge: Engine, pool: CloudPool | None, decision: Decision, features: Features, avoid: list[str]
+    edge: Engine, pool: CloudPool | None, decision: Decision, features: Features, avoid: list[str], whole: bool
 ) -> list[Engine]:
     if pool is None or features.private:
         return [edge]
     # After a broken stream a second pool attempt continues on another member, when there is one.
-    target = _PoolTarget(pool, avoid)
+    target = _PoolTarget(pool, avoid, whole)
     cloud: list[Engine] = [target, target] if features.cloud_healthy >= 2 else [target]
     if decision.target == "cloud":
         return [*cloud, edge] if features.fits_edge_context else cloud
@@ -195,12 +202,13 @@ class _PoolTarget:
 
     name = "cloud"
 
-    def __init__(self, pool: CloudPool, avoid: list[str]) -> None:
+    def __init__(self, pool: CloudPool, avoid: list[str], whole: bool) -> None:
         self._pool = pool
         self._avoid = avoid  # the plan's: filled by the fallback as streams break
+        self._whole = whole
 
     def stream(self, request: GenerationRequest) -> PoolStream:
-        return self._pool.stream(request, avoid=tuple(self._avoid))
+        return self._pool.stream(request, avoid=tuple(self._avoid), whole=self._whole)
 
     def load(self) -> EngineLoad:
         return self._pool.load()

@@ -133,13 +133,25 @@ def _check_total(total: int, limits: LimitSettings) -> None:
 class _Bucket:
     """A token bucket holding up to a minute's allowance, refilled continuously."""
 
-    __slots__ = ("capacity", "level", "rate", "stamp")
+    __slots__ = ("capacity", "level", "promised", "rate", "stamp")
 
     def __init__(self, per_minute: int, now: float) -> None:
         self.capacity = float(per_minute)
         self.rate = per_minute / 60.0
         self.level = self.capacity
         self.stamp = now
+        self.promised = -math.inf  # when the last refused request was told to come back
+
+    def promise(self, cost: float, now: float) -> float:
+        """Seconds a refused request should wait: until its ``cost`` fits, and after the requests
+        refused before it (each promised the allowance that frees after the previous one's).
+
+        Telling every refused client "1 s" brought them all back in the same instant, a burst
+        the node answered with hundreds of 429s at once while its cache hits queued behind them.
+        """
+        due = max(now + self.wait_s(cost), self.promised + cost / self.rate)
+        self.promised = due
+        return due - now
 
     def refill(self, now: float) -> None:
         self.level = min(self.capacity, self.level + (now - self.stamp) * self.rate)
@@ -148,6 +160,25 @@ class _Bucket:
     def wait_s(self, cost: float) -> float:
         """Seconds until ``cost`` fits (after a refill); 0 when it fits now."""
         return 0.0 if self.level >= cost else (cost - self.level) / self.rate
+
+    def headers(self, kind: str) -> dict[str, str]:
+        """OpenAI's ``x-ratelimit-*-<kind>`` headers: the limit, what is left now, and the time
+        until the bucket is full again (its "reset")."""
+        return {
+            f"x-ratelimit-limit-{kind}": str(int(self.capacity)),
+            f"x-ratelimit-remaining-{kind}": str(max(0, math.floor(self.level))),
+            f"x-ratelimit-reset-{kind}": duration((self.capacity - self.level) / self.rate),
+        }
+
+
+def duration(seconds: float) -> str:
+    """A duration as OpenAI's headers write it (Go's style): ``20ms``, ``1s``, ``8.64s``, ``6m0s``."""
+    seconds = max(0.0, seconds)
+    if seconds < 1.0:
+        return f"{round(seconds * 1000)}ms"
+    minutes, rest = divmod(round(seconds, 3), 60)
+    secs = f"{rest:.3f}".rstrip("0").rstrip(".")
+    return f"{int(minutes)}m{secs}s" if minutes else f"{secs}s"
 
 
 # Without keys a tenant is any x-edgeroute-tenant header: buckets that have refilled (they hold
@@ -168,6 +199,7 @@ class Reservation:
 
     tenant: str
     tokens: int
+    headers: dict[str, str]  # the x-ratelimit-*-tokens state right after the reservation
 
 
 class RateLimiter:
@@ -189,20 +221,23 @@ class RateLimiter:
         s = self._settings
         return bool(s.requests_per_minute or s.tokens_per_minute or s.tenants)
 
-    def admit_request(self, tenant: str) -> None:
-        """Count one request for ``tenant``, or raise :class:`RequestsRateLimitError` (429)."""
+    def admit_request(self, tenant: str) -> dict[str, str]:
+        """Count one request for ``tenant`` and return the ``x-ratelimit-*-requests`` headers
+        (none without a limit), or raise :class:`RequestsRateLimitError` (429)."""
         rpm, _ = self._settings.rates(tenant)
         if not rpm:
-            return
+            return {}
         bucket = self._bucket(self._requests, tenant, rpm)
-        wait = bucket.wait_s(1)
-        if wait > 0:
+        if bucket.wait_s(1) > 0:
+            wait = bucket.promise(1, self._clock())
             raise RequestsRateLimitError(
                 f"rate limit reached for requests: limit {rpm} / min for tenant {tenant!r}; "
                 f"try again in {wait:.1f}s",
                 retry_after=max(1, math.ceil(wait)),
+                headers=bucket.headers("requests"),
             )
         bucket.level -= 1
+        return bucket.headers("requests")
 
     def reserve_tokens(self, tenant: str, tokens: int) -> Reservation | None:
         """Take ``tokens`` from the tenant's allowance, or raise :class:`TokensRateLimitError` (429)."""
@@ -214,17 +249,24 @@ class RateLimiter:
                 f"request too large: it may use {tokens} tokens (prompt + max_tokens) and tenant "
                 f"{tenant!r} is limited to {tpm} tokens / min; lower max_tokens or shorten the prompt",
                 retry_after=60,
+                headers=self._bucket(self._tokens, tenant, tpm).headers("tokens"),
             )
         bucket = self._bucket(self._tokens, tenant, tpm)
-        wait = bucket.wait_s(tokens)
-        if wait > 0:
+        if bucket.wait_s(tokens) > 0:
+            wait = bucket.promise(tokens, self._clock())
             raise TokensRateLimitError(
                 f"rate limit reached for tokens: limit {tpm} / min for tenant {tenant!r}, requested "
                 f"{tokens}; try again in {wait:.1f}s",
                 retry_after=max(1, math.ceil(wait)),
+                headers=bucket.headers("tokens"),
             )
         bucket.level -= tokens
-        return Reservation(tenant, tokens)
+        return Reservation(tenant, tokens, bucket.headers("tokens"))
+
+    def token_headers(self, tenant: str) -> dict[str, str]:
+        """The ``x-ratelimit-*-tokens`` headers as they stand (an answer that reserved nothing)."""
+        _, tpm = self._settings.rates(tenant)
+        return self._bucket(self._tokens, tenant, tpm).headers("tokens") if tpm else {}
 
     def settle(self, reservation: Reservation | None, used: int) -> None:
         """Give back what was reserved and not used (a debt stays when more was used)."""

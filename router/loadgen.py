@@ -10,7 +10,13 @@ workload until ``requests`` have been sent or ``duration_s`` has passed. Scenari
   questions one after another; the short ones' TTFT is what it measures.
 
 Reports aggregate completion tokens/s, latency and TTFT p50/p95/p99 per route
-(``x-edgeroute-route``; ``foreign`` for servers that do not send it), route shares and errors.
+(``x-edgeroute-route``; ``foreign`` for servers that do not send it), cache-hit latency, route
+shares and errors; with several tenants (``tenants``: a key and a number of clients each) the
+same per tenant, and with ``rss_pid`` the node's RSS over the run.
+
+A client answered 429, 408, 409 or 5xx waits and retries as the OpenAI Python SDK does
+(``max_retries`` 2: ``retry-after`` when it is 0-60 s, else 0.5 s doubling up to 8 s, with
+jitter); a refusal is an error only when the retries are spent.
 Only loopback targets: it is a benchmark, not a load test of someone else's server.
 """
 
@@ -18,19 +24,28 @@ from __future__ import annotations
 
 import asyncio
 import ipaddress
+import multiprocessing
 import json
 import random
-import statistics
+import ssl
 import time
-from collections import Counter
 from collections.abc import Iterator
-from dataclasses import dataclass, field
+from concurrent.futures import ProcessPoolExecutor
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit
 
 import httpx
 from httpx_sse import aconnect_sse
+
+from .loadprobe import prime, probe, read_rss_mb
+from .loadreport import percentiles, summarize, table
+
+__all__ = [
+    "Job", "LoadConfig", "Result", "Tenant", "check_loopback", "one_request", "retry_delay_s", "run_load",
+    "summarize", "table", "workload",
+]
 
 SHORT = (
     "What is the capital of France?",
@@ -63,6 +78,18 @@ class Result:
     ttft_s: float | None
     tokens: int
     error: str = ""
+    tenant: str = ""
+    retries: int = 0
+    refused: list[str] = field(default_factory=list)  # the refusals that were waited out and retried
+
+
+@dataclass(frozen=True, slots=True)
+class Tenant:
+    """One group of clients with its own key (None: no key); ``label`` names it in the report."""
+
+    label: str
+    key: str | None
+    clients: int
 
 
 @dataclass
@@ -82,6 +109,43 @@ class LoadConfig:
     cache: bool = True
     api_key: str | None = None
     seed: int = 0
+    tenants: list[Tenant] = field(default_factory=list)  # empty: one group, api_key and clients
+    max_retries: int = 2  # as the OpenAI SDK's default
+    rss_pid: int | None = None  # sample this process's RSS (the node's) through the run
+    probe: bool = False  # one probe client per tenant, in processes of their own (router.loadprobe)
+    probe_interval_s: float = 0.25
+
+    def groups(self) -> list[Tenant]:
+        return self.tenants or [Tenant("all", self.api_key, self.clients)]
+
+
+# The OpenAI Python SDK's retry rule (openai._base_client): what it retries, and how long it waits.
+_RETRIED = {408, 409, 429}
+_INITIAL_DELAY_S = 0.5
+_MAX_DELAY_S = 8.0
+
+
+def retry_delay_s(headers: httpx.Headers, retries_done: int, rng: random.Random) -> float:
+    """Seconds to wait before retry number ``retries_done + 1``: the server's ``retry-after-ms`` or
+    ``retry-after`` when it is within (0, 60], else exponential backoff with jitter."""
+    for name, scale in (("retry-after-ms", 0.001), ("retry-after", 1.0)):
+        value = headers.get(name)
+        if value is not None:
+            try:
+                wait = float(value) * scale
+            except ValueError:
+                continue
+            if 0 < wait <= 60:
+                return wait
+    delay = min(_INITIAL_DELAY_S * 2.0**retries_done, _MAX_DELAY_S)
+    return delay * (1 - 0.25 * rng.random())
+
+
+def _should_retry(response: httpx.Response) -> bool:
+    hint = response.headers.get("x-should-retry")
+    if hint in ("true", "false"):
+        return hint == "true"
+    return response.status_code in _RETRIED or response.status_code >= 500
 
 
 def check_loopback(url: str) -> None:
@@ -151,7 +215,23 @@ def workload(cfg: LoadConfig) -> Iterator[Job]:
             yield _long_answer(rng.choice(TOPICS), cfg)
 
 
-async def one_request(client: httpx.AsyncClient, cfg: LoadConfig, job: Job) -> Result:
+async def one_request(
+    client: httpx.AsyncClient, cfg: LoadConfig, job: Job, tenant: str = "", rng: random.Random | None = None
+) -> Result:
+    """One request as an SDK client makes it: refusals that may be retried are waited out."""
+    rng = rng or random.Random()
+    refused: list[str] = []
+    while True:
+        result, response = await _attempt(client, cfg, job)
+        result.tenant, result.retries, result.refused = tenant, len(refused), refused
+        if response is None or len(refused) >= cfg.max_retries or not _should_retry(response):
+            return result
+        refused.append(f"http-{response.status_code}")
+        await asyncio.sleep(retry_delay_s(response.headers, len(refused) - 1, rng))
+
+
+async def _attempt(client: httpx.AsyncClient, cfg: LoadConfig, job: Job) -> tuple[Result, httpx.Response | None]:
+    """One HTTP attempt; the refused response comes back too (its status and headers)."""
     body: dict[str, Any] = {
         "model": cfg.model,
         "messages": list(job.messages),
@@ -170,6 +250,10 @@ async def one_request(client: httpx.AsyncClient, cfg: LoadConfig, job: Job) -> R
     try:
         url = cfg.target.rstrip("/") + "/v1/chat/completions"
         async with aconnect_sse(client, "POST", url, json=body) as es:
+            if es.response.is_error:
+                # Read the error body, as the SDK does: the connection stays open for the next
+                # request (left unread, it is closed, and every retry paid a new connection).
+                await es.response.aread()
             es.response.raise_for_status()
             route = es.response.headers.get("x-edgeroute-route", "foreign")
             async for sse in es.aiter_sse():
@@ -187,27 +271,42 @@ async def one_request(client: httpx.AsyncClient, cfg: LoadConfig, job: Job) -> R
                         ttft = time.perf_counter() - start
     except (httpx.HTTPError, json.JSONDecodeError, KeyError, ValueError) as exc:
         # A refusal is counted by its status (429 is deliberate, a 5xx is not): one name hid both.
-        name = f"http-{exc.response.status_code}" if isinstance(exc, httpx.HTTPStatusError) else type(exc).__name__
-        return Result(job.kind, route, False, time.perf_counter() - start, ttft, 0, name)
+        refused = exc.response if isinstance(exc, httpx.HTTPStatusError) else None
+        name = f"http-{refused.status_code}" if refused is not None else type(exc).__name__
+        return Result(job.kind, route, False, time.perf_counter() - start, ttft, 0, name), refused
     elapsed = time.perf_counter() - start
     if finish is None:  # the server closed the stream before the answer ended
-        return Result(job.kind, route, False, elapsed, ttft, tokens or chunks, "stream-cut")
-    return Result(job.kind, route, True, elapsed, ttft, tokens or chunks)
+        return Result(job.kind, route, False, elapsed, ttft, tokens or chunks, "stream-cut"), None
+    return Result(job.kind, route, True, elapsed, ttft, tokens or chunks), None
 
 
 async def run_load(cfg: LoadConfig) -> dict[str, Any]:
     """Run the scenario; the summary dict (also what ``--json`` writes)."""
     check_loopback(cfg.target)
-    headers = {"Authorization": f"Bearer {cfg.api_key}"} if cfg.api_key else {}
-    limits = httpx.Limits(max_connections=cfg.clients + 2, max_keepalive_connections=cfg.clients + 2)
+    if cfg.probe:  # the probes' question answered and cached before the load starts
+        await asyncio.gather(*(asyncio.to_thread(prime, cfg.target, g.key, cfg.max_tokens) for g in cfg.groups()))
     results: list[Result] = []
     short_ttfts: list[float] = []
-    jobs = workload(cfg)
-    sent = 0
     deadline = time.monotonic() + cfg.duration_s
     stop = asyncio.Event()
+    rss: list[float] = []
+    groups = cfg.groups()
 
-    async with httpx.AsyncClient(timeout=httpx.Timeout(300.0), limits=limits, headers=headers) as client:
+    # One TLS context for every client: httpx builds one per client otherwise (~10 ms each), and
+    # 200 of them held the loop long enough on a loaded box that the last group started late.
+    tls = ssl.create_default_context()
+
+    def client_for(group: Tenant, connections: int) -> httpx.AsyncClient:
+        headers = {"Authorization": f"Bearer {group.key}"} if group.key else {}
+        limits = httpx.Limits(max_connections=connections, max_keepalive_connections=connections)
+        return httpx.AsyncClient(timeout=httpx.Timeout(300.0), limits=limits, headers=headers, verify=tls)
+
+    async def closed_loops(index: int, group: Tenant) -> None:
+        """The group's clients, each sending its next request when the last one is answered;
+        each group (tenant) sends up to ``cfg.requests`` of its own seeded workload."""
+        jobs = workload(cfg if index == 0 else _reseeded(cfg, cfg.seed + index))
+        sent = 0
+        rng = random.Random(cfg.seed + 1000 + index)
 
         def take() -> Job | None:
             nonlocal sent
@@ -216,96 +315,83 @@ async def run_load(cfg: LoadConfig) -> dict[str, Any]:
             sent += 1
             return next(jobs)
 
-        async def closed_loop() -> None:
-            while (job := take()) is not None:
-                results.append(await one_request(client, cfg, job))
+        async def loop() -> None:
+            # A client of its own per simulated client, as separate SDK clients have: one shared
+            # pool of 200 connections cost the load generator more than the node (httpcore scans
+            # its pool on every request), which showed as the node's latency.
+            async with client_for(group, 1) as client:
+                while (job := take()) is not None:
+                    results.append(await one_request(client, cfg, job, group.label, rng))
 
-        async def long_loop(i: int) -> None:
-            job = _long_answer(TOPICS[i % len(TOPICS)], cfg)
-            while not stop.is_set() and time.monotonic() < deadline:
-                results.append(await one_request(client, cfg, job))
+        await asyncio.gather(*(loop() for _ in range(group.clients)))
 
-        async def short_loop() -> None:
-            await asyncio.sleep(2.0)  # let the long ones start generating
-            try:
-                for i in range(cfg.requests):
-                    if time.monotonic() >= deadline:
-                        break
-                    r = await one_request(client, cfg, Job("short", _user(SHORT[i % len(SHORT)]), 16))
-                    results.append(r)
-                    if r.ok and r.ttft_s is not None:
-                        short_ttfts.append(r.ttft_s)
-                    await asyncio.sleep(0.2)
-            finally:
-                stop.set()
+    async def short_behind_long(group: Tenant) -> None:
+        async with client_for(group, group.clients + 2) as client:
 
-        t0 = time.perf_counter()
+            async def long_loop(i: int) -> None:
+                job = _long_answer(TOPICS[i % len(TOPICS)], cfg)
+                while not stop.is_set() and time.monotonic() < deadline:
+                    results.append(await one_request(client, cfg, job, group.label))
+
+            async def short_loop() -> None:
+                await asyncio.sleep(2.0)  # let the long ones start generating
+                try:
+                    for i in range(cfg.requests):
+                        if time.monotonic() >= deadline:
+                            break
+                        job = Job("short", _user(SHORT[i % len(SHORT)]), 16)
+                        r = await one_request(client, cfg, job, group.label)
+                        results.append(r)
+                        if r.ok and r.ttft_s is not None:
+                            short_ttfts.append(r.ttft_s)
+                        await asyncio.sleep(0.2)
+                finally:
+                    stop.set()
+
+            await asyncio.gather(short_loop(), *(long_loop(i) for i in range(max(1, group.clients - 1))))
+
+    async def sample_rss() -> None:
+        while cfg.rss_pid is not None:
+            value = read_rss_mb(cfg.rss_pid)
+            if value is not None:
+                rss.append(value)
+            await asyncio.sleep(0.5)
+
+    sampler = asyncio.ensure_future(sample_rss())
+    probes = _start_probes(cfg, groups) if cfg.probe else {}
+    t0 = time.perf_counter()
+    try:
         if cfg.scenario == "short-behind-long":
-            await asyncio.gather(short_loop(), *(long_loop(i) for i in range(max(1, cfg.clients - 1))))
+            await short_behind_long(groups[0])
         else:
-            await asyncio.gather(*(closed_loop() for _ in range(cfg.clients)))
-        wall = time.perf_counter() - t0
-    summary = summarize(results, wall, cfg)
+            await asyncio.gather(*(closed_loops(i, g) for i, g in enumerate(groups)))
+        probed = {label: await asyncio.wrap_future(f) for label, f in probes.items()}
+    finally:
+        sampler.cancel()
+    wall = time.perf_counter() - t0
+    if cfg.rss_pid is not None and (last := read_rss_mb(cfg.rss_pid)) is not None:
+        rss.append(last)
+    summary = summarize(results, wall, cfg, rss)
+    if probed:
+        summary["probe"] = {
+            label: {"hit_latency_ms": percentiles(p["hits_ms"]), "other": p["other"]} for label, p in probed.items()
+        }
     if cfg.scenario == "short-behind-long":
-        summary["short_ttft_ms"] = _percentiles([t * 1000 for t in short_ttfts])
+        summary["short_ttft_ms"] = percentiles([t * 1000 for t in short_ttfts])
     return summary
 
 
-def _percentiles(values: list[float]) -> dict[str, float | None]:
-    if not values:
-        return {"p50": None, "p95": None, "p99": None, "n": 0}
-    if len(values) == 1:
-        return {"p50": values[0], "p95": values[0], "p99": values[0], "n": 1}
-    q = statistics.quantiles(values, n=100, method="inclusive")
-    return {"p50": statistics.median(values), "p95": q[94], "p99": q[98], "n": len(values)}
-
-
-def summarize(results: list[Result], wall_s: float, cfg: LoadConfig) -> dict[str, Any]:
-    ok = [r for r in results if r.ok]
-    tokens = sum(r.tokens for r in ok)
-    routes = Counter(r.route for r in ok)
-    per_route = {}
-    for route in sorted(routes):
-        mine = [r for r in ok if r.route == route]
-        per_route[route] = {
-            "requests": routes[route],
-            "latency_ms": _percentiles([r.latency_s * 1000 for r in mine]),
-            "ttft_ms": _percentiles([r.ttft_s * 1000 for r in mine if r.ttft_s is not None]),
-        }
-    return {
-        "target": cfg.target,
-        "scenario": cfg.scenario,
-        "clients": cfg.clients,
-        "requests": len(results),
-        "wall_s": wall_s,
-        "completion_tokens": tokens,
-        "tokens_per_s": tokens / wall_s if wall_s > 0 else 0.0,
-        "route_shares": {k: v / len(ok) for k, v in sorted(routes.items())} if ok else {},
-        "per_route": per_route,
-        "kinds": dict(Counter(r.kind for r in results)),
-        "errors": dict(Counter(r.error for r in results if not r.ok)),
+def _start_probes(cfg: LoadConfig, groups: list[Tenant]) -> dict[str, Any]:
+    """One probe process per tenant (spawned: nothing of this process's loop is inherited)."""
+    context = multiprocessing.get_context("spawn")
+    pool = ProcessPoolExecutor(max_workers=len(groups), mp_context=context)
+    futures = {
+        g.label: pool.submit(probe, cfg.target, g.key, cfg.duration_s, cfg.probe_interval_s, cfg.max_tokens)
+        for g in groups
     }
+    pool.shutdown(wait=False)
+    return futures
 
 
-def table(summary: dict[str, Any]) -> str:
-    """A plain-text table of a summary."""
-    lines = [
-        f"{summary['scenario']} against {summary['target']}: {summary['clients']} clients, "
-        f"{summary['requests']} requests in {summary['wall_s']:.1f} s, "
-        f"{summary['completion_tokens']} tokens, {summary['tokens_per_s']:.1f} tok/s aggregate, "
-        f"errors {sum(summary['errors'].values())}",
-        f"{'route':<16}{'share':>7}{'n':>5}  {'latency p50/p95/p99 ms':>26}  {'TTFT p50/p95/p99 ms':>24}",
-    ]
-
-    def fmt(p: dict[str, float | None]) -> str:
-        return "/".join("-" if p[k] is None else f"{p[k]:.0f}" for k in ("p50", "p95", "p99"))
-
-    for route, row in summary["per_route"].items():
-        lines.append(
-            f"{route:<16}{summary['route_shares'][route]:>7.2f}{row['requests']:>5}  "
-            f"{fmt(row['latency_ms']):>26}  {fmt(row['ttft_ms']):>24}"
-        )
-    if "short_ttft_ms" in summary:
-        lines.append(f"short question behind {summary['clients'] - 1} long: TTFT p50/p95/p99 ms "
-                     f"{fmt(summary['short_ttft_ms'])} (n={summary['short_ttft_ms']['n']})")
-    return "\n".join(lines)
+def _reseeded(cfg: LoadConfig, seed: int) -> LoadConfig:
+    return replace(cfg, seed=seed)

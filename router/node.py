@@ -6,6 +6,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import logging
 from collections.abc import AsyncIterator
 from contextlib import AsyncExitStack, asynccontextmanager
@@ -88,6 +89,9 @@ async def open_node(settings: Settings) -> AsyncIterator[Node]:
         if settings.cache.enabled or (hybrid and policy.uses_complexity):
             embedder = Embedder.load(settings.cache, settings.models_dir)
             stack.push_async_callback(embedder.aclose)
+            # Its buffers at their largest now, not under the first load: the footprint the
+            # operator sees at start is the steady one (docs/reliability.md).
+            await asyncio.to_thread(embedder.warm)
         if settings.cache.enabled:
             cache = EdgeCache(settings.cache.db_path(settings.data_dir), settings.cache, embedder=embedder)
             stack.push_async_callback(cache.aclose)

@@ -32,14 +32,15 @@ async def off_loop(cost: int, work: Callable[[], T]) -> T:
     return await asyncio.to_thread(work)
 
 
-def check_edge_context(n_ctx: int, gen: GenerationRequest, prompt_tokens: int) -> None:
+def check_edge_context(n_ctx: int, gen: GenerationRequest, prompt_tokens: int, at_least: bool = False) -> None:
     """The edge's own context check (as :class:`edge.LlamaEngine` makes it), from the count
-    made off the loop."""
+    made off the loop (``at_least``: a lower bound from the prompt's length)."""
     wanted = gen.params.max_tokens
     if prompt_tokens >= n_ctx or (wanted is not None and prompt_tokens + wanted > n_ctx):
         asked = f" + max_tokens {wanted}" if wanted is not None else ""
         raise InvalidRequestError(
-            f"this model's context window is {n_ctx} tokens; the prompt has {prompt_tokens} tokens"
+            f"this model's context window is {n_ctx} tokens; the prompt has "
+            f"{'at least ' if at_least else ''}{prompt_tokens} tokens"
             f"{asked}. Shorten the messages or lower max_tokens.",
             param="messages" if gen.is_chat else "prompt",
             code="context_length_exceeded",

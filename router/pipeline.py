@@ -11,6 +11,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import logging
 from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
@@ -18,10 +19,10 @@ from typing import Any
 
 import numpy as np
 
-from edge import CacheError, CacheHit, CacheKey, EmbedderError, LlamaEngine, embedding_text
+from edge import CacheError, CacheHit, CacheKey, EdgeSaturatedError, EmbedderError, LlamaEngine, embedding_text
 from models import Chunk, EngineError, GenerationRequest, Usage
 
-from .errors import InvalidRequestError, NoCapacityError
+from .errors import ClientGoneError, EdgeBusyError, InvalidRequestError, NoCapacityError
 from .fallback import StreamPlan, plan_for, resilient, start
 from .limits import Reservation
 from .logs import log_request
@@ -59,12 +60,14 @@ class Routing:
     cache_hit: CacheHit | None = None
     complexity: float | None = None
     hybrid: bool = False
+    ratelimit: dict[str, str] = field(default_factory=dict)  # OpenAI's x-ratelimit-* of the tenant
 
     def headers(self) -> dict[str, str]:
         """The ``x-edgeroute-*`` headers of the answer as it stands now (a break mid-way shows)."""
         hit = self.cache_hit
         if hit is not None:
             cached = {
+                **self.ratelimit,
                 "x-edgeroute-route": self.route,
                 "x-edgeroute-reason": f"{hit.kind}-hit",
                 "x-edgeroute-similarity": f"{hit.similarity:.4f}",
@@ -73,7 +76,7 @@ class Routing:
             if hit.probability is not None:  # semantic hits: the verifier's calibrated probability
                 cached["x-edgeroute-verifier"] = f"{hit.probability:.4f}"
             return cached
-        headers = {"x-edgeroute-route": self.route}
+        headers = {**self.ratelimit, "x-edgeroute-route": self.route}
         if self.decision is not None:
             headers["x-edgeroute-reason"] = self.decision.reason
         if self.complexity is not None:
@@ -88,7 +91,7 @@ class Routing:
 
     def error_headers(self, reason: str) -> dict[str, str]:
         """An error is a route too: ``error``, the decision's reason (else ``reason``), the fallback path."""
-        headers = {"x-edgeroute-route": "error"}
+        headers = {**self.ratelimit, "x-edgeroute-route": "error"}
         if self.refusal is not None:
             headers["x-edgeroute-reason"] = self.refusal
         else:
@@ -164,7 +167,16 @@ async def run(node: Node, gen: GenerationRequest, ctx: RequestContext, routing: 
         embedding = await node.embedder.embed(words) if words else None
 
     # 3. features and the decision
-    prompt_tokens = await off_loop(cost, lambda: node.edge.count_prompt_tokens(gen))
+    floor = node.edge.min_prompt_tokens(gen)
+    if hit is not None and (node.pool is None or hit.tier != "edge"):
+        # Served whatever the decision says: the count stored with the answer, no tokenizing
+        # (it was the largest piece of the node's own work per hit under load).
+        prompt_tokens = hit.usage.prompt_tokens
+    elif floor >= node.edge.n_ctx:  # beyond the window whatever the exact count: no template rendered
+        prompt_tokens = floor
+    else:
+        # Tokenized once: the edge keeps these tokens for the request's admission.
+        prompt_tokens = await off_loop(cost, lambda: node.edge.prepare(gen))
     features = _features(node, gen, hint, private, embedding, prompt_tokens)
     decision = decide(node.policy, features)
     routing.decision = decision
@@ -179,6 +191,8 @@ async def run(node: Node, gen: GenerationRequest, ctx: RequestContext, routing: 
     # 4. a cache hit, unless it is the edge's answer to a prompt now bound for the cloud
     if hit is not None and not (hit.tier == "edge" and decision.target == "cloud"):
         routing.route, routing.cache_hit = f"cache-{hit.kind}", hit
+        if node.limiter is not None:  # nothing reserved: the tokens left as they stand
+            routing.ratelimit.update(node.limiter.token_headers(ctx.tenant))
         record.common["similarity"] = hit.similarity
         trace.first_token()
         out = _respond(node, record, _replay(hit), store=None)
@@ -188,24 +202,34 @@ async def run(node: Node, gen: GenerationRequest, ctx: RequestContext, routing: 
         record.common["cache_refusal"] = "edge-answer-for-cloud-prompt"
 
     # 5. the targets, started with fallback
-    plan = plan_for(node.edge, node.pool, decision, features)
+    plan = plan_for(node.edge, node.pool, decision, features, whole=not ctx.stream)
     routing.plan = plan
     try:
         if plan.targets[0] is node.edge:
-            check_edge_context(node.edge.n_ctx, gen, prompt_tokens)  # refused here: the engine need not tokenize it again
+            # Refused here: the engine need not tokenize it again.
+            check_edge_context(node.edge.n_ctx, gen, prompt_tokens, at_least=prompt_tokens == floor >= node.edge.n_ctx)
         if node.limiter is not None:
             wanted = gen.params.max_tokens or node.settings.edge.default_max_tokens
             record.reservation = node.limiter.reserve_tokens(ctx.tenant, prompt_tokens + wanted)
+            if record.reservation is not None:
+                routing.ratelimit.update(record.reservation.headers)
         index, first, rest = await start(plan, gen)
     except EngineError as exc:
         record.failed(exc)
-        if any(a.error and a.error.startswith("EdgeSaturatedError") for a in plan.attempts):
-            routing.refusal = "edge-saturated"  # the edge's queue bound, whatever the cloud said
+        saturated = next((a.cause for a in plan.attempts if isinstance(a.cause, EdgeSaturatedError)), None)
+        if saturated is not None:
+            # The tenant is over its fair share of the edge's queue: a deliberate 429 (whatever
+            # the cloud said), retried after the wait the edge expects.
+            routing.refusal = "edge-saturated"
+            raise EdgeBusyError(f"edge saturated: {saturated.message}", retry_after=saturated.retry_after) from exc
         raise NoCapacityError(
             f"neither the edge nor the cloud can take this request now ({exc})", retry_after=2
         ) from exc
     except Exception as exc:
         record.failed(exc)
+        raise
+    except asyncio.CancelledError:  # a non-streamed answer's client left (it is watched from the start)
+        record.failed(ClientGoneError("the client closed the connection before the answer was ready"))
         raise
     trace.first_token()
     routing.route = "edge" if plan.targets[index].name == "edge" else "cloud"
@@ -236,9 +260,10 @@ def _hint(node: Node, model: str) -> Hint:
 def _features(
     node: Node, gen: GenerationRequest, hint: Hint, private: bool, embedding: np.ndarray | None, prompt_tokens: int
 ) -> Features:
-    load = node.edge.load()
+    load = node.edge.load(gen.fair_key)  # as this tenant sees it: the requests served before its own
     wanted = gen.params.max_tokens or node.settings.edge.default_max_tokens
-    healthy = [m for m in node.pool.status() if m.healthy] if node.pool is not None else []
+    # The members themselves, not pool.status(): a status row per member per request is wasted work.
+    healthy = [m for m in node.pool.members if m.healthy] if node.pool is not None else []
     return Features(
         prompt_tokens=prompt_tokens,
         max_tokens=gen.params.max_tokens,
@@ -253,13 +278,14 @@ def _features(
         hint=hint,
         private=private,
         edge_capacity=load.capacity,
-        edge_wait_ms=_edge_wait_ms(node.edge),
+        edge_wait_ms=_edge_wait_ms(node.edge, gen.fair_key),
+        cloud_configured=node.pool is not None,
     )
 
 
-def _edge_wait_ms(edge: LlamaEngine) -> float | None:
+def _edge_wait_ms(edge: LlamaEngine, fair_key: str) -> float | None:
     """The edge's own estimate of a new request's wait for a slot (None: it cannot tell yet)."""
-    wait = edge.expected_wait_s()
+    wait = edge.expected_wait_s(fair_key)
     return None if wait is None else wait * 1000.0
 
 

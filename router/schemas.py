@@ -38,9 +38,10 @@ class ChatCompletionRequest(_NodeFields, ChatBody):
         precheck(data)  # 20,000 messages are refused before 20,000 models are built
         return data
 
-    def to_generation(self, request_id: str) -> GenerationRequest:
+    def to_generation(self, request_id: str, tenant: str = "") -> GenerationRequest:
         return GenerationRequest(
-            params=self.sampling(), messages=self.plain_messages(), model=self.model, request_id=request_id
+            params=self.sampling(), messages=self.plain_messages(), model=self.model, request_id=request_id,
+            fair_key=tenant,
         )
 
 
@@ -48,9 +49,10 @@ class CompletionRequest(_NodeFields, CompletionBody):
     echo: bool = False
     suffix: str | None = None
 
-    def to_generation(self, request_id: str) -> GenerationRequest:
+    def to_generation(self, request_id: str, tenant: str = "") -> GenerationRequest:
         return GenerationRequest(
-            params=self.sampling(), prompt=self.prompt_text(), model=self.model, request_id=request_id
+            params=self.sampling(), prompt=self.prompt_text(), model=self.model, request_id=request_id,
+            fair_key=tenant,
         )
 
 

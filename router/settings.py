@@ -57,6 +57,9 @@ class ServerSettings(BaseModel):
     operator_keys: Annotated[list[str], NoDecode] = Field(default_factory=list)
     # Dashboard login attempts per client address per minute; 0: no limit.
     login_attempts_per_minute: int = Field(10, ge=0)
+    # Requests with a wrong (or no) API key per client address per minute on /v1, past which
+    # the address gets 429 without its key being looked at; 0: no limit.
+    bad_key_attempts_per_minute: int = Field(30, ge=0)
     max_body_bytes: int = Field(4 * 1024 * 1024, ge=1024)
     # A client must send its whole body within this (slowloris); 408 after it.
     body_timeout_s: float = Field(30.0, gt=0)

@@ -14,6 +14,7 @@ from typing import Any
 
 _WHERE = {
     "API_KEYS": "auth",
+    "KEY_FAILURES": "auth",
     "api_key_guard": "auth",
     "bearer_token": "auth",
     "error_body": "errors",

@@ -7,11 +7,15 @@ from typing import Any
 from litestar.connection import ASGIConnection
 from litestar.handlers.base import BaseRouteHandler
 
-from ..errors import AuthenticationError
+from ..attempts import AttemptLimiter
+from ..errors import AuthenticationError, TooManyAttemptsError
 from ..keys import KeyTable
 
 # The app's state key holding the :class:`models.keys.KeyTable`; an empty one: no key is required.
 API_KEYS = "api_keys"
+# The app's state key holding an :class:`models.attempts.AttemptLimiter` of wrong keys per client
+# address (absent: not limited).
+KEY_FAILURES = "key_failures"
 TENANT_HEADER = "x-edgeroute-tenant"
 DEFAULT_TENANT = "default"
 
@@ -35,9 +39,20 @@ async def api_key_guard(connection: ASGIConnection[Any, Any, Any, Any], _: BaseR
         connection.state.tenant = connection.headers.get(TENANT_HEADER) or DEFAULT_TENANT
         connection.state.operator = True
         return
+    failures: AttemptLimiter | None = connection.app.state.get(KEY_FAILURES)
+    client = connection.client.host if connection.client else ""
+    if failures is not None:
+        wait = failures.wait_s(client)
+        if wait:  # refused without looking at the key: guessing gets no faster than the limit
+            raise TooManyAttemptsError(
+                f"too many requests with a wrong API key from your address; try again in {wait}s",
+                retry_after=wait,
+            )
     token = bearer_token(connection)
     principal = keys.lookup(token) if token else None
     if principal is None:
+        if failures is not None:
+            failures.attempt(client)
         raise AuthenticationError("invalid or missing API key", code="invalid_api_key")
     connection.state.operator = principal.operator
     if principal.operator:

@@ -11,20 +11,19 @@ from ..errors import ErrorEventError, MalformedEventError
 from ..generation import GenerationRequest, Usage
 
 
-def request_body(request: GenerationRequest, model: str) -> tuple[str, dict[str, Any]]:
-    """The path (under ``/v1``) and the JSON body of a streaming request.
+def request_body(request: GenerationRequest, model: str, *, stream: bool = True) -> tuple[str, dict[str, Any]]:
+    """The path (under ``/v1``) and the JSON body of a streaming request (``stream=False``: of a
+    request for the whole answer in one body).
 
     A continuation (``assistant_prefix``) is a final assistant message with vLLM's
     ``continue_final_message: true, add_generation_prompt: false``; for a raw prompt it is appended.
     """
     params = request.params
-    body: dict[str, Any] = {
-        "model": model,
-        "stream": True,
-        "stream_options": {"include_usage": True},
-        "temperature": params.temperature,
-        "top_p": params.top_p,
-    }
+    body: dict[str, Any] = {"model": model, "stream": stream}
+    if stream:
+        body["stream_options"] = {"include_usage": True}
+    body["temperature"] = params.temperature
+    body["top_p"] = params.top_p
     if params.max_tokens is not None:
         body["max_tokens"] = params.max_tokens
     if params.stop:
@@ -55,16 +54,7 @@ def parse_event(data: str) -> Delta:
 
     Raises :class:`MalformedEventError` or :class:`ErrorEventError` (the member's own error event).
     """
-    try:
-        obj = json.loads(data)
-    except ValueError as exc:
-        raise MalformedEventError(f"invalid JSON in stream event: {data[:80]!r}") from exc
-    if not isinstance(obj, dict):
-        raise MalformedEventError(f"stream event is not an object: {data[:80]!r}")
-    if "error" in obj:
-        err = obj["error"]
-        message = err.get("message") if isinstance(err, dict) else err
-        raise ErrorEventError(str(message))
+    obj = _object(data, "stream event")
     choices = obj.get("choices")
     if not isinstance(choices, list):
         raise MalformedEventError(f"stream event without choices: {data[:80]!r}")
@@ -85,6 +75,40 @@ def parse_event(data: str) -> Delta:
         raise MalformedEventError(f"stream text is not a string: {data[:80]!r}")
     finish = choice.get("finish_reason")
     return Delta(text or "", finish if isinstance(finish, str) else None, usage)
+
+
+def parse_whole(data: bytes) -> Delta:
+    """A whole (non-streamed) chat or text completion body: its text, ``finish_reason`` and usage.
+
+    Raises :class:`MalformedEventError` when the body is not one, or :class:`ErrorEventError` when
+    it is the member's own error object.
+    """
+    obj = _object(data, "the answer")
+    choices = obj.get("choices")
+    if not isinstance(choices, list) or not choices or not isinstance(choices[0], dict):
+        raise MalformedEventError(f"an answer without a choice: {data[:80]!r}")
+    choice = choices[0]
+    message = choice.get("message")
+    text = message.get("content") if isinstance(message, dict) else choice.get("text")
+    if text is not None and not isinstance(text, str):
+        raise MalformedEventError(f"the answer's text is not a string: {data[:80]!r}")
+    finish = choice.get("finish_reason")
+    return Delta(text or "", finish if isinstance(finish, str) else None, _usage(obj.get("usage")))
+
+
+def _object(data: str | bytes, what: str) -> dict[str, Any]:
+    """The JSON object of a stream event or a whole answer (``what`` names it in errors); the
+    member's own error object raises :class:`ErrorEventError`."""
+    try:
+        obj = json.loads(data)
+    except ValueError as exc:
+        raise MalformedEventError(f"invalid JSON in {what}: {data[:80]!r}") from exc
+    if not isinstance(obj, dict):
+        raise MalformedEventError(f"{what} is not an object: {data[:80]!r}")
+    if "error" in obj:
+        err = obj["error"]
+        raise ErrorEventError(str(err.get("message") if isinstance(err, dict) else err))
+    return obj
 
 
 def _usage(value: Any) -> Usage | None:

@@ -63,6 +63,7 @@ def exception_handlers(extra_headers: ExtraHeaders | None = None) -> dict[type[E
         retry_after = exc.retry_after if isinstance(exc, EngineUnavailableError) else getattr(exc, "retry_after", None)
         if retry_after is not None:
             headers["retry-after"] = str(retry_after)
+        headers.update(getattr(exc, "headers", None) or {})  # e.g. a 429's x-ratelimit-* headers
         body = error_body(exc.message, exc.error_type, exc.param, exc.code)
         return respond(request, http_status(exc), body, exc.code or exc.error_type, headers)
 

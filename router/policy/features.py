@@ -30,6 +30,7 @@ class Features:
     # Defaults keep decisions logged before the edge had slots replayable.
     edge_capacity: int = 1  # requests the edge decodes at once (its slots)
     edge_wait_ms: float | None = None  # the edge's estimate of a new request's wait for a slot
+    cloud_configured: bool = True  # False on an edge-only node (no pool): no cloud to be unhealthy
 
 
 @dataclass(frozen=True, slots=True)

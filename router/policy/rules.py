@@ -7,7 +7,8 @@ the rules no policy may override, so a new policy cannot forget them:
 2. an explicit hint wins (``hint-edge``, ``hint-cloud``);
 3. a prompt that does not fit the edge's context goes to the cloud (``edge-context``);
 4. a cloud decision while no member is healthy answers on the edge (``cloud-unhealthy``; the
-   request path marks such a response degraded).
+   request path marks such a response degraded); on a node with no cloud at all the reason is
+   ``edge-only`` (nothing is unhealthy there).
 
 Each decision keeps the policy's score.
 """
@@ -22,7 +23,7 @@ def decide(policy: Policy, f: Features) -> Decision:
     proposed = policy.decide(f)
     decision = _hard_rule(f, proposed.score) or proposed
     if decision.target == "cloud" and f.cloud_healthy <= 0:
-        return Decision("edge", "cloud-unhealthy", decision.score)
+        return Decision("edge", "cloud-unhealthy" if f.cloud_configured else "edge-only", decision.score)
     return decision
 
 

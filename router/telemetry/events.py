@@ -59,7 +59,7 @@ class DecisionEvent:
         # The event is frozen so subscribers can share it; normalise through object.__setattr__.
         feats = self.features
         if dataclasses.is_dataclass(feats) and not isinstance(feats, type):
-            object.__setattr__(self, "features", dataclasses.asdict(feats))
+            object.__setattr__(self, "features", _as_dict(feats))
         elif not isinstance(feats, dict):
             raise InvalidEventError(f"features must be a dict or a dataclass, not {type(feats).__name__}")
         # A private prompt's text never reaches the log, the feed or the metrics.
@@ -95,6 +95,15 @@ class DecisionEvent:
         values["features"] = json.loads(raw) if raw else {}
         values["prompt_preview"] = values.get("prompt_preview") or ""
         return cls(**values)
+
+
+def _as_dict(obj: Any) -> dict[str, Any]:
+    """``dataclasses.asdict``, without its deep copy when every field is a plain value (the
+    router's features are: this runs once per request)."""
+    out = {f.name: getattr(obj, f.name) for f in dataclasses.fields(obj)}
+    if all(isinstance(v, str | int | float | bool | None) for v in out.values()):
+        return out
+    return dataclasses.asdict(obj)
 
 
 def _json_default(value: Any) -> Any:

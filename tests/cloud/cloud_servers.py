@@ -195,11 +195,13 @@ class ScriptedServer(_TCPServer):
             return
         self.respond(conn, self.script)
 
-    def respond(self, conn: socket.socket, script: Sequence[tuple[object, ...]]) -> None:
+    def respond(
+        self, conn: socket.socket, script: Sequence[tuple[object, ...]], content_type: str | None = None
+    ) -> None:
         """Play ``script`` as one chunked response (unknown steps are skipped)."""
         try:
             head = (
-                f"HTTP/1.1 {self.status}\r\ncontent-type: {self.content_type}\r\n"
+                f"HTTP/1.1 {self.status}\r\ncontent-type: {content_type or self.content_type}\r\n"
                 "transfer-encoding: chunked\r\nconnection: close\r\n\r\n"
             )
             conn.sendall(head.encode())

@@ -14,7 +14,7 @@ from litestar import Litestar
 from litestar.testing import TestClient
 
 from dashboard import DashboardAuth
-from dashboard.attempts import AttemptLimiter
+from models.attempts import AttemptLimiter
 from dashboard.auth import COOKIE, SESSION_TTL_S, safe_next
 from dashfakes import FakeNode, event, fake_app
 from dashserver import serve

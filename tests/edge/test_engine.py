@@ -120,3 +120,19 @@ async def test_abandoned_stream_frees_the_engine(engine: LlamaEngine) -> None:
             break
         await asyncio.sleep(0.05)
     assert engine.load().depth == 0
+
+
+def test_the_length_bound_never_exceeds_the_real_count(engine: LlamaEngine) -> None:
+    texts = ["Hi", "a" * 5000, "supercalifragilistic " * 300, "数字 " * 400, "<|im_start|>" * 50]
+    for text in texts:
+        req = chat(text)
+        assert engine.min_prompt_tokens(req) <= engine.count_prompt_tokens(req)
+    assert engine.min_prompt_tokens(chat("x" * 320_000)) == 320_000 // 32  # this vocabulary's longest piece
+
+
+def test_a_prepared_prompt_is_admitted_with_the_tokens_counted_before(engine: LlamaEngine) -> None:
+    req = chat("Count these words once.")
+    n = engine.prepare(req)
+    assert n == engine.count_prompt_tokens(req)
+    assert engine._tokens_for(req) == engine.prompt_tokens(req)  # taken from what prepare kept
+    assert id(req) not in engine._prepared  # and handed over once

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from models.errors import ErrorEventError, MalformedEventError, WireFormatError
-from models.openai.client import error_message, parse_event, request_body
+from models.openai.client import Delta, error_message, parse_event, parse_whole, request_body
 from models import GenerationRequest, SamplingParams, Usage
 
 
@@ -85,3 +85,34 @@ def test_error_event_and_error_bodies() -> None:
         None,
     )
     assert error_message(b"<html>bad gateway</html>") == ("<html>bad gateway</html>", None, None)
+
+
+def test_a_whole_answer_body_asks_for_no_stream_and_is_read_whole() -> None:
+    req = GenerationRequest(SamplingParams(max_tokens=2), messages=({"role": "user", "content": "hi"},))
+    path, body = request_body(req, "m", stream=False)
+    assert path == "/chat/completions"
+    assert body == {
+        "model": "m", "stream": False, "temperature": 1.0, "top_p": 1.0, "max_tokens": 2,
+        "messages": [{"role": "user", "content": "hi"}],
+    }
+    chat = b'{"choices": [{"index": 0, "message": {"role": "assistant", "content": "Hi!"}, "finish_reason": "stop"}],' \
+        b' "usage": {"prompt_tokens": 9, "completion_tokens": 2, "total_tokens": 11}}'
+    assert parse_whole(chat) == Delta("Hi!", "stop", Usage(9, 2))
+    text = b'{"choices": [{"index": 0, "text": "1, 2", "finish_reason": "length"}]}'
+    assert parse_whole(text) == Delta("1, 2", "length", None)
+
+
+@pytest.mark.parametrize(
+    ("data", "error"),
+    [
+        (b"{not json", "invalid JSON in the answer"),
+        (b"[1]", "the answer is not an object"),
+        (b'{"choices": []}', "an answer without a choice"),
+        (b'{"choices": [{"message": {"content": 3}}]}', "the answer's text is not a string"),
+    ],
+)
+def test_malformed_whole_answers(data: bytes, error: str) -> None:
+    with pytest.raises(MalformedEventError, match=error):
+        parse_whole(data)
+    with pytest.raises(ErrorEventError, match="^overloaded$"):
+        parse_whole(b'{"error": {"message": "overloaded", "type": "server_error"}}')

@@ -35,10 +35,15 @@ class RecordingServer(ScriptedServer):
             self._read_request(conn)
         except OSError:
             return
-        if self._path.value.endswith("/completions"):
+        path = self._path.value
+        if path.endswith("/completions"):
             script, self.script = self.script, [("noop",)]
             try:
-                self.respond(conn, script)
+                streamed = self.status.startswith("200") and self.content_type == "text/event-stream"
+                if streamed and self._path.body.get("stream") is False:
+                    self.respond(conn, as_whole(script, chat=path.endswith("/chat/completions")), "application/json")
+                else:
+                    self.respond(conn, script)
             finally:
                 self.script = script
             return
@@ -55,8 +60,47 @@ class RecordingServer(ScriptedServer):
         path, body = super()._read_request(conn)
         self._path.value = path
         if path.endswith("/completions"):
-            self.access_log.append(json.loads(body or b"{}"))
+            self._path.body = json.loads(body or b"{}")
+            self.access_log.append(self._path.body)
         return path, body
+
+
+def as_whole(script: list[tuple[object, ...]], *, chat: bool = True) -> list[tuple[object, ...]]:
+    """A streamed script told as a server answers a request for the whole answer: one JSON body
+    with the deltas' text, the finish_reason and usage. Sleeps stay (the body comes after them); a
+    cut cuts before any body (the server died while generating); an event that is not JSON makes
+    the body that event, as garbled as it was."""
+    out: list[tuple[object, ...]] = []
+    text: list[str] = []
+    finish: str | None = None
+    usage: dict[str, int] | None = None
+    for step in script:
+        if step[0] != "send":
+            out.append(step)
+            if step[0] == "cut":
+                return out
+            continue
+        assert isinstance(step[1], bytes)
+        for event in step[1].split(b"\n\n"):
+            data = event.removeprefix(b"data: ").strip()
+            if not data or data == b"[DONE]":
+                continue
+            try:
+                chunk = json.loads(data)
+            except ValueError:
+                return [*out, ("send", data)]
+            if not isinstance(chunk, dict) or "choices" not in chunk:
+                return [*out, ("send", data)]
+            usage = chunk.get("usage") or usage
+            for choice in chunk["choices"]:
+                text.append(choice["delta"].get("content") or "")
+                finish = choice["finish_reason"] or finish
+    answer = {"role": "assistant", "content": "".join(text)}
+    choice = {"index": 0, "finish_reason": finish, **({"message": answer} if chat else {"text": answer["content"]})}
+    body = {"id": "x", "object": "chat.completion" if chat else "text_completion", "choices": [choice]}
+    if usage is not None:
+        body["usage"] = usage
+    return [*out, ("send", json.dumps(body).encode())]
 
 
 def good_stream(*pieces: str) -> list[tuple[object, ...]]:

@@ -66,7 +66,9 @@ def test_429_before_the_first_token_moves_to_the_other_member(tmp_path: Path) ->
         good.close()
 
 
-def test_malformed_chunk_mid_stream_continues_on_the_edge_streamed_and_not(tmp_path: Path) -> None:
+def test_malformed_chunk_mid_stream_continues_on_the_edge_and_a_malformed_whole_answer_falls_back(
+    tmp_path: Path,
+) -> None:
     bad = hy.RecordingServer([("send", sse(chat_chunk("Collisions"))), ("send", sse(chat_chunk(" are"))),
                            ("send", b"data: {this is not json\n\n")])
     try:
@@ -77,29 +79,43 @@ def test_malformed_chunk_mid_stream_continues_on_the_edge_streamed_and_not(tmp_p
             assert text.startswith("Collisions are") and len(text) > len("Collisions are")
             assert lines.count("[DONE]") == 1
             assert (hy.decisions(app)[0].fallback, hy.decisions(app)[0].degraded) == ("cloud->edge", "cloud-unavailable")
-            # Non-streamed, the headers are written after the answer, so they can tell the truth.
+            # Non-streamed, the member is asked for its whole answer: the same garbled event makes
+            # the whole body garbled, a failure before any output, so the edge answers from the start.
             plain = httpx.post(base + "/v1/chat/completions", json={**body, "stream": False}, timeout=120)
             assert plain.status_code == 200
-            assert plain.json()["choices"][0]["message"]["content"].startswith("Collisions are")
-            assert plain.headers["x-edgeroute-route"] == "cloud"
+            assert bad.access_log[-1]["stream"] is False
+            assert plain.json()["choices"][0]["message"]["content"]
+            assert plain.headers["x-edgeroute-route"] == "edge"
             assert plain.headers["x-edgeroute-fallback"] == "cloud->edge"
             assert plain.headers["x-edgeroute-degraded"] == "cloud-unavailable"
+            assert app.state.node.pool.status()[0].last_error.startswith("member garbled sent a malformed answer")
     finally:
         bad.close()
 
 
-def test_a_member_silent_before_the_first_token_times_out_to_the_edge(tmp_path: Path) -> None:
+@pytest.mark.parametrize("stream", [True, False], ids=["streamed", "whole"])
+def test_a_silent_member_times_out_to_the_edge(tmp_path: Path, stream: bool) -> None:
+    """Streamed, the first-token timeout fires; asked for a whole answer, the whole-answer timeout
+    does (the other one is set far above the member's 30 s silence, so it cannot be what fired)."""
     silent = hy.RecordingServer([("sleep", 30)])
+    timeouts = {"first_token_timeout_s": 1.5, "whole_timeout_s": 60} if stream else {
+        "first_token_timeout_s": 60, "whole_timeout_s": 1.5}
     try:
-        with hy.node(tmp_path, [silent.settings("silent")], cloud={"first_token_timeout_s": 1.5}) as (base, app):
+        with hy.node(tmp_path, [silent.settings("silent")], cloud=timeouts) as (base, app):
             started = time.monotonic()
-            reply = httpx.post(base + "/v1/chat/completions",
-                               json={"model": "cloud", "messages": hy.ASK, "max_tokens": 8}, timeout=120)
-            assert time.monotonic() - started < 20  # the 1.5 s first-token timeout, not the 30 s silence
+            body = {"model": "cloud", "messages": hy.ASK, "max_tokens": 8, "stream": stream}
+            reply = httpx.post(base + "/v1/chat/completions", json=body, timeout=120)
+            assert time.monotonic() - started < 20  # the 1.5 s timeout, not the 30 s silence
             assert reply.status_code == 200
             assert (reply.headers["x-edgeroute-route"], reply.headers["x-edgeroute-fallback"]) == ("edge", "cloud->edge")
             assert reply.headers["x-edgeroute-degraded"] == "cloud-unavailable"
             assert len(silent.access_log) == 1
+            assert silent.access_log[0]["stream"] is stream
+            expected = (
+                "member silent was silent for 1.5s before the first token" if stream
+                else "member silent gave no whole answer within 1.5s"
+            )
+            assert app.state.node.pool.status()[0].last_error == expected
     finally:
         silent.close()
 

@@ -4,11 +4,17 @@ from __future__ import annotations
 
 import itertools
 import json
+import os
+import random
+import time
 from pathlib import Path
 
+import httpx
 import pytest
 
-from router.loadgen import LoadConfig, Result, check_loopback, run_load, summarize, table, workload
+from router.loadgen import (
+    Job, LoadConfig, Result, Tenant, check_loopback, one_request, retry_delay_s, run_load, summarize, table, workload,
+)
 
 
 def test_only_loopback_targets_are_accepted() -> None:
@@ -75,3 +81,63 @@ async def test_refusals_are_counted_by_status(node_url: str) -> None:
                      model="no-such-model")
     s = await run_load(cfg)
     assert (s["requests"], s["errors"]) == (4, {"http-404": 4})
+
+
+def test_retry_delay_follows_the_openai_sdk() -> None:
+    rng = random.Random(0)
+    assert retry_delay_s(httpx.Headers({"retry-after": "3"}), 0, rng) == 3.0
+    assert retry_delay_s(httpx.Headers({"retry-after-ms": "250", "retry-after": "3"}), 0, rng) == 0.25
+    # Outside (0, 60]: 0.5 s doubling per retry, at most 8 s, less up to a quarter of jitter.
+    assert 1.5 <= retry_delay_s(httpx.Headers({"retry-after": "120"}), 2, rng) <= 2.0
+    assert 6.0 <= retry_delay_s(httpx.Headers(), 10, rng) <= 8.0
+
+
+async def test_a_429_is_waited_out_and_retried_like_the_sdk_does() -> None:
+    calls: list[float] = []
+    stream = (b'data: {"choices":[{"index":0,"delta":{"content":"hi"},"finish_reason":null}]}\n\n'
+              b'data: {"choices":[{"index":0,"delta":{},"finish_reason":"stop"}]}\n\ndata: [DONE]\n\n')
+
+    def answer(request: httpx.Request) -> httpx.Response:
+        calls.append(time.monotonic())
+        if len(calls) <= 2:
+            return httpx.Response(429, headers={"retry-after-ms": "50"}, json={"error": {}})
+        return httpx.Response(200, headers={"content-type": "text/event-stream", "x-edgeroute-route": "edge"},
+                              content=stream)
+
+    cfg = LoadConfig(target="http://127.0.0.1:9")
+    job = Job("short", ({"role": "user", "content": "hi"},), 4)
+    async with httpx.AsyncClient(transport=httpx.MockTransport(answer)) as client:
+        r = await one_request(client, cfg, job, "a")
+    assert (r.ok, r.route, r.retries, r.refused, r.tenant) == (True, "edge", 2, ["http-429", "http-429"], "a")
+    assert calls[1] - calls[0] >= 0.05 and calls[2] - calls[1] >= 0.05
+    # With the retries spent the refusal is the result.
+    calls.clear()
+    async with httpx.AsyncClient(transport=httpx.MockTransport(answer)) as client:
+        r = await one_request(client, LoadConfig(max_retries=1), job, "a")
+    assert (r.ok, r.error, r.retries) == (False, "http-429", 1)
+
+
+def test_each_tenant_is_reported_apart_with_its_cache_hit_latency() -> None:
+    results = [Result("short", "cache-exact", True, (i + 1) / 1000, 0.0, 1, tenant="a") for i in range(100)]
+    results += [Result("short", "edge", True, 2.0, 0.5, 8, tenant="b"),
+                Result("short", "edge", False, 0.1, None, 0, "http-429", tenant="a", retries=2,
+                       refused=["http-429", "http-429"])]
+    cfg = LoadConfig(tenants=[Tenant("a", "ka", 200), Tenant("b", "kb", 4)])
+    s = summarize(results, 10.0, cfg, rss_mb=[700.0, 720.0, 714.0])
+    assert s["clients"] == 204
+    a, b = s["tenants"]["a"], s["tenants"]["b"]
+    assert (a["requests"], a["errors"], a["retries"], a["refusals_retried"]) == (101, {"http-429": 1}, 2, {"http-429": 2})
+    assert a["cache_hit_latency_ms"]["p99"] == pytest.approx(99.01)
+    assert b["cache_hit_latency_ms"]["n"] == 0 and b["per_route"]["edge"]["requests"] == 1
+    assert s["rss_mb"] == {"start": 700.0, "end": 714.0, "max": 720.0, "growth": pytest.approx(0.02)}
+    text = table(s)
+    assert "tenant a (200 clients, 101 requests)" in text and "node RSS: 700 -> 714 MB (max 720, +2.0%)" in text
+
+
+@pytest.mark.slow
+def test_the_probe_times_cache_hits_of_its_one_question(node_url: str) -> None:
+    from router.loadprobe import probe, read_rss_mb
+
+    out = probe(node_url, None, duration_s=1.0, interval_s=0.1, max_tokens=4)
+    assert out["other"] == {} and len(out["hits_ms"]) >= 3  # the first answer was made, then hits
+    assert read_rss_mb(os.getpid()) is not None and read_rss_mb(2**22 + 1) is None

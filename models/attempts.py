@@ -1,8 +1,9 @@
-"""Login attempts per client address: a sliding window in memory, so keys cannot be guessed fast.
+"""Key attempts per client address: a sliding window in memory, so keys cannot be guessed fast.
 
-Every POST to the login form counts, right or wrong. Past ``limit`` attempts in ``window_s`` the
-form answers 429 with ``Retry-After`` (the seconds until the oldest attempt leaves the window)
-without looking at the key. At most ``max_clients`` addresses are remembered; beyond that the
+The dashboard's login form counts every POST, right or wrong; the API counts wrong bearer keys
+(:func:`models.openai.api_key_guard`). Past ``limit`` attempts in ``window_s`` the answer is 429
+with ``Retry-After`` (the seconds until the oldest attempt leaves the window) without looking at
+the key. At most ``max_clients`` addresses are remembered; beyond that the
 least recently seen are forgotten first, so a flood from many addresses cannot grow the memory.
 The address is the connection's peer: behind a reverse proxy every browser shares the proxy's.
 """
@@ -49,6 +50,21 @@ class AttemptLimiter:
         times.append(now)
         while len(self._clients) > self.max_clients:
             del self._clients[next(iter(self._clients))]
+        return 0
+
+    def wait_s(self, client: str) -> int:
+        """The seconds ``client`` must wait before its next attempt counts (0: it may try now);
+        counts nothing."""
+        if self.limit <= 0:
+            return 0
+        times = self._clients.get(client)
+        if not times:
+            return 0
+        now = self._clock()
+        while times and times[0] <= now - self.window_s:
+            times.popleft()
+        if len(times) >= self.limit:
+            return max(1, math.ceil(times[0] + self.window_s - now))
         return 0
 
     def __len__(self) -> int:

@@ -1,0 +1,195 @@
+"""The edge's waiting room, fair across keys (the node's tenants).
+
+One FIFO queue per key. A free slot goes to the waiting key with the fewest running requests,
+ties broken round robin (the key served longest ago first): a key that bursts fills its own
+queue, and another key's next request takes the next slot that frees, until both run an equal
+share of the slots (max-min fairness). Each key may hold at most its share of the queue bound
+(the bound split evenly over the keys that have work), so a burst is refused at its share while
+the other keys are still admitted.
+"""
+
+from __future__ import annotations
+
+import collections
+import math
+from collections.abc import Iterator, Mapping
+from dataclasses import dataclass
+from typing import Generic, Protocol, TypeVar
+
+
+# Keys whose turn is remembered after their queue emptied.
+_REMEMBERED = 4096
+
+
+class _Keyed(Protocol):
+    @property
+    def key(self) -> str: ...
+
+
+J = TypeVar("J", bound=_Keyed)
+
+
+class FairQueue(Generic[J]):
+    """Waiting jobs per key; not thread-safe (the scheduler holds its lock around every call)."""
+
+    def __init__(self) -> None:
+        self._queues: dict[str, collections.deque[J]] = {}
+        # The round-robin turn: when each key was last served (a key never served goes first).
+        # Kept after a key's queue empties, so a key that comes back does not jump the turn;
+        # bounded, the longest-unserved forgotten first.
+        self._served: dict[str, int] = {}
+        self._tick = 0
+
+    def __len__(self) -> int:
+        return sum(len(q) for q in self._queues.values())
+
+    def __bool__(self) -> bool:
+        return bool(self._queues)  # a key's queue is dropped when it empties
+
+    def __iter__(self) -> Iterator[J]:
+        for queue in self._queues.values():
+            yield from queue
+
+    def count(self, key: str) -> int:
+        queue = self._queues.get(key)
+        return len(queue) if queue is not None else 0
+
+    def keys(self) -> list[str]:
+        return list(self._queues)
+
+    def push(self, job: J) -> None:
+        self._queues.setdefault(job.key, collections.deque()).append(job)
+
+    def peek(self, running: Mapping[str, int]) -> str | None:
+        """The key :meth:`pop` would serve: the fewest ``running``, then the one served longest ago."""
+        served = self._served
+        best: str | None = None
+        best_rank = (0, 0)
+        for key in self._queues:
+            rank = (running.get(key, 0), served.get(key, -1))
+            if best is None or rank < best_rank:
+                best, best_rank = key, rank
+        return best
+
+    def pop(self, running: Mapping[str, int]) -> J | None:
+        """The next job: of the key with the fewest ``running``, the one served longest ago."""
+        served = self._served
+        best = self.peek(running)
+        if best is None:
+            return None
+        queue = self._queues[best]
+        job = queue.popleft()
+        if not queue:
+            del self._queues[best]
+        self._tick += 1
+        served.pop(best, None)
+        served[best] = self._tick  # insertion order = oldest stamp first
+        while len(served) > _REMEMBERED:
+            del served[next(iter(served))]
+        return job
+
+    def clear(self) -> list[J]:
+        jobs = list(self)
+        self._queues = {}
+        self._served = {}
+        return jobs
+
+    def ahead(self, key: str) -> int:
+        """Waiting jobs served before a new one of ``key``: its own queue, and from every other
+        key at most as many (round robin takes one of each in turn)."""
+        mine = self.count(key)
+        return mine + sum(min(len(q), mine + 1) for k, q in self._queues.items() if k != key)
+
+
+def active_keys(queue: FairQueue[J], running: Mapping[str, int], key: str) -> int:
+    """Keys with work (waiting or running), ``key`` counted as one of them."""
+    active = {k for k, n in running.items() if n > 0}
+    active.update(queue.keys())
+    active.add(key)
+    return len(active)
+
+
+# A key that sent a request within this many seconds still counts as one that may come back.
+RECENT_S = 30.0
+
+
+def keep_last_slot(key: str, running: Mapping[str, int], free: int, slots: int, seen: Mapping[str, float],
+                   now: float) -> bool:
+    """Whether the last free slot stays free instead of going to ``key``.
+
+    Slots are not preempted: a tenant whose burst took every slot kept another tenant's first
+    request waiting until one of its long answers ended (15 s here). So while another recently
+    seen key runs fewer than its share of the slots, a key that already runs requests does not
+    take the last one: the other key's next request starts at once. With one tenant nothing is
+    held (the edge stays work-conserving).
+    """
+    if free != 1 or running.get(key, 0) == 0:
+        return False
+    others = [k for k, t in seen.items() if k != key and now - t < RECENT_S]
+    if not others:
+        return False
+    fair = share(slots, len(others) + 1)
+    return any(running.get(k, 0) < fair for k in others)
+
+
+def share(bound: int, keys: int) -> int:
+    """One key's part of a queue bound shared by ``keys`` (at least one request)."""
+    return max(1, math.ceil(bound / max(1, keys)))
+
+
+@dataclass(frozen=True, slots=True)
+class KeyView:
+    """The edge as one key (tenant) sees it: what a new request of that key would wait behind."""
+
+    running: int
+    ahead: int  # waiting requests served before a new one of this key (fair order)
+    slots: int
+    keys: int  # keys with work, this one counted
+    waiting: int  # this key's own waiting requests
+    mean_request_s: float | None
+
+    def wait_s(self) -> float | None:
+        """Seconds until a new request of this key gets a slot (0: one is free; None: no estimate)."""
+        if self.running + self.ahead < self.slots:
+            return 0.0
+        if self.mean_request_s is None:
+            return None
+        # Every slot frees about once per mean request time.
+        return (self.running + self.ahead - self.slots + 1) * self.mean_request_s / self.slots
+
+    def room_s(self, share_of_queue: int) -> float:
+        """Seconds until this key's queue is below ``share_of_queue`` again (a refused client's
+        retry-after): its own jobs get about ``slots / keys`` of the slots."""
+        if self.mean_request_s is None:
+            return 1.0
+        over = self.waiting - share_of_queue + 1
+        return max(1.0, over * self.step_s())
+
+    def step_s(self) -> float:
+        """Seconds between two of this key's jobs getting a slot (it gets ``slots / keys``)."""
+        return (self.mean_request_s or 1.0) * self.keys / self.slots
+
+
+class Promises:
+    """When each key's refused requests were told to come back, so that those refused together
+    are told different times (each the slot after the previous one's), not all the same second."""
+
+    def __init__(self, remembered: int = _REMEMBERED) -> None:
+        self._due: dict[str, float] = {}
+        self._remembered = remembered
+
+    def retry_after_s(self, key: str, earliest_s: float, step_s: float, now: float) -> float:
+        due = max(now + earliest_s, self._due.pop(key, -math.inf) + step_s)
+        self._due[key] = due
+        while len(self._due) > self._remembered:
+            del self._due[next(iter(self._due))]
+        return due - now
+
+
+@dataclass(frozen=True, slots=True)
+class Refusal:
+    """Why a job was not queued: its key's queue is at its share (or the whole bound is reached)."""
+
+    waiting: int  # of the job's key
+    share: int
+    retry_after_s: float

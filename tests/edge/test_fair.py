@@ -1,0 +1,136 @@
+"""The edge's fair waiting room: round robin across keys, fewest running first, per-key shares;
+and the real engine refusing a bursting key at its share while another key is admitted."""
+
+from __future__ import annotations
+
+import asyncio
+from dataclasses import dataclass
+
+import pytest
+
+from edge import EdgeSaturatedError, EdgeSettings, LlamaEngine
+from edge._fair import FairQueue, KeyView, Promises, active_keys, keep_last_slot, share
+from models import EDGE_DEFAULT, GenerationRequest, SamplingParams, collect, default_models_dir, resolve
+
+
+@dataclass
+class J:
+    key: str
+    n: int
+
+
+def test_keys_are_served_round_robin_in_their_own_fifo_order() -> None:
+    q: FairQueue[J] = FairQueue()
+    for job in [J("a", 1), J("a", 2), J("a", 3), J("b", 1), J("c", 1), J("b", 2)]:
+        q.push(job)
+    order = [q.pop({}) for _ in range(6)]
+    assert [(j.key, j.n) for j in order if j] == [("a", 1), ("b", 1), ("c", 1), ("a", 2), ("b", 2), ("a", 3)]
+    assert q.pop({}) is None and len(q) == 0 and not q
+
+
+def test_the_key_with_the_fewest_running_goes_first() -> None:
+    q: FairQueue[J] = FairQueue()
+    for job in [J("a", 1), J("a", 2), J("b", 1), J("b", 2)]:
+        q.push(job)
+    running = {"a": 3, "b": 1}
+    first = q.pop(running)
+    assert first == J("b", 1)
+    running["b"] = 3  # now equal: round robin, and b was just served
+    assert q.pop(running) == J("a", 1)
+    assert q.pop(running) == J("b", 2)
+
+
+def test_ahead_counts_own_queue_and_one_turn_of_each_other_key() -> None:
+    q: FairQueue[J] = FairQueue()
+    for n in range(10):
+        q.push(J("a", n))
+    q.push(J("b", 0))
+    assert q.ahead("b") == 1 + 2  # b's own one, and a's next two before b's second turn
+    assert q.ahead("c") == 1 + 1  # one of a and one of b before c's first
+    assert q.ahead("a") == 10 + 1
+
+
+def test_shares_split_the_bound_over_keys_with_work() -> None:
+    q: FairQueue[J] = FairQueue()
+    q.push(J("a", 0))
+    assert active_keys(q, {"c": 2, "d": 0}, "b") == 3  # a waits, c runs, b asks; d has nothing
+    assert (share(32, 1), share(32, 2), share(32, 3), share(1, 5)) == (32, 16, 11, 1)
+
+
+def test_retry_after_is_the_time_until_the_key_is_back_within_its_share() -> None:
+    view = KeyView(running=4, ahead=20, slots=4, keys=2, waiting=16, mean_request_s=2.0)
+    # one over the share of 16: one of its jobs must start; it gets half of 4 slots, each 2 s
+    assert view.room_s(16) == 1.0  # 1 * 2 s * 2 keys / 4 slots, and never under a second
+    assert KeyView(4, 40, 4, 2, 20, 2.0).room_s(16) == 5 * 2.0 * 2 / 4
+    assert KeyView(4, 40, 4, 2, 20, None).room_s(16) == 1.0
+    assert KeyView(2, 1, 4, 1, 1, 2.0).wait_s() == 0.0
+    assert KeyView(4, 3, 4, 1, 3, 2.0).wait_s() == 4 * 2.0 / 4
+
+
+def chat(text: str, key: str, max_tokens: int) -> GenerationRequest:
+    params = SamplingParams(max_tokens=max_tokens, temperature=0.0)
+    return GenerationRequest(params=params, messages=({"role": "user", "content": text},), fair_key=key)
+
+
+@pytest.mark.slow
+async def test_a_bursting_key_is_refused_at_its_share_while_another_key_is_admitted_and_served_next() -> None:
+    spec = resolve(EDGE_DEFAULT, default_models_dir())
+    engine = LlamaEngine(spec, EdgeSettings(n_ctx=512, slots=1, max_queue=4))
+    streams = []
+    pending = []
+    try:
+        first = engine.stream(chat("Write a very long story about a ship.", "a", 400))
+        await anext(first)  # a runs in the one slot
+        streams.append(first)
+        for i in range(4):  # the whole queue bound: a is the only key with work
+            s = engine.stream(chat(f"Write a story number {i}.", "a", 400))
+            streams.append(s)
+            pending.append(asyncio.ensure_future(anext(s)))
+        await asyncio.sleep(0.05)
+        assert engine.load().waiting == 4
+        with pytest.raises(EdgeSaturatedError) as refused:
+            await anext(engine.stream(chat("One more.", "a", 4)))
+        assert refused.value.code == "edge_saturated" and refused.value.retry_after >= 1
+        # b has no work: its share (2 of 4) is free although the queue holds 4 already
+        b = engine.stream(chat("What is two plus two?", "b", 4))
+        b_done = asyncio.ensure_future(collect(b))
+        await asyncio.sleep(0.05)
+        assert engine.load("b").waiting == 1 + 2  # its own, and up to two of a's in the turn
+        assert engine.load().waiting == 5
+        # a, now over its share of 2, is refused; b gets the slot as soon as a's first frees it
+        with pytest.raises(EdgeSaturatedError):
+            await anext(engine.stream(chat("Again.", "a", 4)))
+        await first.aclose()  # a's running job ends: the slot goes to b (fewest running), not a's queue
+        done = await asyncio.wait_for(b_done, 60)
+        assert done.finish_reason in ("stop", "length")
+        for _ in range(500):  # the scheduler places a's next job at its next step
+            if engine.load().running == 1:
+                break
+            await asyncio.sleep(0.01)
+        assert engine.load().waiting == 3  # a's four minus the one that took the slot after b's
+    finally:
+        for task in pending:
+            task.cancel()
+        await asyncio.gather(*pending, return_exceptions=True)
+        for s in streams:
+            await s.aclose()
+        await engine.aclose()
+
+
+def test_requests_refused_together_are_told_successive_times() -> None:
+    p = Promises()
+    assert p.retry_after_s("a", 1.0, 0.5, 100.0) == 1.0
+    assert p.retry_after_s("a", 1.0, 0.5, 100.0) == 1.5  # the slot after the previous one's
+    assert p.retry_after_s("b", 1.0, 0.5, 100.0) == 1.0  # another key has its own turn
+    assert p.retry_after_s("a", 1.0, 0.5, 110.0) == 1.0  # the old promises have passed
+
+
+def test_the_last_free_slot_waits_for_a_recent_tenant_below_its_share() -> None:
+    seen = {"a": 100.0, "b": 95.0}
+    # a runs 7 of 8 and b (seen 5 s ago) none: the last slot stays for b's next request
+    assert keep_last_slot("a", {"a": 7}, 1, 8, seen, 100.0)
+    assert not keep_last_slot("b", {"a": 7}, 1, 8, seen, 100.0)  # b's own request takes it
+    assert not keep_last_slot("a", {"a": 6}, 2, 8, seen, 100.0)  # not the last one
+    assert not keep_last_slot("a", {"a": 7}, 1, 8, {"a": 100.0}, 100.0)  # a alone: work-conserving
+    assert not keep_last_slot("a", {"a": 7}, 1, 8, seen, 200.0)  # b not seen for 105 s
+    assert not keep_last_slot("a", {"a": 3, "b": 4}, 1, 8, seen, 100.0)  # b has its share
