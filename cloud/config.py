@@ -8,6 +8,11 @@ from pydantic import BaseModel, Field, field_validator, model_validator
 
 from models import EDGE_DEFAULT
 
+# The torch member's weights. bfloat16 by default: the fp32 twin's 538 MB of SmolLM2-135M become
+# 269 MB (it is what keeps a default node under 1.5 GB), and it decoded faster than float32 on
+# the project's CPU (docs/cloud.md).
+MemberDtype = Literal["float32", "bfloat16", "float16"]
+
 
 class MemberSettings(BaseModel):
     """One OpenAI-compatible pool member."""
@@ -38,6 +43,7 @@ class PoolSettings(BaseModel):
     local_member: bool = Field(True, description="start one local member when none is configured")
     local_model: str = Field(EDGE_DEFAULT, description="registry alias the local member serves (fp32 twin)")
     local_tensor_parallel: int = Field(1, ge=1, description="ranks of the local member")
+    local_dtype: MemberDtype = Field("bfloat16", description="dtype of the local member's weights")
     local_port: int | None = Field(
         None, ge=1, le=65535, description="port of the local member (default: free)"
     )
@@ -96,6 +102,10 @@ class MemberServerSettings(BaseModel):
     port: int = Field(8000, ge=0, le=65535)
     engine: Literal["torch", "vllm"] = "torch"
     device: Literal["auto", "cpu", "cuda"] = "auto"
+    dtype: MemberDtype = Field(
+        "bfloat16",
+        description="weights and compute dtype (the fp32 twin is cast when loaded): half the memory of float32",
+    )
     threads: int | None = Field(None, ge=1, description="torch threads per rank (default: cores / ranks)")
     max_model_len: int = Field(2048, ge=16, description="prompt + completion tokens")
     default_max_tokens: int = Field(256, ge=1, description="max_tokens when a request gives none")

@@ -156,6 +156,7 @@ class LocalMember(ServerProcess):
         *,
         model: str = EDGE_DEFAULT,
         tensor_parallel: int = 1,
+        dtype: str | None = None,
         name: str = "local",
         host: str = "127.0.0.1",
         port: int | None = None,
@@ -187,6 +188,8 @@ class LocalMember(ServerProcess):
         ]
         if threads is not None:
             argv += ["--threads", str(threads)]
+        if dtype is not None:
+            argv += ["--dtype", dtype]
         if models_dir is not None:
             argv += ["--models-dir", str(models_dir)]
         argv += list(extra_args)

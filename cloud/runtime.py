@@ -42,6 +42,7 @@ async def open_pool(
             local = LocalMember(
                 model=settings.local_model,
                 tensor_parallel=settings.local_tensor_parallel,
+                dtype=settings.local_dtype,
                 port=settings.local_port,
                 models_dir=models_dir,
                 log_path=log_path,

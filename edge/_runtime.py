@@ -8,9 +8,12 @@ then sit at the same places whatever runs beside it, which keeps greedy output b
 
 from __future__ import annotations
 
+import ctypes
 import threading
 from pathlib import Path
 from typing import Any
+
+import numpy as np
 
 from .config import EdgeSettings
 from .errors import EngineLoadError, GenerationError
@@ -32,7 +35,12 @@ def _init_backend() -> None:
 
 
 class Vocab:
-    """Tokenizing and detokenizing: they only read the vocabulary, so any thread may call them."""
+    """Tokenizing and detokenizing: they only read the vocabulary, so any thread may call them.
+
+    A token's text and whether it ends generation never change, so the scheduler's per-token
+    questions are answered from dicts after the first ctypes call (dict reads and writes are
+    atomic under the GIL, so callers on other threads are safe).
+    """
 
     def __init__(self, model: Any) -> None:
         import llama_cpp
@@ -42,16 +50,28 @@ class Vocab:
         self._is_eog = llama_cpp.llama_vocab_is_eog
         self.eos: int = model.token_eos()
         self.bos: int = model.token_bos()
+        self.n_vocab: int = model.n_vocab()
+        self._pieces: dict[int, bytes] = {}
+        self._eog: dict[int, bool] = {}
 
     def tokenize(self, text: bytes, add_bos: bool, special: bool) -> list[int]:
         return list(self._model.tokenize(text, add_bos=add_bos, special=special))
 
-    def detokenize(self, tokens: list[int], prev_tokens: list[int] | None = None) -> bytes:
-        """The signature :class:`edge.text.IncrementalDecoder` expects (``prev_tokens`` unused)."""
+    def detokenize(self, tokens: list[int]) -> bytes:
         return bytes(self._model.detokenize(tokens, special=False))
 
+    def piece(self, token: int) -> bytes:
+        """``detokenize([token])``, remembered."""
+        piece = self._pieces.get(token)
+        if piece is None:
+            piece = self._pieces[token] = bytes(self._model.detokenize([token], special=False))
+        return piece
+
     def is_eog(self, token: int) -> bool:
-        return token == self.eos or bool(self._is_eog(self._vocab, token))
+        eog = self._eog.get(token)
+        if eog is None:
+            eog = self._eog[token] = token == self.eos or bool(self._is_eog(self._vocab, token))
+        return eog
 
     def token_text(self, token: int) -> str:
         return str(self._model.token_get_text(token))
@@ -134,6 +154,8 @@ class Runtime:
         self._mem = llama_cpp.llama_get_memory(self.ctx)
         self._decode = llama_cpp.llama_decode
         self._sample = llama_cpp.llama_sampler_sample
+        self._logits = llama_cpp.llama_get_logits
+        self._logits_ith = llama_cpp.llama_get_logits_ith
         self._seq_rm = llama_cpp.llama_memory_seq_rm
         self.vocab = Vocab(self._model)
         self.metadata: dict[str, str] = self._model.metadata()
@@ -152,6 +174,28 @@ class Runtime:
     def sample(self, sampler: Any, index: int) -> int:
         return int(self._sample(sampler, self.ctx, index))
 
+    def argmax(self, indices: list[int]) -> list[int]:
+        """The greedy token of each batch index's logits row (~3 us a row, against ~45 us a sample).
+
+        The same token as llama.cpp's greedy sampler (the first index of the largest logit,
+        which is what ``np.argmax`` returns too) without building its 49k-entry candidate array
+        per sequence. The row of each index is found from llama.cpp's own pointer for it, so
+        this does not depend on how llama.cpp orders its output rows.
+        """
+        n_vocab = self.vocab.n_vocab
+        row_bytes = 4 * n_vocab
+        base = ctypes.cast(self._logits(self.ctx), ctypes.c_void_p).value
+        rows = [
+            (ctypes.cast(self._logits_ith(self.ctx, i), ctypes.c_void_p).value - base) // row_bytes  # type: ignore[operator]
+            for i in indices
+        ]
+        n_rows = max(rows) + 1
+        logits = np.ctypeslib.as_array(
+            (ctypes.c_float * (n_rows * n_vocab)).from_address(base)  # type: ignore[arg-type]
+        ).reshape(n_rows, n_vocab)
+        # Row by row: numpy's argmax over one contiguous row is faster than over axis 1.
+        return [int(logits[r].argmax()) for r in rows]
+
     def seq_rm(self, seq: int, p0: int) -> bool:
         """Forget ``seq``'s KV from position ``p0`` on; False when a partial removal was refused."""
         if p0 > 0 and self._seq_rm(self._mem, seq, p0, -1):
@@ -167,7 +211,11 @@ class Runtime:
 
 
 def sampler_chain(temperature: float, top_p: float, seed: int, top_k: int, min_p: float) -> Any:
-    """A fresh sampler for one request: greedy at temperature 0, else the chain ``Llama`` builds."""
+    """A fresh sampler for one request: greedy at temperature 0, else the chain ``Llama`` builds.
+
+    The scheduler samples greedy requests with :meth:`Runtime.argmax` instead (the same tokens);
+    the greedy chain stays for the test that says so.
+    """
     import llama_cpp
 
     chain = llama_cpp.llama_sampler_chain_init(llama_cpp.llama_sampler_chain_default_params())

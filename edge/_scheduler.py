@@ -4,7 +4,9 @@ Each step builds one ``llama_batch``: the next token of every sequence that is d
 to ``prefill_chunk`` prompt tokens of sequences still reading their prompt (shortest remaining
 prompt first, so a one-line question is not stuck behind a long document). One ``llama_decode``
 runs them all; each sequence that asked for logits samples its own token from its own row with
-its own sampler. Requests join between steps and leave as soon as they finish or are cancelled.
+its own sampler (greedy ones: the argmax of their rows, by numpy). Requests join between steps
+and leave as soon as they finish or are cancelled. A step's output reaches the requests' event
+loops in one wakeup (:class:`Outbox`).
 """
 
 from __future__ import annotations
@@ -21,7 +23,7 @@ from models.worker import DONE
 from ._fair import FairQueue, KeyView, Promises, Refusal, active_keys, keep_last_slot, share
 
 from ._runtime import Runtime, free_sampler, sampler_chain
-from ._sequence import Job, Slot
+from ._sequence import Job, Outbox, Slot
 from .config import EdgeSettings
 from .errors import GenerationError
 
@@ -69,6 +71,7 @@ class Scheduler:
         self._steps = 0
         self._durations: collections.deque[float] = collections.deque(maxlen=_DURATIONS)
         self._outputs: list[tuple[Slot, int]] = []  # (slot, batch index of its logits) this step
+        self._outbox = Outbox()
         self._thread = threading.Thread(target=self._run, name="llama-scheduler", daemon=True)
         self._thread.start()
 
@@ -147,7 +150,9 @@ class Scheduler:
         try:
             while self._wait_for_work():
                 self._admit()
-                if not self._build_batch():
+                ready = self._build_batch()
+                self._outbox.flush()  # the last step's output, one wakeup per event loop
+                if not ready:
                     continue
                 try:
                     self._rt.decode()
@@ -158,8 +163,13 @@ class Scheduler:
                 self._after_decode()
         finally:
             self._shutdown()
+            self._outbox.flush()
 
     def _wait_for_work(self) -> bool:
+        with self._cond:
+            if self._stopping or self._waiting or self._running:
+                return not self._stopping
+        self._outbox.flush()  # about to sleep: the last step's output must not wait for new work
         with self._cond:
             while not self._stopping and not self._waiting and self._running == 0:
                 self._cond.wait()
@@ -187,7 +197,7 @@ class Scheduler:
                     return
                 if job.cancelled.is_set():
                     self._cancelled += 1
-                    job.emit(DONE)
+                    self._outbox.put(job, DONE)
                     continue
                 self._running += 1
                 self._by_key[job.key] += 1
@@ -202,9 +212,11 @@ class Scheduler:
         if not self._rt.seq_rm(slot.seq, keep):
             keep = 0
         params = job.request.params
-        sampler = sampler_chain(
-            params.temperature, params.top_p, job.seed, self._settings.top_k, self._settings.min_p
-        )
+        sampler = None
+        if params.temperature > 0.0:
+            sampler = sampler_chain(
+                params.temperature, params.top_p, job.seed, self._settings.top_k, self._settings.min_p
+            )
         slot.start(job, keep, sampler, self._rt.vocab)
         with self._cond:
             self._prompt_tokens += len(job.tokens)
@@ -241,21 +253,28 @@ class Scheduler:
     def _after_decode(self) -> None:
         with self._cond:
             self._steps += 1
-        vocab = self._rt.vocab
-        room_total = self._rt.n_ctx_slot
+        rt = self._rt
+        vocab = rt.vocab
+        room_total = rt.n_ctx_slot
+        live = []
         for slot, index in self._outputs:
+            assert slot.job is not None
+            if slot.job.cancelled.is_set():
+                self._end(slot, None)
+            else:
+                live.append((slot, index))
+        greedy = [index for slot, index in live if slot.sampler is None]
+        argmax = iter(rt.argmax(greedy) if greedy else ())
+        for slot, index in live:
             job = slot.job
             assert job is not None
-            if job.cancelled.is_set():
-                self._end(slot, None)
-                continue
-            token = self._rt.sample(slot.sampler, index)
+            token = next(argmax) if slot.sampler is None else rt.sample(slot.sampler, index)
             if vocab.is_eog(token):
                 self._end(slot, "stop")
                 continue
             text, reason = slot.feed(token, room_total - len(slot.cached) - 1)
             if text:
-                job.emit(Chunk(text))
+                self._outbox.put(job, Chunk(text))
             if reason is not None:
                 self._end(slot, reason)
         self._outputs = []
@@ -263,7 +282,8 @@ class Scheduler:
     def _end(self, slot: Slot, reason: str | None) -> None:
         """Finish (``reason``) or drop (None: cancelled) the slot's job and free the slot."""
         if reason is not None:
-            slot.finish(reason)
+            assert slot.job is not None
+            self._outbox.put(slot.job, slot.finish(reason))
         elapsed = time.monotonic() - slot.started_at
         if slot.sampler is not None:
             free_sampler(slot.sampler)
@@ -281,13 +301,13 @@ class Scheduler:
                 self._completed += 1
                 self._durations.append(elapsed)
         if job is not None:
-            job.emit(DONE)
+            self._outbox.put(job, DONE)
 
     def _fail_all(self, exc: BaseException) -> None:
         """A failed decode leaves the batch's KV unknown: fail the running jobs, start clean."""
         for slot in self._slots:
             if slot.job is not None:
-                slot.job.emit(GenerationError(f"the edge model failed: {exc}"))
+                self._outbox.put(slot.job, GenerationError(f"the edge model failed: {exc}"))
                 self._end(slot, None)
             self._rt.seq_rm(slot.seq, 0)
             slot.cached = []
@@ -296,10 +316,10 @@ class Scheduler:
         closed = GenerationError("the edge engine closed during generation")
         for slot in self._slots:
             if slot.job is not None:
-                slot.job.emit(closed)
+                self._outbox.put(slot.job, closed)
                 self._end(slot, None)
         with self._cond:
             waiting = self._waiting.clear()
         for job in waiting:
-            job.emit(closed)
-            job.emit(DONE)
+            self._outbox.put(job, closed)
+            self._outbox.put(job, DONE)

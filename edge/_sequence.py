@@ -1,4 +1,5 @@
-"""One request on its way through the scheduler (a job) and the KV slot it runs in."""
+"""One request on its way through the scheduler (a job), the KV slot it runs in, and the outbox
+that carries a step's output back to the requests' event loops."""
 
 from __future__ import annotations
 
@@ -9,8 +10,6 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from models import Chunk, GenerationRequest, Usage
-from models.worker import DONE
-
 from .text import IncrementalDecoder, StopMatcher
 
 
@@ -32,12 +31,57 @@ class Job:
         """The fairness key (the tenant): the scheduler shares slots and queue fairly across keys."""
         return self.request.fair_key
 
-    def emit(self, item: Any) -> None:
+
+def _deliver(items: list[tuple[Job, Any]]) -> None:
+    for job, item in items:
+        job.out.put_nowait(item)
+
+
+class Outbox:
+    """What one step produced for its jobs, sent with one wakeup per event loop.
+
+    Waking an event loop from another thread (``call_soon_threadsafe``: a write to its self-pipe,
+    a select return, a handle) costs more than the token it carries, so one wakeup per step hands
+    every sequence's new text over at once, in the order it was put.
+
+    The scheduler wakes the loops itself, and the loop's handling of the step then runs between
+    two decodes (the write releases the GIL to the woken loop). Waking them from a thread of its
+    own instead, so that handling overlapped the decode, halved the scheduler's gap between
+    decodes with one llama.cpp thread, but with two threads on two cores it took a core from
+    llama.cpp mid-decode: 8-stream throughput fell from ~127 to ~61 tok/s in an A/B (docs/edge.md).
+    """
+
+    def __init__(self) -> None:
+        self._items: list[tuple[Job, Any]] = []
+
+    def put(self, job: Job, item: Any) -> None:
+        self._items.append((job, item))
+
+    def flush(self) -> None:
+        """Send what was put since the last flush."""
+        if self._items:
+            items, self._items = self._items, []
+            self._wake(items)
+
+    def _wake(self, items: list[tuple[Job, Any]]) -> None:
+        loop = items[0][0].loop
+        if all(job.loop is loop for job, _ in items):
+            self._send(loop, items)
+            return
+        by_loop: dict[asyncio.AbstractEventLoop, list[tuple[Job, Any]]] = {}
+        for entry in items:
+            by_loop.setdefault(entry[0].loop, []).append(entry)
+        for loop, batch in by_loop.items():
+            self._send(loop, batch)
+
+    @staticmethod
+    def _send(loop: asyncio.AbstractEventLoop, items: list[tuple[Job, Any]]) -> None:
         try:
-            self.loop.call_soon_threadsafe(self.out.put_nowait, item)
+            loop.call_soon_threadsafe(_deliver, items)
         except RuntimeError:
-            # The request's event loop is closed: nobody is listening any more.
-            self.cancelled.set()
+            # The requests' event loop is closed: nobody is listening any more.
+            for job, _ in items:
+                job.cancelled.set()
 
 
 class Slot:
@@ -53,7 +97,7 @@ class Slot:
         self.job: Job | None = None
         self.pending: list[int] = []  # prompt tokens still to evaluate
         self.next_token: int | None = None  # sampled, to be fed in the next step
-        self.sampler: Any = None
+        self.sampler: Any = None  # None for a greedy job (the scheduler takes the argmax)
         self.decoder: IncrementalDecoder | None = None
         self.stops: StopMatcher | None = None
         self.n_out = 0
@@ -103,12 +147,12 @@ class Slot:
         self.next_token = token
         return text, None
 
-    def finish(self, reason: str) -> None:
-        """Send the job's last chunk (the held-back tail, finish reason and usage)."""
+    def finish(self, reason: str) -> Chunk:
+        """The job's last chunk: the held-back tail, the finish reason and the usage."""
         job = self.job
         assert job is not None and self.decoder is not None and self.stops is not None
         tail = "" if self.stops.hit else self.stops.flush(self.decoder.flush())
-        job.emit(Chunk(tail, finish_reason=reason, usage=Usage(len(job.tokens), self.n_out)))
+        return Chunk(tail, finish_reason=reason, usage=Usage(len(job.tokens), self.n_out))
 
     def release(self) -> Job | None:
         """Detach the job; the KV of what was evaluated stays for prefix reuse."""

@@ -243,12 +243,17 @@ def train_verifier(
     ] = None,
     max_wrong_rate: BudgetOpt = None,
     index: Annotated[bool, typer.Option("--index", help="also refit the IVF centroids (index.npz)")] = False,
+    train_extra: Annotated[
+        Optional[Path],
+        typer.Option("--train-extra", help="judged pairs for training only [default: the shipped train_extra/]"),
+    ] = None,
+    no_train_extra: Annotated[bool, typer.Option("--no-train-extra", help="train without them")] = False,
 ) -> None:
     """Fine-tune the cross-encoder verifier (seeded), export it to ONNX INT8, calibrate it."""
     from dataclasses import replace
 
     from .cache import load_pairs
-    from .cache.judged import load_judged
+    from .cache.judged import load_judged, load_train_extra
     from .cache.training import PHASE1, PHASE2, train
     from .embedder import Embedder
 
@@ -264,9 +269,11 @@ def train_verifier(
     try:
         rows = load_pairs(pairs)
         items = load_judged(judged)
+        extra = [] if no_train_extra else load_train_extra(train_extra)
         embedder = Embedder.load(settings)
         trained = train(rows, items, out_dir, embedder=embedder, phase1=phase1, phase2=phase2,
-                        phase1_dir=phase1_dir, settings=settings, n_generated=generated, progress=progress)
+                        phase1_dir=phase1_dir, settings=settings, n_generated=generated, progress=progress,
+                        train_extra=extra)
         if index:
             _refit_index(rows, embedder, out_dir, seed)
     except EdgerouteError as exc:

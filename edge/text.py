@@ -11,17 +11,17 @@ __all__ = ["IncrementalDecoder", "StopMatcher"]  # StopMatcher lives in models (
 
 
 class IncrementalDecoder:
-    """Detokenize one token at a time; a character split across tokens is held until complete."""
+    """Detokenize one token at a time; a character split across tokens is held until complete.
 
-    def __init__(self, llm: Any) -> None:
-        self._llm = llm
+    ``vocab.piece(token)`` gives one token's bytes (the edge's :class:`Vocab` remembers them).
+    """
+
+    def __init__(self, vocab: Any) -> None:
+        self._piece = vocab.piece
         self._utf8 = codecs.getincrementaldecoder("utf-8")(errors="replace")
-        self._prev: list[int] = []
 
     def feed(self, token: int) -> str:
-        piece: bytes = self._llm.detokenize([token], prev_tokens=self._prev or None)
-        self._prev.append(token)
-        return self._utf8.decode(piece)
+        return self._utf8.decode(self._piece(token))
 
     def flush(self) -> str:
         return self._utf8.decode(b"", final=True)

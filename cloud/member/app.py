@@ -106,8 +106,8 @@ def create_member_app(
             body = error_body(f"the member is going down: {engine.fatal_reason}", "server_error")
             return Response(body, status_code=503)
         # vLLM answers an empty 200; the pool reads only the status, so the body is free for the
-        # evidence that tensor parallelism shards (see shards.py).
-        return Response({"status": "ok", "tensor_parallel": shards.as_json()})
+        # evidence that tensor parallelism shards (see shards.py) and for the weights' dtype.
+        return Response({"status": "ok", "dtype": engine.dtype, "tensor_parallel": shards.as_json()})
 
     @get("/metrics")
     async def prometheus() -> Response[bytes]:

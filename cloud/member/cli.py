@@ -21,6 +21,12 @@ class EngineChoice(str, Enum):
     vllm = "vllm"
 
 
+class DtypeChoice(str, Enum):
+    float32 = "float32"
+    bfloat16 = "bfloat16"
+    float16 = "float16"
+
+
 class DeviceChoice(str, Enum):
     auto = "auto"
     cpu = "cpu"
@@ -46,6 +52,9 @@ def serve(
         EngineChoice, typer.Option(help="torch here; vllm execs `vllm serve` where installed")
     ] = EngineChoice.torch,
     device: Annotated[DeviceChoice, typer.Option(help="cpu, cuda, or auto")] = DeviceChoice.auto,
+    dtype: Annotated[
+        DtypeChoice, typer.Option(help="weights dtype (the fp32 twin is cast when loaded)")
+    ] = DtypeChoice.bfloat16,
     threads: Annotated[Optional[int], typer.Option(min=1, help="torch threads per rank")] = None,
     max_model_len: Annotated[int, typer.Option(min=16, help="prompt + completion tokens")] = 2048,
     served_model_name: Annotated[
@@ -72,6 +81,7 @@ def serve(
             port=port,
             engine=engine.value,
             device=device.value,
+            dtype=dtype.value,
             threads=threads,
             max_model_len=max_model_len,
             api_key=api_key,

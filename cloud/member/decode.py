@@ -20,18 +20,23 @@ def pick_device(choice: str) -> Any:
     return torch.device("cuda", int(os.environ.get("LOCAL_RANK", "0")))
 
 
-def load_model(weights: Path, device: Any, *, tensor_parallel: bool) -> tuple[Any, Any]:
-    """The model (sharded across the process group when ``tensor_parallel``) and its tokenizer."""
+def load_model(weights: Path, device: Any, *, tensor_parallel: bool, dtype: str = "float32") -> tuple[Any, Any]:
+    """The model (sharded across the process group when ``tensor_parallel``) and its tokenizer.
+
+    ``dtype`` other than the file's makes transformers cast each tensor as it loads it: the
+    float32 file stays memory-mapped only while loading, so the process keeps one copy, in ``dtype``.
+    """
     import torch
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
+    torch_dtype = getattr(torch, dtype)
     try:
         tokenizer = AutoTokenizer.from_pretrained(weights)
         if tensor_parallel:
             # transformers builds the device mesh on the process group we initialised (gloo on CPU).
-            model = AutoModelForCausalLM.from_pretrained(weights, dtype=torch.float32, tp_plan="auto")
+            model = AutoModelForCausalLM.from_pretrained(weights, dtype=torch_dtype, tp_plan="auto")
         else:
-            model = AutoModelForCausalLM.from_pretrained(weights, dtype=torch.float32).to(device)
+            model = AutoModelForCausalLM.from_pretrained(weights, dtype=torch_dtype).to(device)
     except (OSError, ValueError, RuntimeError) as exc:
         raise WeightsError(f"could not load {weights}: {exc}") from exc
     model.eval()

@@ -82,6 +82,11 @@ class TorchEngine(ModelWorker[Plan]):
         metrics.bind_load(lambda: self._running, lambda: self._waiting)
         self.start()
 
+    @property
+    def dtype(self) -> str:
+        """The weights' dtype as loaded (``bfloat16``, ``float32``...)."""
+        return str(self._model.dtype).removeprefix("torch.")
+
     # -- prompts ---------------------------------------------------------------------------
 
     @property

@@ -49,7 +49,7 @@ def serve(settings: MemberServerSettings, models_dir: Path) -> None:
             ranks = Ranks(settings, weights)
             ranks.spawn()
             init_group(0, world, device.type, settings.collective_timeout_s)
-        model, tokenizer = load_model(weights, device, tensor_parallel=world > 1)
+        model, tokenizer = load_model(weights, device, tensor_parallel=world > 1, dtype=settings.dtype)
         shards = gather_shards(model, group)
     except EdgerouteError:
         if ranks is not None:  # a failed startup must not leave ranks waiting on a rendezvous

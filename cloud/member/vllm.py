@@ -27,7 +27,7 @@ def vllm_command(settings: MemberServerSettings, weights: Path, executable: str 
         "--max-model-len",
         str(settings.max_model_len),
         "--dtype",
-        "float32",
+        settings.dtype,
     ]
     if settings.api_key:
         cmd += ["--api-key", settings.api_key]

@@ -35,7 +35,7 @@ def main() -> None:
     torch.set_num_threads(settings.threads or max(1, (os.cpu_count() or 1) // settings.tensor_parallel))
     device = pick_device(settings.device)
     init_group(rank, settings.tensor_parallel, device.type, settings.collective_timeout_s)
-    model, _ = load_model(Path(os.environ[WEIGHTS_ENV]), device, tensor_parallel=True)
+    model, _ = load_model(Path(os.environ[WEIGHTS_ENV]), device, tensor_parallel=True, dtype=settings.dtype)
     group = Lockstep(settings.tensor_parallel, device)
     gather_shards(model, group)  # rank 0 publishes every rank's shard size
     follow(model, group)

@@ -13,6 +13,8 @@ from collections import Counter
 from dataclasses import dataclass
 from functools import lru_cache
 
+from . import entities
+
 REASONS = ("negation", "polarity", "number", "entity", "order")
 
 _TOKEN = re.compile(r"[A-Za-z]+(?:'[A-Za-z]+)?|\d+(?:[.,]\d+)*")
@@ -184,8 +186,7 @@ def check(query: str, candidate: str) -> str | None:
             return "polarity"
     if a.numbers != b.numbers:
         return "number"
-    words_a, words_b = {_stem(w) for w in a.lower}, {_stem(w) for w in b.lower}
-    if any(_stem(e) not in words_b for e in a.entities) or any(_stem(e) not in words_a for e in b.entities):
+    if entities.differ(query, candidate, _COMMON | frozenset(_AXIS) | frozenset(_NUMBER_WORDS)):
         return "entity"
     if _reversed(a, b):
         return "order"
@@ -204,7 +205,7 @@ def _reversed(a: TextSignals, b: TextSignals) -> bool:
     for left, rel, right in a.relations:
         if (right, rel, left) in b.relations and (left, rel, right) not in b.relations:
             return True
-    if _transposed(a, b):
+    if _transposed(a, b) or _scrambled(a, b):
         return True
     shared = [e for e in dict.fromkeys(a.entities) if e in b.entities]
     if len(shared) < 2:
@@ -220,13 +221,11 @@ def _reversed(a: TextSignals, b: TextSignals) -> bool:
     return not (_joined_symmetrically(a, shared) and _joined_symmetrically(b, shared))
 
 
-def _content(s: TextSignals) -> list[str]:
-    return [_stem(w) for w in s.lower if w not in _COMMON and not w[0].isdigit()]
-
-
 def _transposed(a: TextSignals, b: TextSignals) -> bool:
     """Same content words, exactly two of them swapped ("Muslims are terrorists" / "terrorists are Muslim")."""
-    ca, cb = _content(a), _content(b)
+    # Directional words count: "knowledge of English" / "English knowledge" are different bags
+    # (a compound, not a swap); "percentage of Muslims ... terrorists" / "... of terrorists ... Muslim" are not.
+    ca, cb = _sequence(a), _sequence(b)
     if sorted(ca) != sorted(cb) or ca == cb:
         return False
     diff = [i for i, (x, y) in enumerate(zip(ca, cb, strict=True)) if x != y]
@@ -234,6 +233,36 @@ def _transposed(a: TextSignals, b: TextSignals) -> bool:
         return False
     swapped = {ca[diff[0]], ca[diff[1]]}
     return not (_joined_symmetrically(a, swapped) and _joined_symmetrically(b, swapped))
+
+
+# Words that give the things around them a direction or a role: "A to B", "A of B", "A before B".
+# "vs"/"versus" are left out: "Python vs Java" asks what "Java vs Python" asks.
+_DIRECTIONAL = _RELATION_WORDS | frozenset("of before after".split())
+
+
+def _sequence(s: TextSignals) -> list[str]:
+    return [_stem(w) for w in s.lower if (w not in _COMMON or w in _DIRECTIONAL) and not w[0].isdigit()]
+
+
+def _scrambled(a: TextSignals, b: TextSignals) -> bool:
+    """The same content words, rearranged around a directional word beyond one swap or one moved phrase.
+
+    "getting stronger than other currencies" / "other stronger than getting currencies": the words
+    next to "than" changed while the words are the same. A moved phrase that keeps every
+    directional word's neighbours ("in India, what is..." fronted) is left alone.
+    """
+    sa, sb = _sequence(a), _sequence(b)
+    if sa == sb or sorted(sa) != sorted(sb) or not any(w in _DIRECTIONAL for w in sa):
+        return False
+    # Even one word moved across "than" changes what is compared, so a moved word is not exempt.
+    return _around(sa) != _around(sb)
+
+
+def _around(seq: list[str]) -> Counter[tuple[str, str, str]]:
+    return Counter(
+        (seq[i - 1] if i else "", w, seq[i + 1] if i + 1 < len(seq) else "")
+        for i, w in enumerate(seq) if w in _DIRECTIONAL
+    )
 
 
 def _roles(s: TextSignals, shared: list[str]) -> dict[str, str | None]:

@@ -82,6 +82,23 @@ def load_judged(paths: Iterable[Path] | Path | None = None) -> list[Judged]:
     return list(out.values())
 
 
+def train_extra_dir() -> Path:
+    """The train-split replay judged for training only (in a subdirectory, so ``load_judged`` of the
+    judged directory never reads it into the calibration or test parts)."""
+    return shipped_dir() / "train_extra"
+
+
+def load_train_extra(paths: Iterable[Path] | Path | None = None) -> list[Judged]:
+    """Judged pairs from QQP's train split: training data whatever their query hash says.
+
+    They are not held-out pairs (their texts share nothing with the judged set), so they belong to no
+    part; ``train`` adds them to the train part only. Pairs already in the judged set are dropped.
+    """
+    extra = load_judged(train_extra_dir() if paths is None else paths)
+    base = {(j.query, j.stored) for j in load_judged()} if paths is None else set()
+    return [j for j in extra if (j.query, j.stored) not in base]
+
+
 def split_judged(items: Iterable[Judged]) -> dict[Part, list[Judged]]:
     parts: dict[Part, list[Judged]] = {p: [] for p in PARTS}
     for item in items:

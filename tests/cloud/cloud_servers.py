@@ -24,7 +24,7 @@ LLAMA_ALIAS = "smollm2-llamacpp"
 
 @contextmanager
 def torch_member(log_dir: Path, *, tensor_parallel: int = 1, name: str = "torch") -> Iterator[LocalMember]:
-    """A member server (fp32 twin) started as a child process; always killed at the end."""
+    """A member server (the fp32 twin, loaded in the default bfloat16) as a child process; always killed at the end."""
     member = LocalMember(
         name=name,
         tensor_parallel=tensor_parallel,

@@ -18,7 +18,7 @@ def logs(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 @pytest.fixture(scope="session")
 def member(logs: Path) -> Iterator[LocalMember]:
-    """One 1-rank member server (the fp32 twin of the edge model)."""
+    """One 1-rank member server (the fp32 twin of the edge model, loaded in bfloat16)."""
     with torch_member(logs) as m:
         yield m
 

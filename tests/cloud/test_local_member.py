@@ -13,6 +13,7 @@ import textwrap
 import time
 from pathlib import Path
 
+import httpx
 import pytest
 from typer.testing import CliRunner
 
@@ -106,10 +107,12 @@ def test_a_member_that_cannot_start_reports_why(tmp_path: Path) -> None:
 
 @pytest.mark.slow
 async def test_open_pool_starts_supervises_and_stops_the_local_member(tmp_path: Path) -> None:
-    """No member configured: the node's pool runs one local member, restarts it when it dies, and
-    stops it on exit."""
+    """No member configured: the node's pool runs one local member (in the dtype asked for),
+    restarts it when it dies, and stops it on exit."""
     events: list[PoolEvent] = []
-    settings = PoolSettings(health_interval_s=0.5, cooldown_s=0.5, local_startup_timeout_s=600)
+    settings = PoolSettings(
+        health_interval_s=0.5, cooldown_s=0.5, local_startup_timeout_s=600, local_dtype="float32"
+    )
     request = GenerationRequest(
         SamplingParams(max_tokens=3, temperature=0.0), messages=({"role": "user", "content": "Hi"},)
     )
@@ -118,6 +121,9 @@ async def test_open_pool_starts_supervises_and_stops_the_local_member(tmp_path: 
         assert local is not None and local.pid is not None
         assert [(s.name, s.healthy) for s in pool.status()] == [("local", True)]
         assert (await collect(pool.stream(request))).text
+        async with httpx.AsyncClient() as http:
+            health = (await http.get(f"http://127.0.0.1:{local.port}/health", timeout=30)).json()
+        assert health["dtype"] == "float32"  # not the default bfloat16: local_dtype reached the member
 
         first_pid = local.pid
         os.kill(first_pid, signal.SIGKILL)
@@ -173,7 +179,7 @@ def test_vllm_command_mirrors_the_member_flags() -> None:
         "--max-model-len",
         "2048",
         "--dtype",
-        "float32",
+        "bfloat16",
         "--api-key",
         "k",
     ]

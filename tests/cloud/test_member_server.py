@@ -114,7 +114,9 @@ def test_errors_use_openai_bodies_and_vllm_statuses(http: httpx.Client, member: 
 
 
 def test_health_and_vllm_metrics_follow_the_load(http: httpx.Client, member: LocalMember) -> None:
-    assert http.get("/health").status_code == 200
+    health = http.get("/health")
+    assert health.status_code == 200
+    assert health.json()["dtype"] == "bfloat16"  # the default: half the fp32 twin's memory
     assert parse_load(http.get("/metrics").text) == (0, 0)
     # A prompt that keeps going, so the request is still decoding when /metrics is read.
     body = {

@@ -61,10 +61,16 @@ def test_train_verifier_on_a_tiny_set_writes_loadable_files(tmp_path: Path) -> N
     ))
     judged = tmp_path / "judged.jsonl"
     _tiny_judged(judged)
+    extra = tmp_path / "extra.jsonl"
+    extra.write_text("".join(
+        json.dumps({"id": f"t{n}", "query": f"How can I get better at {t}?", "stored": f"How do I improve at {t}?",
+                    "servable": True}) + "\n" for n, t in enumerate(TOPICS[:3])
+    ))
     out = tmp_path / "verifier"
     r = runner.invoke(cache_app, [
         "train-verifier", "--pairs", str(pairs), "--judged", str(judged), "--out-dir", str(out),
         "--steps1", "2", "--steps2", "2", "--layers", "1", "--batch", "4", "--generated", "12", "--threads", "1",
+        "--train-extra", str(extra),
     ])
     assert r.exit_code == 0, r.output
     assert sorted(p.name for p in out.iterdir()) == ["verifier-tokenizer.json", "verifier.json", "verifier.onnx"]
@@ -72,6 +78,8 @@ def test_train_verifier_on_a_tiny_set_writes_loadable_files(tmp_path: Path) -> N
     v = Verifier.load(out)
     assert [ph["steps"] for ph in v.meta["phases"]] == [2, 2] and v.meta["phases"][0]["layers"] == 1
     assert v.replay is not None and len(v.replay.scores) == v.meta["judged"]["calibration"] > 0
+    assert v.meta["judged"]["train_extra"] == 3  # training only: the calibration replay is the judged part's
+    assert v.meta["examples"]["judged"] == v.meta["judged"]["train"] + 3
     p = v.probabilities("How can I learn chess?", ["How do I learn chess?", "How do I learn chess for kids?"],
                         [0.97, 0.9])
     assert p.shape == (2,) and ((p > 0) & (p < 1)).all()

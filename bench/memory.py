@@ -1,0 +1,121 @@
+"""Memory of a default node: ``edgeroute serve`` with its defaults (edge model, embedder, cache, the
+local cloud member, 8 slots), one edge and one cloud request, then the RSS of the node and of
+every process under it.
+
+    python -m bench.memory [--port 18090] [--max-tokens 64] [--json out.json] [-- extra serve args]
+
+RSS is VmRSS from ``/proc`` (anonymous + file-backed pages: a memory-mapped weights file counts
+once it has been read). Environment variables (``EDGEROUTE_*``) reach the node as usual.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import httpx
+
+
+def _status(pid: int) -> dict[str, int]:
+    """VmRSS, RssAnon and RssFile of ``pid`` in MiB."""
+    out: dict[str, int] = {}
+    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+        key, _, value = line.partition(":")
+        if key in ("VmRSS", "RssAnon", "RssFile"):
+            out[key] = int(value.split()[0]) // 1024
+    return out
+
+
+def _children(pid: int) -> list[int]:
+    kids: list[int] = []
+    for task in Path(f"/proc/{pid}/task").iterdir():
+        path = task / "children"
+        if path.exists():
+            kids += [int(p) for p in path.read_text().split()]
+    return kids
+
+
+def rss_tree(pid: int, depth: int = 0) -> list[dict[str, object]]:
+    """The process ``pid`` and its descendants, each with its RSS figures and command line."""
+    try:
+        cmd = Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace").strip()
+        rows: list[dict[str, object]] = [{"pid": pid, "depth": depth, "cmd": cmd[:100], **_status(pid)}]
+        kids = _children(pid)
+    except (FileNotFoundError, ProcessLookupError):
+        return []
+    for kid in kids:
+        rows += rss_tree(kid, depth + 1)
+    return rows
+
+
+def _ask(port: int, model: str, max_tokens: int) -> str:
+    body = {
+        "model": model,
+        "messages": [{"role": "user", "content": "Write a short story about a lighthouse keeper."}],
+        "max_tokens": max_tokens,
+        "temperature": 0,
+    }
+    resp = httpx.post(f"http://127.0.0.1:{port}/v1/chat/completions", json=body, timeout=600)
+    resp.raise_for_status()
+    return resp.headers.get("x-edgeroute-route", "?")
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--port", type=int, default=18090)
+    ap.add_argument("--max-tokens", type=int, default=64)
+    ap.add_argument("--startup-timeout", type=float, default=600.0)
+    ap.add_argument("--json", type=Path, default=None)
+    ap.add_argument("serve_args", nargs="*", help="extra `edgeroute serve` arguments (after --)")
+    args = ap.parse_args()
+
+    with tempfile.TemporaryDirectory(prefix="edgeroute-mem-") as data_dir:
+        cmd = [sys.executable, "-c", "from dashboard.cli import main; main()", "serve", "--port", str(args.port),
+               "--data-dir", data_dir, "--log-level", "warning", *args.serve_args]
+        proc = subprocess.Popen(cmd, start_new_session=True)
+        try:
+            deadline = time.monotonic() + args.startup_timeout
+            while True:
+                if proc.poll() is not None:
+                    raise SystemExit(f"the node exited with code {proc.returncode}")
+                try:
+                    if httpx.get(f"http://127.0.0.1:{args.port}/healthz", timeout=2).status_code == 200:
+                        break
+                except httpx.HTTPError:
+                    pass
+                if time.monotonic() > deadline:
+                    raise SystemExit("the node did not start")
+                time.sleep(0.5)
+            started = rss_tree(proc.pid)
+            routes = [_ask(args.port, "edge", args.max_tokens), _ask(args.port, "cloud", args.max_tokens)]
+            after = rss_tree(proc.pid)
+        finally:
+            os.killpg(proc.pid, signal.SIGTERM)
+            proc.wait(60)
+
+    print(f"routes answered: {', '.join(routes)}")
+    print(f"{'pid':>8} {'RSS MiB':>8} {'anon':>6} {'file':>6}  (at start -> after the requests)  command")
+    before = {r["pid"]: r for r in started}
+    for row in after:
+        was = before.get(row["pid"], {}).get("VmRSS", "-")
+        indent = "  " * int(row["depth"])  # type: ignore[call-overload]
+        print(f"{row['pid']:>8} {row.get('VmRSS', 0):>8} {row.get('RssAnon', 0):>6} {row.get('RssFile', 0):>6}"
+              f"  ({was} -> {row.get('VmRSS', 0)})  {indent}{row['cmd']}")
+    total = sum(int(r.get("VmRSS", 0)) for r in after)  # type: ignore[call-overload]
+    total_start = sum(int(r.get("VmRSS", 0)) for r in started)  # type: ignore[call-overload]
+    print(f"total RSS: {total_start} MiB at start, {total} MiB after one edge and one cloud request")
+    if args.json is not None:
+        args.json.parent.mkdir(parents=True, exist_ok=True)
+        args.json.write_text(json.dumps({"routes": routes, "start": started, "after": after,
+                                         "total_start_mib": total_start, "total_mib": total}, indent=2))
+
+
+if __name__ == "__main__":
+    main()

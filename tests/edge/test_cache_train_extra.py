@@ -1,0 +1,33 @@
+"""The judged train-extra part: loaded for training only, never into the calibration or test parts."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from edge.cache import load_judged, split_judged
+from edge.cache.judged import load_train_extra, train_extra_dir
+
+
+def test_the_shipped_judged_directory_does_not_read_the_train_extra_pairs() -> None:
+    shipped = load_judged()
+    extra = load_train_extra()
+    assert len(shipped) == 2000  # judged.jsonl alone: the calibration and test parts are unchanged
+    assert {p: len(v) for p, v in split_judged(shipped).items()} == {"train": 674, "calibration": 529, "test": 797}
+    assert len(extra) == 1600 and sum(j.servable for j in extra) == 978
+    texts = {t for j in shipped for t in (j.query.lower(), j.stored.lower())}
+    assert not any(j.query.lower() in texts or j.stored.lower() in texts for j in extra)
+    assert (train_extra_dir() / "train_extra.jsonl").is_file()
+
+
+def test_a_train_extra_file_keeps_every_pair_whatever_its_query_hash(tmp_path: Path) -> None:
+    rows = [{"id": f"t{i}", "query": f"How do I learn topic {i}?", "stored": f"How can I learn topic {i}?",
+             "cosine": 0.9, "label": None, "servable": i % 2 == 0} for i in range(40)]
+    rows.append(dict(rows[0], id="dup"))  # the same pair twice keeps its first verdict
+    path = tmp_path / "extra.jsonl"
+    path.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    extra = load_train_extra(path)
+    assert [j.id for j in extra] == [f"t{i}" for i in range(40)]
+    assert [j.servable for j in extra] == [i % 2 == 0 for i in range(40)]
+    # A hash split would have sent some of them to calibration and test; training takes them all.
+    assert {j.part for j in extra} == {"train", "calibration", "test"}
