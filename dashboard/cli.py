@@ -106,9 +106,10 @@ def _return_large_blocks() -> None:
     """Blocks of 1 MiB and more are mapped apart and returned to the system when freed.
 
     glibc otherwise raises its mmap threshold to the largest block freed (up to 32 MiB) and keeps
-    such blocks in the freeing thread's arena: the model runs' buffers (sizes vary with every
-    batch) then stayed resident. Measured on an overload run with a cold cache, node RSS +3.4%
-    instead of +16-29% (docs/limits.md). Not glibc (musl, macOS): nothing to do.
+    such blocks in the freeing thread's arena: the regions ONNX Runtime's arenas give back after
+    each run (edge/embedder.py) then stayed resident. Measured on an overload run with a cold
+    cache, node RSS +3.3% instead of +10-29% (docs/limits.md). Not glibc (musl, macOS): nothing
+    to do.
     """
     import ctypes
     import ctypes.util

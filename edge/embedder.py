@@ -58,11 +58,6 @@ class Embedder:
             # Memory patterns are planned per input shape and kept: with prompts of every length
             # they only add up (measured: the same speed without them).
             opts.enable_mem_pattern = False
-            # ONNX Runtime's arena keeps every chunk it grew to, in power-of-two steps, and prompts
-            # of every length fragment it: 241 -> 476 MB over 100 mixed batches after the warm-up,
-            # 195 -> 214 MB without it (docs/limits.md). Runs then allocate through malloc, whose
-            # large blocks the serve command returns to the system (dashboard/cli.py).
-            opts.enable_cpu_mem_arena = False
             providers = ["CPUExecutionProvider"]
             if device == "cuda":
                 if "CUDAExecutionProvider" not in ort.get_available_providers():
@@ -79,6 +74,13 @@ class Embedder:
         tok.enable_truncation(MAX_TOKENS)
         tok.enable_padding(pad_id=0, pad_token="[PAD]")  # pad to the longest text of a batch
         self._tokenizer = tok
+        # ONNX Runtime's arena keeps every region it grew to, in power-of-two steps, and prompts of
+        # every length fragment it: 241 -> 476 MB over 100 mixed batches after the warm-up. Shrunk
+        # after each run, it gives its free regions back (158 -> 160 MB over 40 such batches; the
+        # serve command makes glibc return them to the system, dashboard/cli.py); without an arena
+        # a batch of 32 ran 3x slower (docs/limits.md).
+        self._run_options = ort.RunOptions()
+        self._run_options.add_run_config_entry("memory.enable_memory_arena_shrinkage", "cpu:0")
         self._inputs = {i.name for i in self._session.get_inputs()}
         self._output = "sentence_embedding" if any(
             o.name == "sentence_embedding" for o in self._session.get_outputs()
@@ -156,7 +158,7 @@ class Embedder:
         if "token_type_ids" in self._inputs:
             feed["token_type_ids"] = np.zeros_like(ids)
         try:
-            out = self._session.run([self._output], feed)[0]
+            out = self._session.run([self._output], feed, self._run_options)[0]
         except Exception as exc:  # onnxruntime's errors have no common public base
             raise EmbedderError(f"the embedding model failed: {exc}") from exc
         if out.ndim == 3:  # token embeddings: mean-pool over the real tokens

@@ -32,9 +32,8 @@ class CrossEncoder:
             opts.intra_op_num_threads = threads
             opts.inter_op_num_threads = 1
             opts.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_ALL
-            # As for the embedder (edge/embedder.py): no arena or per-shape plans kept, so batches
-            # of every size leave no memory behind.
-            opts.enable_cpu_mem_arena = False
+            # As for the embedder (edge/embedder.py): no per-shape plans kept, the arena shrunk
+            # after each run, so batches of every size leave no memory behind.
             opts.enable_mem_pattern = False
             self._session = ort.InferenceSession(str(model), opts, providers=["CPUExecutionProvider"])
         except Exception as exc:  # onnxruntime and tokenizers raise their own base types
@@ -42,6 +41,8 @@ class CrossEncoder:
         tok.enable_truncation(max_tokens, strategy="longest_first")
         tok.enable_padding(pad_id=0, pad_token="[PAD]")  # to the longest pair of the batch
         self._tokenizer = tok
+        self._run_options = ort.RunOptions()
+        self._run_options.add_run_config_entry("memory.enable_memory_arena_shrinkage", "cpu:0")
         self._inputs = {i.name for i in self._session.get_inputs()}
         self._lock = threading.Lock()  # the tokenizer's padding state is shared; runs are short
         self.runs = 0
@@ -64,7 +65,7 @@ class CrossEncoder:
         if "token_type_ids" in self._inputs:
             feed["token_type_ids"] = np.asarray([e.type_ids for e in enc], dtype=np.int64)
         try:
-            out = self._session.run(None, feed)[0]
+            out = self._session.run(None, feed, self._run_options)[0]
         except Exception as exc:  # onnxruntime's errors have no common public base
             raise VerifierError(f"the verifier model failed: {exc}") from exc
         return np.asarray(out, dtype=np.float32).reshape(len(pairs))
