@@ -19,6 +19,8 @@ from .config import EdgeSettings
 from .errors import EngineLoadError, GenerationError
 
 _backend_lock = threading.Lock()
+# ggml's type ids (ggml.h), so this module does not import llama_cpp at import time.
+_KV_TYPES = {"f16": 1, "q8_0": 8}
 _backend_ready = False
 
 
@@ -146,6 +148,8 @@ class Runtime:
                 if settings.flash_attn
                 else llama_cpp.LLAMA_FLASH_ATTN_TYPE_DISABLED
             )
+            cp.type_k = _KV_TYPES[settings.kv_type_k]
+            cp.type_v = _KV_TYPES[settings.kv_type_v]
             cp.no_perf = True
             self._ctx = _internals.LlamaContext(model=self._model, params=cp, verbose=False)
         except (ValueError, RuntimeError, OSError) as exc:

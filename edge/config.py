@@ -35,6 +35,11 @@ class EdgeSettings(BaseModel):
     flash_attn: bool = Field(
         True, description="llama.cpp flash attention (also what keeps greedy output batch-independent)"
     )
+    # q8_0 keys take the KV cache of 8 slots x 2048 tokens from ~360 to ~275 MiB and keep the node
+    # with its local member under 1.5 GB (README); q8_0 values too would save as much again but
+    # cost decode speed (docs/edge.md). llama.cpp quantizes V only with flash attention.
+    kv_type_k: Literal["f16", "q8_0"] = Field("q8_0", description="KV cache type of the keys")
+    kv_type_v: Literal["f16", "q8_0"] = Field("f16", description="KV cache type of the values")
     top_k: int = Field(40, ge=1, description="top-k of sampled (temperature > 0) requests")
     min_p: float = Field(0.05, ge=0.0, le=1.0, description="min-p of sampled requests")
     max_queue: int = Field(32, ge=1, description="requests waiting for a slot beyond this bound are refused")
@@ -42,6 +47,8 @@ class EdgeSettings(BaseModel):
 
     @model_validator(mode="after")
     def _batch_holds_every_slot(self) -> EdgeSettings:
+        if self.kv_type_v != "f16" and not self.flash_attn:
+            raise ValueError(f"kv_type_v {self.kv_type_v!r} needs flash_attn (llama.cpp quantizes V only with it)")
         if self.n_batch < self.slots:
             raise ValueError(f"n_batch ({self.n_batch}) must be at least slots ({self.slots})")
         return self

@@ -106,3 +106,14 @@ def test_the_outbox_delivers_each_loops_items_in_order_and_cancels_jobs_of_a_clo
     loops[0].run_until_complete(asyncio.sleep(0))
     assert alive.out.get_nowait() == "kept"
     loops[0].close()
+
+
+def test_quantized_kv_settings() -> None:
+    from pydantic import ValidationError
+
+    assert (EdgeSettings().kv_type_k, EdgeSettings().kv_type_v) == ("q8_0", "f16")
+    assert EdgeSettings(kv_type_k="q8_0", flash_attn=False).flash_attn is False  # keys need no flash attention
+    with pytest.raises(ValidationError, match="kv_type_v 'q8_0' needs flash_attn"):
+        EdgeSettings(kv_type_v="q8_0", flash_attn=False)
+    with pytest.raises(ValidationError):
+        EdgeSettings(kv_type_k="q4_0")  # type: ignore[arg-type]

@@ -26,8 +26,11 @@ def raw_llama():  # type: ignore[no-untyped-def]
     from models import EDGE_DEFAULT, default_models_dir, resolve
 
     # The edge runs llama.cpp with flash attention (it keeps greedy output batch-independent),
-    # so the reference does too: other attention kernels round differently.
-    llm = Llama(str(resolve(EDGE_DEFAULT, default_models_dir()).path), n_ctx=2048, flash_attn=True, verbose=False)
+    # so the reference does too: other attention kernels round differently. Same KV types (q8_0 keys, f16 values).
+    llm = Llama(
+        str(resolve(EDGE_DEFAULT, default_models_dir()).path),
+        n_ctx=2048, flash_attn=True, type_k=8, type_v=1, verbose=False,
+    )
     yield llm
     llm.close()
 
