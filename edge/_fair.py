@@ -137,6 +137,18 @@ def share(bound: int, keys: int) -> int:
     return max(1, math.ceil(bound / max(1, keys)))
 
 
+
+def expected_wait_s(ahead: int, slots: int, mean_request_s: float | None) -> float | None:
+    """Seconds until a request with ``ahead`` requests (running or served first) before it gets
+    one of ``slots``: 0 when one is free, None with no finished request to estimate from."""
+    if ahead < slots:
+        return 0.0
+    if mean_request_s is None:
+        return None
+    # Every slot frees about once per mean request time.
+    return (ahead - slots + 1) * mean_request_s / slots
+
+
 @dataclass(frozen=True, slots=True)
 class KeyView:
     """The edge as one key (tenant) sees it: what a new request of that key would wait behind."""
@@ -150,12 +162,7 @@ class KeyView:
 
     def wait_s(self) -> float | None:
         """Seconds until a new request of this key gets a slot (0: one is free; None: no estimate)."""
-        if self.running + self.ahead < self.slots:
-            return 0.0
-        if self.mean_request_s is None:
-            return None
-        # Every slot frees about once per mean request time.
-        return (self.running + self.ahead - self.slots + 1) * self.mean_request_s / self.slots
+        return expected_wait_s(self.running + self.ahead, self.slots, self.mean_request_s)
 
     def room_s(self, share_of_queue: int) -> float:
         """Seconds until this key's queue is below ``share_of_queue`` again (a refused client's

@@ -22,7 +22,7 @@ from models import Chunk, EngineLoad, GenerationRequest, ModelSpec
 from models.worker import drain
 
 from ._runtime import Runtime
-from ._fair import KeyView
+from ._fair import KeyView, expected_wait_s
 from ._scheduler import Scheduler, EngineStats
 from ._sequence import Job
 from .config import EdgeSettings
@@ -86,11 +86,7 @@ class LlamaEngine:
         if fair_key is not None:
             return self._scheduler.view(fair_key).wait_s()
         s = self._scheduler.stats()
-        if s.running + s.waiting < s.slots:
-            return 0.0
-        if s.mean_request_s is None:
-            return None
-        return (s.running + s.waiting - s.slots + 1) * s.mean_request_s / s.slots
+        return expected_wait_s(s.running + s.waiting, s.slots, s.mean_request_s)
 
     def render_prompt(self, request: GenerationRequest) -> str:
         """The exact text given to the model: the chat template applied, then any prefix."""
