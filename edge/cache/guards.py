@@ -205,7 +205,7 @@ def _reversed(a: TextSignals, b: TextSignals) -> bool:
     for left, rel, right in a.relations:
         if (right, rel, left) in b.relations and (left, rel, right) not in b.relations:
             return True
-    if _transposed(a, b) or _scrambled(a, b):
+    if _transposed(a, b) or _scrambled(a, b) or _swapped_around(a, b):
         return True
     shared = [e for e in dict.fromkeys(a.entities) if e in b.entities]
     if len(shared) < 2:
@@ -256,6 +256,78 @@ def _scrambled(a: TextSignals, b: TextSignals) -> bool:
         return False
     # Even one word moved across "than" changes what is compared, so a moved word is not exempt.
     return _around(sa) != _around(sb)
+
+
+# How far (in words of the compared sequence) a word may sit from a pivot and still be one of its roles.
+_ROLE_WINDOW = 3
+
+
+def _swapped_around(a: TextSignals, b: TextSignals) -> bool:
+    """Two things changed sides of the word that relates them: "X dislikes Y" / "Y dislikes X".
+
+    The criterion's direction in general, not only at "to"/"than": a pivot word (a content or
+    directional word, not "and"/"or"/"vs") occurring once in each text, with a word that was just
+    before it now after it and one that was just after it now before it. A moved phrase crosses
+    every pivot in one direction only, so it passes. Two views: when both texts are the same words
+    rearranged, every word counts, within a few words of the pivot (so "faster than its speed" /
+    "its faster than in speed" counts its small words); otherwise the content words both share,
+    and the pivot's own neighbours must be the ones that crossed (a reworded question moves
+    phrases around more freely).
+    """
+    full_a, full_b = [_stem(w) for w in a.lower], [_stem(w) for w in b.lower]
+    if full_a != full_b and sorted(full_a) == sorted(full_b):
+        ga, gb = _grouped(full_a), _grouped(full_b)
+        if sorted(ga) != sorted(gb):  # the grouping itself moved: compare the plain words
+            ga, gb = full_a, full_b
+        if _crossed(ga, gb, _ROLE_WINDOW, _ROLE_WINDOW):
+            return True
+    sa, sb = _grouped(_sequence(a)), _grouped(_sequence(b))
+    common = Counter(sa) & Counter(sb)
+    return _crossed(_keep(sa, common), _keep(sb, common), 1, _ROLE_WINDOW)
+
+
+def _grouped(seq: list[str]) -> list[str]:
+    """"X and Y", "X or Y", "X vs Y" as one unordered unit: a symmetric pair has no direction to swap."""
+    out: list[str] = []
+    i = 0
+    while i < len(seq):
+        if i + 2 < len(seq) and seq[i + 1] in _SYMMETRIC and seq[i] not in _SYMMETRIC and seq[i + 2] not in _SYMMETRIC:
+            out.append("|".join(sorted((seq[i], seq[i + 2]))))
+            i += 3
+        else:
+            out.append(seq[i])
+            i += 1
+    return out
+
+
+def _keep(seq: list[str], counts: Counter[str]) -> list[str]:
+    """``seq`` with only the words of ``counts``, each at most that many times, in order."""
+    left = Counter(counts)
+    out = []
+    for w in seq:
+        if left[w] > 0:
+            out.append(w)
+            left[w] -= 1
+    return out
+
+
+def _crossed(sa: list[str], sb: list[str], near: int, far: int) -> bool:
+    """Some pivot has a word within ``near`` before it in ``sa`` that is within ``far`` after it in
+    ``sb``, and one within ``near`` after it that is within ``far`` before it (counted with
+    repeats, so a word that is on both sides in one text only moves by its surplus)."""
+    ca, cb = Counter(sa), Counter(sb)
+    for pivot in ca:
+        if ca[pivot] != 1 or cb[pivot] != 1 or pivot in _SYMMETRIC or (pivot in _COMMON and pivot not in _DIRECTIONAL):
+            continue
+        i, j = sa.index(pivot), sb.index(pivot)
+        la, ra = Counter(sa[max(0, i - near) : i]), Counter(sa[i + 1 : i + 1 + near])
+        la_far, ra_far = Counter(sa[max(0, i - far) : i]), Counter(sa[i + 1 : i + 1 + far])
+        lb, rb = Counter(sb[max(0, j - far) : j]), Counter(sb[j + 1 : j + 1 + far])
+        went_right = (la - lb) & (rb - ra_far)
+        went_left = (ra - rb) & (lb - la_far)
+        if went_right and went_left:
+            return True
+    return False
 
 
 def _around(seq: list[str]) -> Counter[tuple[str, str, str]]:

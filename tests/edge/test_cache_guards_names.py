@@ -37,11 +37,24 @@ REARRANGED = [
     ("What is the best time of year to visit the capital of Peru?",
      "What is the best capital of year to visit the time of Peru?"),
 ]
+# Direction in general: two things changed sides of the word relating them (a verb, "than"), with
+# more than a two-word swap, or with other words around them changed.
+SWAPPED_ROLES = [
+    ("Why do cats dislike big dogs?", "Why do big dogs dislike cats so much?"),
+    ("why do indian men dislike chinese women?", "why do chinese women dislike indian men?"),
+    ("Does my boss trust the new intern?", "Does the new intern trust my boss?"),
+    ("Is light sucked in faster than its speed?", "Is light sucked its faster than in speed?"),
+    ("Is it better or worse than 20/20 vision?", "Is it better 20 worse than or/20 vision?"),
+]
 SAME_ORDER = [
     ("What is the capital of France in 2010?", "In 2010, what is the capital of France?"),
     ("How can I improve my knowledge of English?", "How can I improve my English knowledge?"),
     ("Compare Python and Java", "Compare Java and Python"),
     ("What are the best places to visit in India for a family?", "In India, what are the best places to visit for a family?"),
+    ("Which is better, iPhone or Android?", "Android or iPhone, which is better?"),
+    ("How can I track an Internet fraudster who scammed me?",
+     "I have been scammed by an Internet fraudster, how can I track him?"),
+    ("How do I, as a beginner, learn Python in 2017?", "In 2017, how do I learn Python as a beginner?"),
 ]
 
 
@@ -67,3 +80,9 @@ def test_the_same_words_around_a_directional_word_rearranged_are_refused(a: str,
 def test_a_moved_phrase_or_a_symmetric_pair_passes(a: str, b: str) -> None:
     assert guard_check(a, b) is None
     assert guard_check(b, a) is None
+
+
+@pytest.mark.parametrize(("a", "b"), SWAPPED_ROLES)
+def test_two_things_that_changed_sides_of_the_word_relating_them_are_refused(a: str, b: str) -> None:
+    assert guard_check(a, b) == "order"
+    assert guard_check(b, a) == "order"
