@@ -37,6 +37,7 @@ os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
 
 from edge import CacheKey, CacheSettings, EdgeCache, Embedder  # noqa: E402
+from bench.cache_adversarial import SEED as ADVERSARIAL_SEED  # noqa: E402
 from bench.cache_adversarial import generate as generate_adversarial  # noqa: E402
 from edge.cache import Judged, Verifier, load_judged, load_pairs, split_judged, split_pairs  # noqa: E402
 from edge.cache.keys import exact_key, normalize_text, request_record, semantic_parts  # noqa: E402
@@ -153,9 +154,11 @@ async def judged_replay(
     }
 
 
-async def adversarial(questions: list[str], embedder: Embedder, work: Path) -> dict[str, Any]:
+async def adversarial(
+    questions: list[str], embedder: Embedder, work: Path, seed: int = ADVERSARIAL_SEED, per_category: int = 80
+) -> dict[str, Any]:
     """Held-out questions stored; their adversarial edits asked (must refuse) and paraphrases (may serve)."""
-    pairs = generate_adversarial(questions)
+    pairs = generate_adversarial(questions, per_category=per_category, seed=seed)
     stored = list(dict.fromkeys(p.stored for p in pairs))
     answer_of = {t: str(i) for i, t in enumerate(stored)}  # bulk_cache answers entry i with "i"
     cache = await bulk_cache(stored, embedder, work / "adversarial.db")
@@ -174,7 +177,7 @@ async def adversarial(questions: list[str], embedder: Embedder, work: Path) -> d
                 if p.category != "paraphrase" and len(examples.setdefault(p.category, [])) < 5:
                     examples[p.category].append([p.query, p.stored])
     await cache.aclose()
-    return {"categories": per, "false_hit_examples": examples}
+    return {"seed": seed, "categories": per, "false_hit_examples": examples}
 
 
 async def scale(
@@ -265,6 +268,8 @@ def main(
     queries: Annotated[int, typer.Option(help="timed lookups per scale")] = 300,
     out: Annotated[Path, typer.Option(help="JSON results")] = REPO / "artifacts" / "bench-cache.json",
     work: Annotated[Optional[Path], typer.Option(help="scratch directory for the databases")] = None,
+    adversarial_seed: Annotated[int, typer.Option(help="seed of the adversarial edits")] = ADVERSARIAL_SEED,
+    per_category: Annotated[int, typer.Option(help="adversarial pairs per must-refuse category (at most)")] = 80,
 ) -> None:
     if not pairs.is_file():
         typer.echo(f"skipped: {pairs} is absent (the QQP pairs live in ../shared/data)")
@@ -280,7 +285,7 @@ def main(
     _, held = split_pairs(load_pairs(pairs))
     held_questions = list(dict.fromkeys(t for p in held for t in (p.a, p.b)))
     print("adversarial pairs ...", flush=True)
-    adv = asyncio.run(adversarial(held_questions, embedder, work_dir))
+    adv = asyncio.run(adversarial(held_questions, embedder, work_dir, adversarial_seed, per_category))
     sizes = [int(x) for x in scales.split(",") if x]
     print("lookup latency at scale (synthetic vectors) ...", flush=True)
     bases = stored_vecs
@@ -301,6 +306,7 @@ def main(
           + ", ".join(f"{n} {r['served_unjudged_entry']}" for n, r in rep["deciders"].items()))
     print(f"refusals of the nearest candidate (shipped): {rep['refusals_of_nearest']}")
     print()
+    print(f"adversarial edits, seed {adv['seed']}:")
     print(f"| {'adversarial':<12} | {'pairs':>5} | {'served':>6} | {'rate':>6} |")
     for cat, r in adv["categories"].items():
         print(f"| {cat:<12} | {r['pairs']:>5} | {r['served']:>6} | {r['served'] / r['pairs']:>6.3f} |")
