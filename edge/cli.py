@@ -152,6 +152,28 @@ BudgetOpt = Annotated[
 ]
 
 
+CalExtraOpt = Annotated[
+    Optional[Path],
+    typer.Option("--calibration-extra", help="judged pairs for calibration only [default: the shipped calibration_extra/]"),
+]
+NoCalExtraOpt = Annotated[bool, typer.Option("--no-calibration-extra", help="calibrate without them")]
+ConfidenceOpt = Annotated[
+    Optional[float],
+    typer.Option("--confidence", min=0.0, max=1.0, help="confidence that the budget holds [default: the setting]"),
+]
+BoundOpt = Annotated[
+    Optional[str], typer.Option("--bound", help="wilson or clopper-pearson [default: the setting]")
+]
+
+
+def _budget_settings(max_wrong_rate: float | None, confidence: float | None, bound: str | None) -> CacheSettings:
+    given = {"max_wrong_rate": max_wrong_rate, "budget_confidence": confidence, "budget_bound": bound}
+    try:
+        return CacheSettings(**{k: v for k, v in given.items() if v is not None})
+    except ValueError as exc:  # pydantic's ValidationError: a bad --bound or --confidence
+        raise typer.BadParameter(str(exc)) from exc
+
+
 def _print_point(point: Calibration, budget: float) -> None:
     typer.echo(f"{'threshold':>10}{'served':>8}{'precision':>11}{'recall':>9}")
     for row in point.curve:
@@ -160,10 +182,10 @@ def _print_point(point: Calibration, budget: float) -> None:
         typer.echo(f"no threshold keeps wrong hits under {budget} on {point.pairs} calibration queries")
         return
     typer.echo(
-        f"max_wrong_rate {budget}: threshold {point.threshold:.4f}; on the calibration replay "
-        f"({point.pairs} queries, {point.positives} answerable) it serves {point.served} "
-        f"(expected hit rate {point.hit_rate:.3f}) at precision {point.precision:.3f}, "
-        f"recall of answerable {point.recall:.3f}"
+        f"max_wrong_rate {budget} at {100 * point.confidence:.1f}% confidence ({point.bound}): threshold "
+        f"{point.threshold:.4f}; on the calibration replay ({point.pairs} queries, {point.positives} answerable) "
+        f"it serves {point.served} (expected hit rate {point.hit_rate:.3f}) at precision {point.precision:.3f}, "
+        f"wrong-rate upper bound {point.wrong_bound:.4f}, recall of answerable {point.recall:.3f}"
     )
 
 
@@ -176,18 +198,25 @@ def calibrate(
     ] = None,
     write: Annotated[bool, typer.Option("--write", help="store the new calibration in verifier.json")] = False,
     out: Annotated[Optional[Path], typer.Option("--out", help="also write the result as JSON")] = None,
+    calibration_extra: CalExtraOpt = None,
+    no_calibration_extra: NoCalExtraOpt = False,
+    confidence: ConfidenceOpt = None,
+    bound: BoundOpt = None,
 ) -> None:
-    """Replay the judged calibration part; pick the threshold that meets the error budget."""
-    from .cache.judged import load_judged, split_judged
+    """Replay the judged calibration part (and calibration_extra); pick the threshold that meets the
+    error budget with confidence."""
+    from .cache.judged import calibration_items, load_calibration_extra, load_judged, split_judged
     from .cache.training import calibrate as fit_calibration
     from .cache.training import cosines, score_replay
     from .cache.verifier import Verifier, operating_point
     from .embedder import Embedder
 
-    settings = CacheSettings() if max_wrong_rate is None else CacheSettings(max_wrong_rate=max_wrong_rate)
+    settings = _budget_settings(max_wrong_rate, confidence, bound)
     try:
         verifier = Verifier.load(verifier_dir) if verifier_dir else Verifier.shipped()
-        items = split_judged(load_judged(judged))["calibration"]
+        judged_items = load_judged(judged)
+        extra = [] if no_calibration_extra else load_calibration_extra(calibration_extra)
+        items = calibration_items(judged_items, extra)
         if not items:
             typer.echo("no judged pairs in the calibration part", err=True)
             raise typer.Exit(1)
@@ -195,8 +224,12 @@ def calibrate(
         cos = cosines(embedder, [(j.query, j.stored) for j in items])
         verifier = fit_calibration(verifier, score_replay(items, verifier, settings, cos))
         assert verifier.replay is not None
-        point = operating_point(verifier.replay, settings.max_wrong_rate)
+        point = operating_point(verifier.replay, settings.max_wrong_rate, settings.budget_confidence,
+                                settings.budget_bound)
         if write:
+            own = len(split_judged(judged_items)["calibration"])
+            verifier.meta["judged"] = {**verifier.meta.get("judged", {}), "calibration": own,
+                                       "calibration_extra": len(items) - own}
             verifier.meta["operating_point"] = {k: v for k, v in point.as_dict().items() if k != "curve"}
             verifier.save_meta(verifier_dir or _shipped_data_dir())
     except EdgerouteError as exc:
@@ -248,12 +281,14 @@ def train_verifier(
         typer.Option("--train-extra", help="judged pairs for training only [default: the shipped train_extra/]"),
     ] = None,
     no_train_extra: Annotated[bool, typer.Option("--no-train-extra", help="train without them")] = False,
+    calibration_extra: CalExtraOpt = None,
+    no_calibration_extra: NoCalExtraOpt = False,
 ) -> None:
     """Fine-tune the cross-encoder verifier (seeded), export it to ONNX INT8, calibrate it."""
     from dataclasses import replace
 
     from .cache import load_pairs
-    from .cache.judged import load_judged, load_train_extra
+    from .cache.judged import load_calibration_extra, load_judged, load_train_extra
     from .cache.training import PHASE1, PHASE2, train
     from .embedder import Embedder
 
@@ -270,10 +305,11 @@ def train_verifier(
         rows = load_pairs(pairs)
         items = load_judged(judged)
         extra = [] if no_train_extra else load_train_extra(train_extra)
+        cal_extra = [] if no_calibration_extra else load_calibration_extra(calibration_extra)
         embedder = Embedder.load(settings)
         trained = train(rows, items, out_dir, embedder=embedder, phase1=phase1, phase2=phase2,
                         phase1_dir=phase1_dir, settings=settings, n_generated=generated, progress=progress,
-                        train_extra=extra)
+                        train_extra=extra, calibration_extra=cal_extra)
         if index:
             _refit_index(rows, embedder, out_dir, seed)
     except EdgerouteError as exc:

@@ -79,6 +79,15 @@ class CacheSettings(BaseModel):
     # The error budget: the threshold is the lowest verifier probability whose served hits were
     # wrong at most this often on the judged calibration replay shipped with the verifier.
     max_wrong_rate: float = Field(0.05, gt=0.0, lt=1.0, description="allowed share of wrong semantic hits")
+    # ... with confidence: the one-sided upper confidence bound on that wrong rate (over the served
+    # calibration hits) must stay within max_wrong_rate. Chosen by cross-validation on the
+    # calibration data (`python -m bench.cache_calibration_cv`, docs/cache.md).
+    budget_confidence: float = Field(
+        0.8413, gt=0.0, lt=1.0, description="confidence that the budget holds (0.5 with wilson: point estimate)"
+    )
+    budget_bound: Literal["wilson", "clopper-pearson"] = Field(
+        "wilson", description="the upper confidence bound on the wrong rate: Wilson score or exact Clopper-Pearson"
+    )
     verifier_threshold: float | None = Field(
         None, ge=0.0, le=1.0, description="explicit verifier probability to accept (None: from max_wrong_rate)"
     )

