@@ -17,6 +17,7 @@ from .config import CacheSettings
 
 if TYPE_CHECKING:  # heavy modules load inside the commands that use them
     from .cache.calibration import Calibration
+    from .cache.judged import Judged
     from .cache.pairs import Pair
     from .embedder import Embedder
 
@@ -154,7 +155,10 @@ BudgetOpt = Annotated[
 
 CalExtraOpt = Annotated[
     Optional[Path],
-    typer.Option("--calibration-extra", help="judged pairs for calibration only [default: the shipped calibration_extra/]"),
+    typer.Option(
+        "--calibration-extra",
+        help="judged pairs for calibration only [default: the shipped calibration_extra/, unless --judged is given]",
+    ),
 ]
 NoCalExtraOpt = Annotated[bool, typer.Option("--no-calibration-extra", help="calibrate without them")]
 ConfidenceOpt = Annotated[
@@ -172,6 +176,16 @@ def _budget_settings(max_wrong_rate: float | None, confidence: float | None, bou
         return CacheSettings(**{k: v for k, v in given.items() if v is not None})
     except ValueError as exc:  # pydantic's ValidationError: a bad --bound or --confidence
         raise typer.BadParameter(str(exc)) from exc
+
+
+def _calibration_extra(judged: Path | None, given: Path | None, off: bool) -> list[Judged]:
+    """The shipped calibration_extra pairs go with the shipped judged set: another --judged set
+    takes only the extra pairs named with it."""
+    from .cache.judged import load_calibration_extra
+
+    if off or (given is None and judged is not None):
+        return []
+    return load_calibration_extra(given)
 
 
 def _print_point(point: Calibration, budget: float) -> None:
@@ -205,7 +219,7 @@ def calibrate(
 ) -> None:
     """Replay the judged calibration part (and calibration_extra); pick the threshold that meets the
     error budget with confidence."""
-    from .cache.judged import calibration_items, load_calibration_extra, load_judged, split_judged
+    from .cache.judged import calibration_items, load_judged, split_judged
     from .cache.training import calibrate as fit_calibration
     from .cache.training import cosines, score_replay
     from .cache.verifier import Verifier, operating_point
@@ -215,7 +229,7 @@ def calibrate(
     try:
         verifier = Verifier.load(verifier_dir) if verifier_dir else Verifier.shipped()
         judged_items = load_judged(judged)
-        extra = [] if no_calibration_extra else load_calibration_extra(calibration_extra)
+        extra = _calibration_extra(judged, calibration_extra, no_calibration_extra)
         items = calibration_items(judged_items, extra)
         if not items:
             typer.echo("no judged pairs in the calibration part", err=True)
@@ -288,7 +302,7 @@ def train_verifier(
     from dataclasses import replace
 
     from .cache import load_pairs
-    from .cache.judged import load_calibration_extra, load_judged, load_train_extra
+    from .cache.judged import load_judged, load_train_extra
     from .cache.training import PHASE1, PHASE2, train
     from .embedder import Embedder
 
@@ -305,7 +319,7 @@ def train_verifier(
         rows = load_pairs(pairs)
         items = load_judged(judged)
         extra = [] if no_train_extra else load_train_extra(train_extra)
-        cal_extra = [] if no_calibration_extra else load_calibration_extra(calibration_extra)
+        cal_extra = _calibration_extra(judged, calibration_extra, no_calibration_extra)
         embedder = Embedder.load(settings)
         trained = train(rows, items, out_dir, embedder=embedder, phase1=phase1, phase2=phase2,
                         phase1_dir=phase1_dir, settings=settings, n_generated=generated, progress=progress,

@@ -105,3 +105,25 @@ def test_stats_on_an_unreadable_file_fails_cleanly(tmp_path: Path) -> None:
     bad.write_bytes(b"x" * 4096)
     r = runner.invoke(cache_app, ["stats", "--db", str(bad)])
     assert r.exit_code == 1 and "error: cannot" in r.output
+
+
+def test_calibrate_adds_the_calibration_extra_pairs_and_takes_the_confidence(tmp_path: Path) -> None:
+    judged = tmp_path / "judged.jsonl"
+    _tiny_judged(judged)
+    extra = tmp_path / "extra.jsonl"
+    extra.write_text("".join(
+        json.dumps({"id": f"c{n}", "query": f"How can I get better at {t}?", "stored": f"How do I improve at {t}?",
+                    "servable": n != 1}) + "\n" for n, t in enumerate(TOPICS[:3])
+    ))
+    out = tmp_path / "cal.json"
+    r = runner.invoke(cache_app, ["calibrate", "--judged", str(judged), "--calibration-extra", str(extra),
+                                  "--confidence", "0.9", "--bound", "clopper-pearson", "--out", str(out)])
+    result = json.loads(out.read_text())
+    from edge.cache import load_judged, split_judged
+
+    cal = split_judged(load_judged(judged))["calibration"]
+    assert (result["pairs"], result["positives"]) == (len(cal) + 3, sum(j.servable for j in cal) + 2)
+    assert (result["confidence"], result["bound"]) == (0.9, "clopper-pearson")
+    assert r.exit_code == 1  # still too few to serve with confidence
+    bad = runner.invoke(cache_app, ["calibrate", "--judged", str(judged), "--bound", "bayes"])
+    assert bad.exit_code == 2 and "budget_bound" in bad.output
