@@ -141,6 +141,7 @@ def limited(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
         server={"body_timeout_s": 1.0},
         limits={
             "requests_per_minute": 2,
+            "request_burst_s": 60,  # a whole minute's allowance at once: two requests, then 429
             "tenants": {"wide": {"requests_per_minute": 0, "tokens_per_minute": 600}, "narrow": {"tokens_per_minute": 50}},
         },
     )
@@ -198,7 +199,9 @@ def test_a_body_that_never_finishes_gets_408(limited: str) -> None:
 
 def test_the_limiter_refills_and_settles() -> None:
     now = [0.0]
-    limiter = RateLimiter(LimitSettings(requests_per_minute=60, tokens_per_minute=100), clock=lambda: now[0])
+    limiter = RateLimiter(
+        LimitSettings(requests_per_minute=60, tokens_per_minute=100, request_burst_s=60), clock=lambda: now[0]
+    )
     limiter.admit_request("a")
     for _ in range(59):
         limiter.admit_request("a")
@@ -244,7 +247,8 @@ def test_buckets_that_refilled_are_forgotten_beyond_the_bound(monkeypatch: pytes
 
 
 def test_a_cache_hit_counts_as_a_request(tmp_path: Path) -> None:
-    settings = load_settings(data_dir=tmp_path / "d", cloud={"local_member": False}, limits={"requests_per_minute": 2})
+    limits = {"requests_per_minute": 2, "request_burst_s": 60}
+    settings = load_settings(data_dir=tmp_path / "d", cloud={"local_member": False}, limits=limits)
     with serve_app(create_app(settings)) as base:
         body = {"model": "edge", "messages": HI, "max_tokens": 2, "temperature": 0}
         first = post(base, CHAT, body)
@@ -280,14 +284,16 @@ def test_a_shorter_burst_spreads_a_minutes_allowance() -> None:
         limiter.admit_request("a")
 
 
-def test_the_default_burst_is_a_minutes_allowance(tmp_path: Path) -> None:
+def test_the_default_burst_is_ten_seconds_of_the_rate(tmp_path: Path) -> None:
     cfg = tmp_path / "c.toml"
     cfg.write_text("[limits]\nrequests_per_minute = 600\n")
-    assert load_settings(cfg).limits.request_burst_s == 60.0
-    cfg.write_text("[limits]\nrequests_per_minute = 600\nrequest_burst_s = 10\n")
     assert load_settings(cfg).limits.request_burst_s == 10.0
     limiter = RateLimiter(load_settings(cfg).limits, clock=lambda: 0.0)
     assert limiter.admit_request("a")["x-ratelimit-remaining-requests"] == "99"
+    cfg.write_text("[limits]\nrequests_per_minute = 600\nrequest_burst_s = 60\n")
+    assert load_settings(cfg).limits.request_burst_s == 60.0
+    limiter = RateLimiter(load_settings(cfg).limits, clock=lambda: 0.0)
+    assert limiter.admit_request("a")["x-ratelimit-remaining-requests"] == "599"
 
 
 def test_a_node_with_a_short_burst_refuses_beyond_it(tmp_path: Path) -> None:
