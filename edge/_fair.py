@@ -109,27 +109,53 @@ def active_keys(queue: FairQueue[J], running: Mapping[str, int], key: str) -> in
     return len(active)
 
 
-# A key that sent a request within this many seconds still counts as one that may come back.
+# A key whose requests in flight peaked within this many seconds still counts as one that may
+# come back with as many.
 RECENT_S = 30.0
 
 
-def keep_last_slot(key: str, running: Mapping[str, int], free: int, slots: int, seen: Mapping[str, float],
-                   now: float) -> bool:
-    """Whether the last free slot stays free instead of going to ``key``.
+class Demand:
+    """Each key's recent peak of requests in flight (running + waiting, the new one counted).
 
-    Slots are not preempted: a tenant whose burst took every slot kept another tenant's first
-    request waiting until one of its long answers ended (15 s here). So while another recently
-    seen key runs fewer than its share of the slots, a key that already runs requests does not
-    take the last one: the other key's next request starts at once. With one tenant nothing is
-    held (the edge stays work-conserving).
+    The peak is kept while it is reached again within :data:`RECENT_S`, then falls to the
+    current figure: a tenant whose four clients ask one after another keeps a demand of four
+    between its requests, and one that went quiet stops counting.
     """
-    if free != 1 or running.get(key, 0) == 0:
+
+    def __init__(self, remembered: int = _REMEMBERED) -> None:
+        self._peak: dict[str, tuple[int, float]] = {}
+        self._remembered = remembered
+
+    def note(self, key: str, in_flight: int, now: float) -> None:
+        peak, stamp = self._peak.pop(key, (0, -math.inf))
+        if now - stamp >= RECENT_S or in_flight >= peak:
+            peak, stamp = in_flight, now
+        self._peak[key] = (peak, stamp)  # re-inserted: the least recently noted go first
+        while len(self._peak) > self._remembered:
+            del self._peak[next(iter(self._peak))]
+
+    def recent(self, now: float) -> dict[str, int]:
+        """Keys with a peak reached within :data:`RECENT_S`, and that peak."""
+        return {k: peak for k, (peak, stamp) in self._peak.items() if now - stamp < RECENT_S}
+
+
+def keep_slots(key: str, running: Mapping[str, int], free: int, slots: int, demand: Mapping[str, int]) -> bool:
+    """Whether the free slots stay free instead of one going to ``key`` (that runs some already).
+
+    Slots are not preempted: a tenant whose burst took every slot kept another tenant's requests
+    waiting until its long answers ended (B's TTFT p95 5.1 s under A's burst, 1.6 s when A ran
+    B's load; docs/limits.md). So the slots another recently active key is short of, up to its
+    fair share and its recent demand, are kept for it: its next requests start at once. A key
+    alone is never held back (the edge stays work-conserving), nor one running nothing.
+    """
+    if running.get(key, 0) == 0:
         return False
-    others = [k for k, t in seen.items() if k != key and now - t < RECENT_S]
+    others = {k: d for k, d in demand.items() if k != key}
     if not others:
         return False
     fair = share(slots, len(others) + 1)
-    return any(running.get(k, 0) < fair for k in others)
+    reserve = sum(max(0, min(fair, d) - running.get(k, 0)) for k, d in others.items())
+    return free <= reserve
 
 
 def share(bound: int, keys: int) -> int:

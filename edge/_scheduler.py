@@ -20,7 +20,7 @@ from dataclasses import dataclass
 from models import Chunk
 from models.worker import DONE
 
-from ._fair import FairQueue, KeyView, Promises, Refusal, active_keys, keep_last_slot, share
+from ._fair import Demand, FairQueue, KeyView, Promises, Refusal, active_keys, keep_slots, share
 
 from ._runtime import Runtime, free_sampler, sampler_chain
 from ._sequence import Job, Outbox, Slot
@@ -59,7 +59,7 @@ class Scheduler:
         self._waiting: FairQueue[Job] = FairQueue()
         self._by_key: collections.Counter[str] = collections.Counter()  # running jobs per key
         self._promises = Promises()  # retry-after of refused jobs, spread per key
-        self._seen: dict[str, float] = {}  # when each key last submitted (bounded, oldest out)
+        self._demand = Demand()  # each key's recent peak of requests in flight
         self._cond = threading.Condition()
         self._stopping = False
         self._running = 0
@@ -88,10 +88,7 @@ class Scheduler:
             free = len(self._slots) - self._running
             bound = max_waiting + free
             key = job.key
-            self._seen.pop(key, None)
-            self._seen[key] = time.monotonic()
-            while len(self._seen) > 4096:
-                del self._seen[next(iter(self._seen))]
+            self._demand.note(key, self._by_key[key] + self._waiting.count(key) + 1, time.monotonic())
             keys = active_keys(self._waiting, self._by_key, key)
             mine = share(bound, keys)
             if self._waiting.count(key) >= mine or len(self._waiting) >= 2 * bound:
@@ -188,8 +185,8 @@ class Scheduler:
                 if not free:
                     return
                 nxt = self._waiting.peek(self._by_key)
-                if nxt is None or keep_last_slot(
-                    nxt, self._by_key, len(free), len(self._slots), self._seen, time.monotonic()
+                if nxt is None or keep_slots(
+                    nxt, self._by_key, len(free), len(self._slots), self._demand.recent(time.monotonic())
                 ):
                     return
                 job = self._waiting.pop(self._by_key)

@@ -9,7 +9,7 @@ from dataclasses import dataclass
 import pytest
 
 from edge import EdgeSaturatedError, EdgeSettings, LlamaEngine
-from edge._fair import FairQueue, KeyView, Promises, active_keys, keep_last_slot, share
+from edge._fair import Demand, FairQueue, KeyView, Promises, active_keys, keep_slots, share
 from models import EDGE_DEFAULT, GenerationRequest, SamplingParams, collect, default_models_dir, resolve
 
 
@@ -125,12 +125,61 @@ def test_requests_refused_together_are_told_successive_times() -> None:
     assert p.retry_after_s("a", 1.0, 0.5, 110.0) == 1.0  # the old promises have passed
 
 
-def test_the_last_free_slot_waits_for_a_recent_tenant_below_its_share() -> None:
-    seen = {"a": 100.0, "b": 95.0}
-    # a runs 7 of 8 and b (seen 5 s ago) none: the last slot stays for b's next request
-    assert keep_last_slot("a", {"a": 7}, 1, 8, seen, 100.0)
-    assert not keep_last_slot("b", {"a": 7}, 1, 8, seen, 100.0)  # b's own request takes it
-    assert not keep_last_slot("a", {"a": 6}, 2, 8, seen, 100.0)  # not the last one
-    assert not keep_last_slot("a", {"a": 7}, 1, 8, {"a": 100.0}, 100.0)  # a alone: work-conserving
-    assert not keep_last_slot("a", {"a": 7}, 1, 8, seen, 200.0)  # b not seen for 105 s
-    assert not keep_last_slot("a", {"a": 3, "b": 4}, 1, 8, seen, 100.0)  # b has its share
+def test_free_slots_wait_for_a_recent_tenant_below_its_share_and_demand() -> None:
+    # b's four clients were all in flight recently: its shortfall below its share (4 of 8) is kept
+    demand = {"a": 200, "b": 4}
+    assert keep_slots("a", {"a": 7}, 1, 8, demand)  # b runs none: the last slot stays for b
+    assert keep_slots("a", {"a": 4, "b": 1}, 3, 8, demand)  # three free, b three short of 4
+    assert not keep_slots("a", {"a": 3, "b": 1}, 4, 8, demand)  # four free: one more for a
+    assert not keep_slots("b", {"a": 7}, 1, 8, demand)  # b's own request takes it
+    assert not keep_slots("a", {"a": 3, "b": 4}, 1, 8, demand)  # b has its share
+    assert not keep_slots("a", {"a": 7}, 1, 8, {"a": 200})  # a alone: work-conserving
+    assert not keep_slots("a", {}, 1, 8, demand)  # a key running nothing always starts
+    # b asked one at a time: one slot is kept for it, not its whole share
+    assert keep_slots("a", {"a": 7}, 1, 8, {"b": 1})
+    assert not keep_slots("a", {"a": 6}, 2, 8, {"b": 1})
+
+
+def test_demand_is_the_recent_peak_in_flight() -> None:
+    d = Demand()
+    d.note("b", 1, 100.0)
+    d.note("b", 4, 101.0)
+    d.note("b", 2, 110.0)  # below the peak reached 9 s ago: the peak stays
+    assert d.recent(120.0) == {"b": 4}
+    assert d.recent(131.0) == {}  # the peak was last reached 30 s ago
+    d.note("b", 2, 135.0)  # a new peak after the old one lapsed
+    d.note("a", 7, 135.0)
+    assert d.recent(136.0) == {"b": 2, "a": 7}
+
+
+@pytest.mark.slow
+async def test_slots_a_recent_key_is_short_of_wait_for_it_while_another_keys_burst_queues() -> None:
+    spec = resolve(EDGE_DEFAULT, default_models_dir())
+    engine = LlamaEngine(spec, EdgeSettings(n_ctx=1024, slots=4, max_queue=8))
+    streams = []
+    pending = []
+    try:
+        # b had two requests in flight together a moment ago: its recent demand is two
+        done = await asyncio.gather(collect(engine.stream(chat("Say one.", "b", 2))),
+                                    collect(engine.stream(chat("Say two.", "b", 2))))
+        assert [d.finish_reason in ("stop", "length") for d in done] == [True, True]
+        for i in range(4):  # a bursts with four long answers into four free slots
+            s = engine.stream(chat(f"Write a long story number {i} about a ship.", "a", 300))
+            streams.append(s)
+            pending.append(asyncio.ensure_future(anext(s)))
+        for _ in range(500):
+            if engine.load().running == 2:
+                break
+            await asyncio.sleep(0.01)
+        await asyncio.sleep(0.2)  # several steps: a's other two still wait
+        assert (engine.load().running, engine.load().waiting) == (2, 2)  # two slots kept for b
+        b = await asyncio.wait_for(collect(engine.stream(chat("What is two plus two?", "b", 4))), 60)
+        assert b.finish_reason in ("stop", "length")
+        assert engine.load().waiting >= 1  # b was served while a's burst still queued
+    finally:
+        for task in pending:
+            task.cancel()
+        await asyncio.gather(*pending, return_exceptions=True)
+        for s in streams:
+            await s.aclose()
+        await engine.aclose()
