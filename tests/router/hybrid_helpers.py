@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import socket
 import threading
+import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -154,6 +155,17 @@ def text_of(lines: list[str]) -> str:
 def decisions(app: Any) -> list[Any]:
     """The node's decision records, newest first, as the dashboard's feed sees them."""
     return list(app.state.node.telemetry.recent())
+
+
+def decisions_once(app: Any, n: int = 1, within_s: float = 10.0) -> list[Any]:
+    """:func:`decisions` once ``n`` are recorded: a request the client left is recorded when the
+    node's cancellation has unwound, which may be after the client and the member saw it end."""
+    deadline = time.monotonic() + within_s
+    rows = decisions(app)
+    while len(rows) < n and time.monotonic() < deadline:
+        time.sleep(0.02)
+        rows = decisions(app)
+    return rows
 
 
 def kill_after_chunks(proc: Any, n: int) -> tuple[threading.Event, Any]:
