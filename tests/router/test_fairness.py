@@ -30,7 +30,10 @@ def user(text: str) -> list[dict[str, str]]:
     return [{"role": "user", "content": text}]
 
 
-LONG = {"model": "edge", "max_tokens": 120, "temperature": 0, "messages": user("Write a long story about a ship.")}
+# Long enough that the running answer cannot end while the test checks A's share (120 tokens took
+# ~1 s, and one CI run saw the slot free between the check and the next request); greedy, this
+# story did not stop within 600 tokens.
+LONG = {"model": "edge", "max_tokens": 1500, "temperature": 0, "messages": user("Write a long story about a ship.")}
 SHORT = {"model": "edge", "max_tokens": 4, "temperature": 0, "messages": user("What is two plus two?")}
 
 
