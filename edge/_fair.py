@@ -158,6 +158,37 @@ def keep_slots(key: str, running: Mapping[str, int], free: int, slots: int, dema
     return free <= reserve
 
 
+def prefill_shares(pending: Mapping[str, int], budget: int) -> dict[str, int]:
+    """Split one step's ``budget`` of prompt tokens across keys with prompts to read (``pending``:
+    each key's prompt tokens still to evaluate), max-min fair (water filling).
+
+    Shortest prompt first across all keys would let a key with a stream of short prompts (a
+    burst) take every step's budget while another key's long prompt waits: B's long prompts had
+    a TTFT tail about 2.5x their fair-half figure under A's burst (docs/limits.md). Each key gets
+    an equal part, a key needing less gives the rest back to the others, and no token of the
+    budget is left unused while any key has work. Ties of the remainder go to keys in the
+    order given.
+    """
+    want = {k: n for k, n in pending.items() if n > 0}
+    out = {k: 0 for k in want}
+    left = max(0, budget)
+    while want and left > 0:
+        part, extra = divmod(left, len(want))
+        given = 0
+        for i, (k, n) in enumerate(list(want.items())):
+            take = min(n, part + (1 if i < extra else 0))
+            out[k] += take
+            given += take
+            if take == n:
+                del want[k]
+            else:
+                want[k] = n - take
+        left -= given
+        if given == 0:
+            break
+    return out
+
+
 def share(bound: int, keys: int) -> int:
     """One key's part of a queue bound shared by ``keys`` (at least one request)."""
     return max(1, math.ceil(bound / max(1, keys)))

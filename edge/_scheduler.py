@@ -20,7 +20,7 @@ from dataclasses import dataclass
 from models import Chunk
 from models.worker import DONE
 
-from ._fair import Demand, FairQueue, KeyView, Promises, Refusal, active_keys, keep_slots, share
+from ._fair import Demand, FairQueue, KeyView, Promises, Refusal, active_keys, keep_slots, prefill_shares, share
 
 from ._runtime import Runtime, free_sampler, sampler_chain
 from ._sequence import Job, Outbox, Slot
@@ -230,10 +230,22 @@ class Scheduler:
                 slot.cached.append(slot.next_token)
                 slot.next_token = None
         budget = start = min(self._settings.prefill_chunk, batch.capacity - batch.n)
-        for slot in sorted((s for s in self._slots if s.prefilling), key=lambda s: len(s.pending)):
+        # Fair across keys, shortest prompt first within a key: a stream of one tenant's short
+        # prompts cannot starve another tenant's long one.
+        prefilling = sorted((s for s in self._slots if s.prefilling), key=lambda s: len(s.pending))
+        pending: dict[str, int] = {}
+        for slot in prefilling:
+            key = slot.job.key if slot.job is not None else ""
+            pending[key] = pending.get(key, 0) + len(slot.pending)
+        shares = prefill_shares(pending, budget)
+        for slot in prefilling:
+            key = slot.job.key if slot.job is not None else ""
             if budget <= 0:
                 break
-            take = slot.pending[:budget]
+            if shares[key] <= 0:
+                continue
+            take = slot.pending[: min(budget, shares[key])]
+            shares[key] -= len(take)
             del slot.pending[: len(take)]
             budget -= len(take)
             last = len(take) - 1

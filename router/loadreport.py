@@ -42,6 +42,11 @@ def _block(results: list[Result], wall_s: float) -> dict[str, Any]:
         # Cache hits of any kind, by the latency of the attempt that was answered.
         "cache_hit_latency_ms": percentiles(hits),
         "kinds": dict(Counter(r.kind for r in results)),
+        # Where a tail comes from: long prompts wait for their prefill, short ones for a slot.
+        "ttft_by_kind_ms": {
+            kind: percentiles([r.ttft_s * 1000 for r in ok if r.kind == kind and r.ttft_s is not None])
+            for kind in sorted({r.kind for r in ok})
+        },
         "errors": dict(Counter(r.error for r in results if not r.ok)),
         # Answers that came after the client waited and retried (429/503, as the OpenAI SDK does).
         "retries": sum(r.retries for r in results),
@@ -89,6 +94,10 @@ def _rows(block: dict[str, Any], indent: str = "") -> list[str]:
     retried = ", ".join(f"{k} x{v}" for k, v in sorted(block["refusals_retried"].items())) or "none"
     lines.append(f"{indent}cache hits p50/p95/p99 ms {_fmt(hits)} (n={hits['n']}); errors: {errors}; "
                  f"refusals retried: {retried}")
+    kinds = block.get("ttft_by_kind_ms", {})
+    if len(kinds) > 1:
+        lines.append(f"{indent}TTFT by kind p50/p95/p99 ms: "
+                     + ", ".join(f"{k} {_fmt(p)} (n={p['n']})" for k, p in kinds.items()))
     return lines
 
 

@@ -66,6 +66,16 @@ def test_summary_percentiles_routes_and_errors() -> None:
     assert "edge" in table(s) and "515.0 tok/s" in table(s)
 
 
+def test_ttft_is_also_reported_by_kind_of_request() -> None:
+    results = [Result("short", "edge", True, 1.0, (i + 1) / 1000, 4) for i in range(9)]
+    results += [Result("long_prompt", "edge", True, 3.0, 2.5, 4), Result("long_prompt", "edge", False, 1.0, None, 0, "x")]
+    s = summarize(results, 1.0, LoadConfig())
+    assert s["ttft_by_kind_ms"]["short"] == {"p50": pytest.approx(5.0), "p95": pytest.approx(8.6),
+                                             "p99": pytest.approx(8.92), "n": 9}
+    assert s["ttft_by_kind_ms"]["long_prompt"] == {"p50": 2500.0, "p95": 2500.0, "p99": 2500.0, "n": 1}
+    assert "TTFT by kind p50/p95/p99 ms: long_prompt 2500/2500/2500 (n=1), short 5/9/9 (n=9)" in table(s)
+
+
 @pytest.mark.slow
 async def test_a_short_run_against_the_node(node_url: str) -> None:
     cfg = LoadConfig(target=node_url, scenario="streams", clients=2, requests=4, max_tokens=4, cache=False)
