@@ -6,15 +6,22 @@ queue, and another key's next request takes the next slot that frees, until both
 share of the slots (max-min fairness). Each key may hold at most its share of the queue bound
 (the bound split evenly over the keys that have work), so a burst is refused at its share while
 the other keys are still admitted.
+
+The same turn-taking serves the node's other shared queues: the prompt budget of a step
+(:func:`prefill_shares`), a batch of texts to embed (:func:`round_robin`) and the cache's lookups
+(:class:`FairRunner`).
 """
 
 from __future__ import annotations
 
+import asyncio
 import collections
+import functools
 import math
-from collections.abc import Iterator, Mapping
+import threading
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
-from typing import Generic, Protocol, TypeVar
+from typing import Any, Generic, Protocol, TypeVar
 
 
 # Keys whose turn is remembered after their queue emptied.
@@ -27,6 +34,8 @@ class _Keyed(Protocol):
 
 
 J = TypeVar("J", bound=_Keyed)
+T = TypeVar("T")
+R = TypeVar("R")
 
 
 class FairQueue(Generic[J]):
@@ -59,6 +68,10 @@ class FairQueue(Generic[J]):
 
     def push(self, job: J) -> None:
         self._queues.setdefault(job.key, collections.deque()).append(job)
+
+    def push_front(self, job: J) -> None:
+        """Queue ``job`` first of its key (a job that gave up its slot goes back before the rest)."""
+        self._queues.setdefault(job.key, collections.deque()).appendleft(job)
 
     def peek(self, running: Mapping[str, int]) -> str | None:
         """The key :meth:`pop` would serve: the fewest ``running``, then the one served longest ago."""
@@ -189,6 +202,24 @@ def prefill_shares(pending: Mapping[str, int], budget: int) -> dict[str, int]:
     return out
 
 
+def preempt_from(key: str, running: Mapping[str, int], slots: int, keys: int) -> str | None:
+    """The key that gives up a slot so that ``key`` (waiting, none free) gets one, or None.
+
+    Only a key below its fair part of the slots takes one, only from the key furthest above
+    its part: slots are not preempted for a key already at its share, nor from one at its own,
+    so two keys cannot take a slot back and forth. A burst that took every slot before another
+    key arrived kept that key waiting for the burst's first answer to end (5 s under A's
+    200-client burst, docs/limits.md).
+    """
+    fair = slots // max(1, keys)
+    if running.get(key, 0) >= fair:
+        return None
+    victim = max((k for k in running if k != key), key=lambda k: running[k], default=None)
+    if victim is None or running[victim] <= max(fair, 1):
+        return None
+    return victim
+
+
 def share(bound: int, keys: int) -> int:
     """One key's part of a queue bound shared by ``keys`` (at least one request)."""
     return max(1, math.ceil(bound / max(1, keys)))
@@ -257,3 +288,92 @@ class Refusal:
     waiting: int  # of the job's key
     share: int
     retry_after_s: float
+
+
+def round_robin(items: list[T], key: Callable[[T], str], n: int) -> tuple[list[T], list[T]]:
+    """Up to ``n`` of ``items`` taken one key at a time in turn (each key's own in order), and the
+    rest in their order: a key with a hundred waiting cannot fill a batch another key waits for."""
+    by_key: dict[str, collections.deque[int]] = {}
+    for i, item in enumerate(items):
+        by_key.setdefault(key(item), collections.deque()).append(i)
+    taken: list[int] = []
+    queues = list(by_key.values())
+    while len(taken) < n and queues:
+        for q in queues:
+            if len(taken) < n and q:
+                taken.append(q.popleft())
+        queues = [q for q in queues if q]
+    chosen = set(taken)
+    return [items[i] for i in sorted(taken)], [item for i, item in enumerate(items) if i not in chosen]
+
+
+@dataclass(eq=False, slots=True)
+class _Call:
+    key: str
+    fn: Callable[[], Any]
+    loop: asyncio.AbstractEventLoop
+    future: asyncio.Future[Any]
+
+
+class FairRunner:
+    """Blocking calls run one at a time on a thread of their own, taken round robin across keys.
+
+    A single-thread executor runs them first come, first served: the cache's lookups of a
+    tenant that sent a hundred requests at once (each an index search and a verifier run) kept
+    another tenant's one lookup waiting 6.8 s (docs/limits.md). Here a key's next call waits for
+    at most one call of each other key with work.
+    """
+
+    def __init__(self, name: str) -> None:
+        self._queue: FairQueue[_Call] = FairQueue()
+        self._cond = threading.Condition()
+        self._stopping = False
+        self._thread = threading.Thread(target=self._work, name=name, daemon=True)
+        self._thread.start()
+
+    async def run(self, key: str, fn: Callable[..., R], *args: Any) -> R:
+        """``fn(*args)`` on the runner's thread, in ``key``'s turn."""
+        loop = asyncio.get_running_loop()
+        future: asyncio.Future[R] = loop.create_future()
+        with self._cond:
+            if self._stopping:
+                raise RuntimeError("the runner is shut down")
+            self._queue.push(_Call(key, functools.partial(fn, *args), loop, future))
+            self._cond.notify()
+        return await future
+
+    def shutdown(self, wait: bool = True) -> None:
+        """Stop taking calls; the waiting ones still run (their callers are awaiting them)."""
+        with self._cond:
+            self._stopping = True
+            self._cond.notify()
+        if wait:
+            self._thread.join()
+
+    def _work(self) -> None:
+        while True:
+            with self._cond:
+                while not self._queue and not self._stopping:
+                    self._cond.wait()
+                call = self._queue.pop({})
+                if call is None:
+                    return  # stopping, nothing left
+            if call.future.cancelled():  # the caller left (a client gone): skip its work
+                continue
+            try:
+                result, error = call.fn(), None
+            except BaseException as exc:  # handed to the caller, as an executor does
+                result, error = None, exc
+            try:
+                call.loop.call_soon_threadsafe(_settle, call.future, result, error)
+            except RuntimeError:  # the caller's loop is closed: nobody waits for it
+                pass
+
+
+def _settle(future: asyncio.Future[Any], result: Any, error: BaseException | None) -> None:
+    if future.cancelled():
+        return
+    if error is not None:
+        future.set_exception(error)
+    else:
+        future.set_result(result)

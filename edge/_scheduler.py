@@ -20,7 +20,9 @@ from dataclasses import dataclass
 from models import Chunk
 from models.worker import DONE
 
-from ._fair import Demand, FairQueue, KeyView, Promises, Refusal, active_keys, keep_slots, prefill_shares, share
+from ._fair import (
+    Demand, FairQueue, KeyView, Promises, Refusal, active_keys, keep_slots, preempt_from, prefill_shares, share,
+)
 
 from ._runtime import Runtime, free_sampler, sampler_chain
 from ._sequence import Job, Outbox, Slot
@@ -47,6 +49,7 @@ class EngineStats:
     cancelled: int
     steps: int
     mean_request_s: float | None  # mean slot time of the recent finished requests
+    preempted: int = 0  # jobs that gave up their slot to a tenant below its share, resumed later
 
 
 class Scheduler:
@@ -69,6 +72,7 @@ class Scheduler:
         self._completed = 0
         self._cancelled = 0
         self._steps = 0
+        self._preempted = 0
         self._durations: collections.deque[float] = collections.deque(maxlen=_DURATIONS)
         self._outputs: list[tuple[Slot, int]] = []  # (slot, batch index of its logits) this step
         self._outbox = Outbox()
@@ -132,6 +136,7 @@ class Scheduler:
                 completed=self._completed,
                 cancelled=self._cancelled,
                 steps=self._steps,
+                preempted=self._preempted,
                 mean_request_s=sum(durations) / len(durations) if durations else None,
             )
 
@@ -182,9 +187,11 @@ class Scheduler:
                 if not self._waiting:
                     return
                 free = [s for s in self._slots if not s.busy]
-                if not free:
-                    return
                 nxt = self._waiting.peek(self._by_key)
+                if not free:
+                    if nxt is None or not self._preempt(nxt):
+                        return
+                    continue
                 if nxt is None or keep_slots(
                     nxt, self._by_key, len(free), len(self._slots), self._demand.recent(time.monotonic())
                 ):
@@ -194,20 +201,40 @@ class Scheduler:
                     return
                 if job.cancelled.is_set():
                     self._cancelled += 1
+                    _drop_parked(job)
                     self._outbox.put(job, DONE)
                     continue
                 self._running += 1
                 self._by_key[job.key] += 1
             self._place(job, free)
 
+    def _preempt(self, key: str) -> bool:
+        """Free a slot for ``key`` by parking another key's most recent job (called locked)."""
+        victim = preempt_from(key, self._by_key, len(self._slots),
+                              active_keys(self._waiting, self._by_key, key))
+        if victim is None:
+            return False
+        # The job that started last has the least work to evaluate again.
+        slot = max((s for s in self._slots if s.job is not None and s.job.key == victim), key=lambda s: s.started_at)
+        job = slot.park()
+        self._running -= 1
+        self._by_key[victim] -= 1
+        self._preempted += 1
+        self._waiting.push_front(job)
+        return True
+
     def _place(self, job: Job, free: list[Slot]) -> None:
+        tokens = job.parked.tokens if job.parked is not None else job.tokens
         # The free slot that already holds the longest prefix of this prompt; among equals the
         # one unused for longest, so the KV of recent conversations stays around.
-        slot = max(free, key=lambda s: (s.common_prefix(job.tokens), -s.last_used))
+        slot = max(free, key=lambda s: (s.common_prefix(tokens), -s.last_used))
         # At least the prompt's last token is evaluated again: its logits give the first token.
-        keep = min(slot.common_prefix(job.tokens), len(job.tokens) - 1) if self._settings.prefix_reuse else 0
+        keep = min(slot.common_prefix(tokens), len(tokens) - 1) if self._settings.prefix_reuse else 0
         if not self._rt.seq_rm(slot.seq, keep):
             keep = 0
+        if job.parked is not None:
+            slot.resume(job, keep)
+            return
         params = job.request.params
         sampler = None
         if params.temperature > 0.0:
@@ -330,5 +357,13 @@ class Scheduler:
         with self._cond:
             waiting = self._waiting.clear()
         for job in waiting:
+            _drop_parked(job)
             self._outbox.put(job, closed)
             self._outbox.put(job, DONE)
+
+
+def _drop_parked(job: Job) -> None:
+    """A parked job that will not resume: free the sampler it carries."""
+    if job.parked is not None and job.parked.sampler is not None:
+        free_sampler(job.parked.sampler)
+    job.parked = None

@@ -25,11 +25,29 @@ class Job:
     out: asyncio.Queue[Any]
     cancelled: threading.Event = field(default_factory=threading.Event)
     queued_at: float = field(default_factory=time.monotonic)
+    parked: Parked | None = None  # set while the job waits again after giving up its slot
 
     @property
     def key(self) -> str:
         """The fairness key (the tenant): the scheduler shares slots and queue fairly across keys."""
         return self.request.fair_key
+
+
+@dataclass(eq=False)
+class Parked:
+    """A job taken out of its slot mid-answer (preempted): what it resumes from in another slot.
+
+    ``tokens`` are the prompt and the answer so far (the last one sampled but not yet evaluated
+    included); the slot it resumes in evaluates them again (recompute, as vLLM's preemption
+    does), keeping whatever prefix that slot's KV still holds.
+    """
+
+    tokens: list[int]
+    sampler: Any
+    decoder: IncrementalDecoder
+    stops: StopMatcher
+    n_out: int
+    started_at: float
 
 
 def _deliver(items: list[tuple[Job, Any]]) -> None:
@@ -131,6 +149,28 @@ class Slot:
         self.stops = StopMatcher(job.request.params.stop)
         self.n_out = 0
         self.started_at = time.monotonic()
+
+    def park(self) -> Job:
+        """Take the running job out mid-answer (see :class:`Parked`); the slot is free after it."""
+        job = self.job
+        assert job is not None and self.decoder is not None and self.stops is not None
+        tokens = self.cached + self.pending + ([self.next_token] if self.next_token is not None else [])
+        job.parked = Parked(tokens, self.sampler, self.decoder, self.stops, self.n_out, self.started_at)
+        self.sampler = None  # the parked job owns it now
+        self.release()
+        return job
+
+    def resume(self, job: Job, keep: int) -> None:
+        """Run a parked ``job`` here, keeping the first ``keep`` cached tokens."""
+        parked = job.parked
+        assert parked is not None
+        job.parked = None
+        self.job = job
+        del self.cached[keep:]
+        self.pending = parked.tokens[keep:]
+        self.next_token = None
+        self.sampler, self.decoder, self.stops = parked.sampler, parked.decoder, parked.stops
+        self.n_out, self.started_at = parked.n_out, parked.started_at
 
     def feed(self, token: int, room: int) -> tuple[str, str | None]:
         """Take one sampled token: the text safe to emit and the finish reason if the job ends.

@@ -13,6 +13,7 @@ import threading
 import weakref
 from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -20,6 +21,7 @@ import numpy as np
 
 from models import ModelError, default_models_dir, export_embedder, onnx_model_path
 
+from ._fair import round_robin
 from .config import CacheSettings
 from .errors import EmbedderError
 
@@ -168,13 +170,14 @@ class Embedder:
         vecs /= np.maximum(np.linalg.norm(vecs, axis=1, keepdims=True), 1e-12)
         return vecs
 
-    async def embed(self, text: str) -> np.ndarray:
-        """One text's embedding; concurrent calls are batched into shared model runs."""
+    async def embed(self, text: str, key: str = "") -> np.ndarray:
+        """One text's embedding; concurrent calls are batched into shared model runs, filled
+        round robin across ``key`` (the tenant) when more wait than one run takes."""
         loop = asyncio.get_running_loop()
         batcher = self._batchers.get(loop)
         if batcher is None:
             batcher = self._batchers[loop] = _Batcher(self, loop)
-        return await batcher.submit(text)
+        return await batcher.submit(text, key)
 
     async def aclose(self) -> None:
         await asyncio.to_thread(self._executor.shutdown, True)
@@ -193,19 +196,26 @@ def _length(encoding: Any) -> int:
 _RUN_BUDGET = 32 * 128 * 128
 
 
+@dataclass(frozen=True, slots=True)
+class _Text:
+    text: str
+    key: str
+    future: asyncio.Future[np.ndarray]
+
+
 class _Batcher:
     """The micro-batching queue of one event loop."""
 
     def __init__(self, embedder: Embedder, loop: asyncio.AbstractEventLoop) -> None:
         self._embedder = embedder
         self._loop = loop
-        self._pending: list[tuple[str, asyncio.Future[np.ndarray]]] = []
+        self._pending: list[_Text] = []
         self._timer: asyncio.Handle | None = None
         self._busy = False
 
-    def submit(self, text: str) -> asyncio.Future[np.ndarray]:
+    def submit(self, text: str, key: str = "") -> asyncio.Future[np.ndarray]:
         fut: asyncio.Future[np.ndarray] = self._loop.create_future()
-        self._pending.append((text, fut))
+        self._pending.append(_Text(text, key, fut))
         if self._busy:
             return fut  # picked up when the running batch finishes
         if len(self._pending) >= self._embedder.max_batch:
@@ -221,21 +231,22 @@ class _Batcher:
         if self._timer is not None:
             self._timer.cancel()
             self._timer = None
-        self._pending = [(t, f) for t, f in self._pending if not f.done()]
+        self._pending = [p for p in self._pending if not p.future.done()]
         if self._busy or not self._pending:
             return
-        n = self._embedder.max_batch
-        batch, self._pending = self._pending[:n], self._pending[n:]
+        # First come, first served within a key; one key's burst fills the run only when no
+        # other key waits (a tenant's hundred texts kept another's one waiting seconds).
+        batch, self._pending = round_robin(self._pending, lambda p: p.key, self._embedder.max_batch)
         self._busy = True
         run = self._loop.run_in_executor(
-            self._embedder._executor, self._embedder.embed_batch, [t for t, _ in batch]
+            self._embedder._executor, self._embedder.embed_batch, [p.text for p in batch]
         )
         run.add_done_callback(lambda done: self._finish(batch, done))
 
-    def _finish(self, batch: list[tuple[str, asyncio.Future[np.ndarray]]], done: asyncio.Future[Any]) -> None:
+    def _finish(self, batch: list[_Text], done: asyncio.Future[Any]) -> None:
         self._busy = False
         exc = done.exception() if not done.cancelled() else EmbedderError("the embedding run was cancelled")
-        for i, (_, fut) in enumerate(batch):
+        for i, fut in enumerate(p.future for p in batch):
             if fut.done():
                 continue
             if exc is not None:

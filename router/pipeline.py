@@ -164,7 +164,7 @@ async def run(node: Node, gen: GenerationRequest, ctx: RequestContext, routing: 
     # an entry stored without one (a prompt too long for the semantic layer) costs a model run.
     if embedding is None and wants_complexity and node.embedder is not None and (hit is None or hit.tier == "edge"):
         words = embedding_text(gen.messages, gen.prompt, node.settings.cache.semantic_max_chars)
-        embedding = await node.embedder.embed(words) if words else None
+        embedding = await node.embedder.embed(words, ctx.tenant) if words else None
 
     # 3. features and the decision
     floor = node.edge.min_prompt_tokens(gen)

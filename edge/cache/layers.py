@@ -9,12 +9,12 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Awaitable, Callable, Sequence
-from concurrent.futures import Executor
 from dataclasses import dataclass, field
 from typing import Any, Literal, Protocol
 
 import numpy as np
 
+from .._fair import FairRunner
 from .keys import CacheKey, exact_key, semantic_parts
 from .store import CacheStore, Entry
 
@@ -79,9 +79,9 @@ class SemanticLayer:
 
     def __init__(
         self,
-        embed: Callable[[str], Awaitable[np.ndarray]],
+        embed: Callable[[str, str], Awaitable[np.ndarray]],
         judge: Judge,
-        reader: Executor,
+        reader: FairRunner,
         usable: Callable[[str], bool],
     ) -> None:
         self._embed, self._judge, self._reader, self._usable = embed, judge, reader, usable
@@ -91,10 +91,10 @@ class SemanticLayer:
         parts = semantic_parts(key)
         if not self._usable(parts.text):
             return None
-        vec = await self._embed(parts.text)
+        vec = await self._embed(parts.text, key.tenant)
         probe.embedding = vec
-        cands = await asyncio.get_running_loop().run_in_executor(
-            self._reader, self._judge, key.tenant, parts.text, parts.scope, parts.scope_id, vec,
+        cands = await self._reader.run(
+            key.tenant, self._judge, key.tenant, parts.text, parts.scope, parts.scope_id, vec,
             probe.min_created, probe.tiers,
         )
         accepted = next((c for c in cands if c.refusal is None), None)

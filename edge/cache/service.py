@@ -16,6 +16,7 @@ import numpy as np
 
 from models import Usage
 
+from .._fair import FairRunner
 from ..config import CacheSettings
 from ..embedder import Embedder
 from ..errors import CacheError
@@ -80,7 +81,8 @@ class EdgeCache:
         )
         self.threshold = self._threshold()
         # Reads and writes each get one thread (and one connection): WAL lets them overlap.
-        self._reader = ThreadPoolExecutor(max_workers=1, thread_name_prefix="cache-read")
+        # Lookups (index search, guards, verifier) one at a time, in turn across tenants.
+        self._reader = FairRunner("cache-read")
         self._writer = ThreadPoolExecutor(max_workers=1, thread_name_prefix="cache-write")
         self.counters: Counter[str] = Counter()  # this process's, since start
         self._unflushed: Counter[str] = Counter()
@@ -90,7 +92,9 @@ class EdgeCache:
         # Asked in this order by lookup(); the first that finds an answer serves it.
         self.layers: list[CacheLayer] = [
             ExactLayer(self.db),
-            SemanticLayer(lambda text: self._embedder().embed(text), self._judge, self._reader, self._semantic_ok),
+            SemanticLayer(
+                lambda text, tenant: self._embedder().embed(text, tenant), self._judge, self._reader, self._semantic_ok
+            ),
         ]
 
     # -- policy ----------------------------------------------------------------------------
@@ -162,7 +166,7 @@ class EdgeCache:
         parts = semantic_parts(key)
         vec = embedding
         if vec is None and self._semantic_ok(parts.text):
-            vec = await self._embedder().embed(parts.text)
+            vec = await self._embedder().embed(parts.text, key.tenant)
         new = NewEntry(
             tenant=key.tenant, exact_key=exact_key(key), scope=parts.scope, scope_id=parts.scope_id,
             model=key.model, prompt_text=parts.text, request=request_record(key), answer=text,
@@ -231,7 +235,7 @@ class EdgeCache:
         try:
             await self.flush()
         finally:
-            await asyncio.to_thread(self._reader.shutdown, True)
+            await asyncio.to_thread(self._reader.shutdown)
             await asyncio.to_thread(self._writer.shutdown, True)
             self.db.close()
 
@@ -240,11 +244,9 @@ class EdgeCache:
         parts = semantic_parts(key)
         if not self._semantic_ok(parts.text):
             return None, []
-        vec = await self._embedder().embed(parts.text)
-        loop = asyncio.get_running_loop()
-        cands = await loop.run_in_executor(
-            self._reader, self._judge, key.tenant, parts.text, parts.scope, parts.scope_id, vec,
-            self._min_created(), TIERS,
+        vec = await self._embedder().embed(parts.text, key.tenant)
+        cands = await self._reader.run(
+            key.tenant, self._judge, key.tenant, parts.text, parts.scope, parts.scope_id, vec, self._min_created(), TIERS
         )
         return vec, cands
 
@@ -318,7 +320,7 @@ class EdgeCache:
 
     async def _embed_for_routing(self, key: CacheKey) -> np.ndarray | None:
         text = embedding_text(key.messages, key.prompt, self.settings.semantic_max_chars)
-        return await self._embedder().embed(text) if text else None
+        return await self._embedder().embed(text, key.tenant) if text else None
 
     def _semantic_ok(self, text: str) -> bool:
         return self.settings.semantic and bool(text) and len(text) <= self.settings.semantic_max_chars

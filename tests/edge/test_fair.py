@@ -5,12 +5,16 @@ its share while another key is admitted."""
 from __future__ import annotations
 
 import asyncio
+import threading
 from dataclasses import dataclass
 
 import pytest
 
 from edge import EdgeSaturatedError, EdgeSettings, LlamaEngine
-from edge._fair import Demand, FairQueue, KeyView, Promises, active_keys, keep_slots, prefill_shares, share
+from edge._fair import (
+    Demand, FairQueue, FairRunner, KeyView, Promises, active_keys, keep_slots, preempt_from, prefill_shares, round_robin,
+    share,
+)
 from edge._scheduler import Scheduler
 from edge._sequence import Job
 from models import EDGE_DEFAULT, GenerationRequest, SamplingParams, collect, default_models_dir, resolve
@@ -247,3 +251,74 @@ def test_one_keys_stream_of_short_prompts_does_not_starve_another_keys_long_prom
     finally:
         scheduler.stop(5)
         loop.close()
+
+
+def test_a_batch_is_filled_one_key_at_a_time_in_turn() -> None:
+    items = [("a", 1), ("a", 2), ("a", 3), ("a", 4), ("b", 1), ("a", 5), ("c", 1), ("c", 2)]
+    batch, rest = round_robin(items, lambda x: x[0], 4)
+    assert batch == [("a", 1), ("a", 2), ("b", 1), ("c", 1)]  # in arrival order
+    assert rest == [("a", 3), ("a", 4), ("a", 5), ("c", 2)]
+    assert round_robin(items[:3], lambda x: x[0], 8) == (items[:3], [])
+    assert round_robin([], lambda x: x[0], 8) == ([], [])
+
+
+async def test_the_runner_takes_calls_in_turn_across_keys_and_skips_those_whose_caller_left() -> None:
+    runner = FairRunner("test-runner")
+    order: list[str] = []
+    gate = threading.Event()
+    try:
+        first = asyncio.ensure_future(runner.run("a", lambda: (gate.wait(5), order.append("a0"))))
+        await asyncio.sleep(0.05)  # a0 holds the thread; the rest queue behind it
+        calls = [asyncio.ensure_future(runner.run("a", order.append, f"a{i}")) for i in range(1, 4)]
+        gone = asyncio.ensure_future(runner.run("c", order.append, "c0"))
+        calls.append(asyncio.ensure_future(runner.run("b", order.append, "b0")))
+        await asyncio.sleep(0.05)
+        gone.cancel()
+        gate.set()
+        await asyncio.gather(first, *calls)
+        assert order == ["a0", "b0", "a1", "a2", "a3"]  # b's one call waited for one of a's, not three
+        with pytest.raises(ZeroDivisionError):
+            await runner.run("a", lambda: 1 / 0)
+    finally:
+        gate.set()
+        runner.shutdown()
+    with pytest.raises(RuntimeError):
+        await runner.run("a", order.append, "late")
+
+
+def test_a_slot_is_preempted_only_for_a_key_below_its_part_from_the_key_furthest_above_its_own() -> None:
+    assert preempt_from("b", {"a": 8}, 8, 2) == "a"
+    assert preempt_from("b", {"a": 5, "b": 3}, 8, 2) == "a"
+    assert preempt_from("b", {"a": 4, "b": 4}, 8, 2) is None  # b holds its part
+    assert preempt_from("c", {"a": 5, "b": 3}, 8, 3) == "a"  # parts of 2: a is furthest above
+    assert preempt_from("c", {"a": 2, "b": 2, "c": 1}, 5, 3) is None
+    assert preempt_from("b", {"a": 2, "b": 1}, 3, 2) is None  # b holds its part of 1, a the odd slot too
+    assert preempt_from("a", {"a": 8}, 8, 1) is None  # alone
+    assert preempt_from("b", {"a": 1}, 1, 2) is None  # one slot, two keys: no part to take
+
+
+def sampled(text: str, key: str, max_tokens: int) -> GenerationRequest:
+    params = SamplingParams(max_tokens=max_tokens, temperature=0.8, seed=7)
+    return GenerationRequest(params=params, messages=({"role": "user", "content": text},), fair_key=key)
+
+
+@pytest.mark.slow
+async def test_a_key_with_no_slot_preempts_a_burst_that_took_them_all_and_the_burst_resumes_unchanged() -> None:
+    spec = resolve(EDGE_DEFAULT, default_models_dir())
+    engine = LlamaEngine(spec, EdgeSettings(n_ctx=512, slots=2, max_queue=8))
+    try:
+        reqs = [chat("Write a long story about a ship.", "a", 48), sampled("Write a poem about a dragon.", "a", 48)]
+        expected = [await collect(engine.stream(r)) for r in reqs]  # one at a time, nothing preempted
+        assert engine.stats().preempted == 0
+        streams = [engine.stream(r) for r in reqs]
+        firsts = [await anext(s) for s in streams]  # both answering: a holds every slot
+        b = await asyncio.wait_for(collect(engine.stream(chat("What is two plus two?", "b", 4))), 60)
+        assert b.finish_reason in ("stop", "length") and b.text
+        rest = [await collect(s) for s in streams]
+        assert engine.stats().preempted == 1  # one of a's answers gave b its slot
+        # ... and went on where it stopped: the same text, token for token, sampled one included
+        assert [f.text + r.text for f, r in zip(firsts, rest, strict=True)] == [e.text for e in expected]
+        assert [r.usage for r in rest] == [e.usage for e in expected]
+        assert engine.stats().running == 0
+    finally:
+        await engine.aclose()
