@@ -11,7 +11,7 @@ import asyncio
 import logging
 import threading
 import weakref
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
@@ -124,11 +124,24 @@ class Embedder:
         run it has seen, so without a bound a batch of 32 long prompts grew the node by ~470 MB
         under load. Sorting by length also pads less.
         """
-        if not texts:
-            return np.zeros((0, DIM), dtype=np.float32)
-        encodings = self._tokenizer.encode_batch([t if t else " " for t in texts])
-        order = sorted(range(len(texts)), key=lambda i: len(encodings[i].ids))
         out = np.empty((len(texts), DIM), dtype=np.float32)
+
+        def keep(rows: list[int], vecs: np.ndarray) -> None:
+            out[rows] = vecs
+
+        self.embed_runs(texts, keep)
+        return out
+
+    def embed_runs(self, texts: Sequence[str], done: Callable[[list[int], np.ndarray], None]) -> None:
+        """:meth:`embed_batch` one model run at a time, shortest texts first: ``done(rows, vecs)``
+        after each run, so the texts of a short run need not wait for the long ones."""
+        if not texts:
+            return
+        with self._lock:  # counted first: the callers are answered before this returns
+            self.runs += 1
+            self.texts += len(texts)
+        encodings = self._tokenizer.encode_batch([t if t else " " for t in texts])
+        order = sorted(range(len(texts)), key=lambda i: _length(encodings[i]))  # ids are padded
         start = 0
         while start < len(order):
             stop = start + 1
@@ -136,12 +149,8 @@ class Embedder:
             while stop < len(order) and (stop - start + 1) * _length(encodings[order[stop]]) ** 2 <= _RUN_BUDGET:
                 stop += 1
             rows = order[start:stop]
-            out[rows] = self._run([encodings[i] for i in rows])
+            done(rows, self._run([encodings[i] for i in rows]))
             start = stop
-        with self._lock:
-            self.runs += 1
-            self.texts += len(texts)
-        return out
 
     def warm(self) -> None:
         """Run the largest shape a run may have, so the node's footprint is its steady one from
@@ -238,20 +247,29 @@ class _Batcher:
         # other key waits (a tenant's hundred texts kept another's one waiting seconds).
         batch, self._pending = round_robin(self._pending, lambda p: p.key, self._embedder.max_batch)
         self._busy = True
+
+        def ran(rows: list[int], vecs: np.ndarray) -> None:  # on the executor's thread
+            self._loop.call_soon_threadsafe(self._settle, batch, rows, vecs)
+
         run = self._loop.run_in_executor(
-            self._embedder._executor, self._embedder.embed_batch, [p.text for p in batch]
+            self._embedder._executor, self._embedder.embed_runs, [p.text for p in batch], ran
         )
         run.add_done_callback(lambda done: self._finish(batch, done))
 
+    @staticmethod
+    def _settle(batch: list[_Text], rows: list[int], vecs: np.ndarray) -> None:
+        # Each model run's texts are answered as it ends: a short question in a batch with long
+        # prompts waits for its own run, not the batch (2.5 s under a tenant's burst).
+        for row, vec in zip(rows, vecs, strict=True):
+            if not batch[row].future.done():
+                batch[row].future.set_result(vec)
+
     def _finish(self, batch: list[_Text], done: asyncio.Future[Any]) -> None:
+        # Runs on the loop after every ``_settle`` of the batch (call_soon_threadsafe keeps order).
         self._busy = False
         exc = done.exception() if not done.cancelled() else EmbedderError("the embedding run was cancelled")
-        for i, fut in enumerate(p.future for p in batch):
-            if fut.done():
-                continue
-            if exc is not None:
-                fut.set_exception(exc)
-            else:
-                fut.set_result(done.result()[i])
+        for fut in (p.future for p in batch):
+            if not fut.done():
+                fut.set_exception(exc or EmbedderError("the embedding run gave no vector"))
         if self._pending:
             self._flush()

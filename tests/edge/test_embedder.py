@@ -65,6 +65,39 @@ async def test_batches_are_bounded_by_max_batch() -> None:
         emb.close()
 
 
+async def test_a_key_with_one_text_is_not_kept_behind_another_keys_many() -> None:
+    emb = Embedder.load()
+    emb.window_s, emb.max_batch = 0.05, 2
+    order: list[str] = []
+
+    async def one(name: str, key: str) -> None:
+        await emb.embed(f"question {name}", key)
+        order.append(name)
+
+    try:
+        await asyncio.gather(*(one(f"a{i}", "a") for i in range(5)), one("b0", "b"))
+        # a0 and a1 filled a batch at once; the rest waited for it and were then taken in turn
+        # across keys: b's text rides in the second batch, not the third (first come, first served)
+        assert [sorted(order[:2]), sorted(order[2:4]), sorted(order[4:])] == [["a0", "a1"], ["a2", "b0"], ["a3", "a4"]]
+    finally:
+        emb.close()
+
+
+def test_texts_are_answered_run_by_run_shortest_first(embedder: Embedder) -> None:  # noqa: F811
+    long = " ".join(["word"] * 300)  # truncated to the model's 256 tokens: 8 fit one run
+    texts = [long + f" {i}" for i in range(9)] + ["a short question?"]
+    runs: list[list[int]] = []
+    vecs = np.empty((len(texts), 384), dtype=np.float32)
+
+    def done(rows: list[int], out: np.ndarray) -> None:
+        runs.append(rows)
+        vecs[rows] = out
+
+    embedder.embed_runs(texts, done)
+    assert runs == [[9, 0, 1, 2, 3, 4, 5, 6], [7, 8]]  # the short one in the first run
+    np.testing.assert_allclose(vecs, embedder.embed_batch(texts), atol=1e-5)
+
+
 def test_a_missing_or_corrupt_model_is_an_embedder_error(tmp_path: Path) -> None:
     bad = tmp_path / "model.onnx"
     bad.write_bytes(b"not an onnx file")
