@@ -259,19 +259,17 @@ class Scheduler:
         budget = start = min(self._settings.prefill_chunk, batch.capacity - batch.n)
         # Fair across keys, shortest prompt first within a key: a stream of one tenant's short
         # prompts cannot starve another tenant's long one.
-        prefilling = sorted((s for s in self._slots if s.prefilling), key=lambda s: len(s.pending))
-        pending: dict[str, int] = {}
-        for slot in prefilling:
-            key = slot.job.key if slot.job is not None else ""
-            pending[key] = pending.get(key, 0) + len(slot.pending)
-        shares = prefill_shares(pending, budget)
-        for slot in prefilling:
-            key = slot.job.key if slot.job is not None else ""
-            if budget <= 0:
-                break
-            if shares[key] <= 0:
+        prefilling = sorted(
+            ((s, s.job.key) for s in self._slots if s.job is not None and s.pending), key=lambda p: len(p[0].pending)
+        )
+        pending: collections.Counter[str] = collections.Counter()
+        for slot, key in prefilling:
+            pending[key] += len(slot.pending)
+        shares = prefill_shares(pending, budget)  # they add up to at most the budget
+        for slot, key in prefilling:
+            take = slot.pending[: shares[key]]
+            if not take:
                 continue
-            take = slot.pending[: min(budget, shares[key])]
             shares[key] -= len(take)
             del slot.pending[: len(take)]
             budget -= len(take)

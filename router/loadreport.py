@@ -42,7 +42,7 @@ def _block(results: list[Result], wall_s: float) -> dict[str, Any]:
         # Cache hits of any kind, by the latency of the attempt that was answered.
         "cache_hit_latency_ms": percentiles(hits),
         "kinds": dict(Counter(r.kind for r in results)),
-        # Where a tail comes from: long prompts wait for their prefill, short ones for a slot.
+        # Which kind of request a tail belongs to (long prompts, short questions, long answers).
         "ttft_by_kind_ms": {
             kind: percentiles([r.ttft_s * 1000 for r in ok if r.kind == kind and r.ttft_s is not None])
             for kind in sorted({r.kind for r in ok})
