@@ -37,8 +37,8 @@ def fuzz_node(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
         cloud={"local_member": False},
         cache={"enabled": False},
         # A request without max_tokens gets 2, not 256: schemathesis's "invalid" cases include
-        # valid ones ({"prompt": ""}), and each took ~5 s of generation (a fresh install's
-        # hypothesis made the run ~60 min instead of ~1).
+        # valid ones ({"prompt": ""}), and each took ~5 s of generation (on stop 18's fresh
+        # install the run took ~60 min instead of ~1; which package changed was not pinned down).
         edge={"max_queue": 64, "default_max_tokens": 2},
     )
     with serve_app(create_app(node_settings)) as base:
