@@ -101,7 +101,9 @@ class CacheSettings(BaseModel):
     embed_window_ms: float = Field(
         0.0, ge=0.0, le=50.0, description="micro-batching wait window (0: one event-loop turn)"
     )
-    embed_max_batch: int = Field(32, ge=1, le=512)
+    embed_max_batch: int = Field(
+        32, ge=1, le=512, description="texts one model run is picked from, in turns across tenants"
+    )
     embed_int8: bool = Field(True, description="the INT8-quantized ONNX model (else fp32 ONNX)")
     embed_device: Literal["cpu", "cuda"] = "cpu"
 

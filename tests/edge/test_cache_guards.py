@@ -19,7 +19,7 @@ CASES = [
     ("Why is the sky blue?", "Why is the sky not blue?", "negation", "Why is the sky so blue?"),
     ("How many legs do 3 spiders have?", "How many legs do 4 spiders have?", "number",
      "How many legs do three spiders have?"),
-    ("How do I use pivot tables in Excel?", "How do I use pivot tables in LibreOffice?", "entity",
+    ("How do I use pivot tables in Excel?", "How do I use pivot tables in Google Sheets?", "entity",
      "How can I use pivot tables in Excel?"),
     ("How do I convert Celsius to Fahrenheit?", "How do I convert Fahrenheit to Celsius?", "order",
      "How can I convert Celsius to Fahrenheit?"),

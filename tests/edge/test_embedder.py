@@ -10,6 +10,7 @@ import pytest
 from cache_helpers import embedder  # noqa: F401  (module-scoped fixture)
 
 from edge import Embedder, EmbedderError
+from edge.embedder import MAX_SKIPS, _Text, pick_run
 
 
 def test_embed_batch_gives_unit_float32_rows(embedder: Embedder) -> None:  # noqa: F811
@@ -96,6 +97,60 @@ def test_texts_are_answered_run_by_run_shortest_first(embedder: Embedder) -> Non
     embedder.embed_runs(texts, done)
     assert runs == [[9, 0, 1, 2, 3, 4, 5, 6], [7, 8]]  # the short one in the first run
     np.testing.assert_allclose(vecs, embedder.embed_batch(texts), atol=1e-5)
+
+
+async def _texts(*specs: tuple[str, str, int]) -> list[_Text]:
+    loop = asyncio.get_running_loop()
+    return [_Text(name + " " + "x" * chars, key, loop.create_future()) for name, key, chars in specs]
+
+
+async def test_the_next_run_is_the_shortest_texts_within_the_token_budget() -> None:
+    long, s1, s2, s3 = await _texts(("long", "a", 2000), ("s1", "a", 40), ("s2", "a", 40), ("s3", "a", 400))
+    assert (long.tokens, s1.tokens, s3.tokens) == (256, 12, 102)
+    run = pick_run([long, s1, s2, s3], max_batch=32, budget=220)
+    assert run == [s1, s2]  # s3 would make 3 x 103 > 220
+    assert (long.skipped, s1.skipped, s2.skipped, s3.skipped) == (1, 0, 0, 1)
+
+
+async def test_a_text_passed_over_enough_times_goes_first() -> None:
+    (long,) = await _texts(("long", "a", 2000))
+    pending = [long]
+    for i in range(MAX_SKIPS):
+        pending += await _texts((f"q{i}", "a", 40))
+        run = pick_run(pending, max_batch=32, budget=300)
+        assert run == pending[1:]  # shorter ones still go first
+        pending = [long]
+    pending += await _texts(("late", "a", 40))
+    assert pick_run(pending, max_batch=32, budget=300) == [long]  # 2 x 256 > 300
+
+
+async def test_the_next_run_is_picked_in_turns_across_keys() -> None:
+    a = await _texts(*((f"a{i}", "a", 40) for i in range(6)))
+    (b,) = await _texts(("b", "b", 200))
+    run = pick_run([*a, b], max_batch=4)  # a0, b, a1, a2 are the candidates
+    assert run == [a[0], a[1], a[2], b]
+
+
+async def test_a_question_is_answered_before_long_prompts_queued_with_it() -> None:
+    emb = Embedder.load()
+    emb.window_s = 0.05
+    order: list[str] = []
+    texts = {f"long{i}": " ".join(["word"] * 300) + f" {i}" for i in range(6)} | {"short": "a short question?"}
+
+    async def one(name: str) -> np.ndarray:
+        vec = await emb.embed(texts[name])
+        order.append(name)
+        return vec
+
+    try:
+        before = emb.runs
+        vecs = await asyncio.gather(*(one(name) for name in texts))
+        assert order[0] == "short"
+        assert emb.runs - before == 7  # the question, then each long prompt alone (256 tokens each)
+        alone = np.stack([emb.embed_batch([text])[0] for text in texts.values()])
+        np.testing.assert_allclose(np.stack(vecs), alone, atol=1e-5)  # each ran alone
+    finally:
+        emb.close()
 
 
 def test_a_missing_or_corrupt_model_is_an_embedder_error(tmp_path: Path) -> None:
