@@ -113,24 +113,36 @@ async def _respond(
     routed = await pipeline.run(node, gen, ctx, routing)
     drain: Drain | None = request.app.state.get("drain")
 
+    # A cache hit is in memory: its events go out in one write. One write per word cost the node
+    # ~8 ms for a 256-token answer on an idle box, and a hit's latency under load was mostly that.
+    whole = routed.routing.cache_hit is not None
+
     async def events() -> AsyncIterator[bytes]:
-        yield writer.opening()
+        out = [writer.opening()]
         chunks = routed.chunks()
         try:
             async for chunk in chunks:
+                ended = True
                 if chunk.text:
-                    yield writer.text(chunk.text)
+                    out.append(writer.text(chunk.text))
                 if chunk.finish_reason is not None:
-                    yield writer.finish(chunk.finish_reason, chunk.usage or Usage(0, 0))
-                    return
-                if drain is not None and drain.aborting:
+                    out.append(writer.finish(chunk.finish_reason, chunk.usage or Usage(0, 0)))
+                elif drain is not None and drain.aborting:
                     # The drain deadline passed: end the stream cleanly rather than cut it.
-                    yield writer.error("the node is shutting down", "server_error", "shutting_down")
+                    out.append(writer.error("the node is shutting down", "server_error", "shutting_down"))
+                else:
+                    ended = False
+                if ended or not whole:
+                    yield b"".join(out)
+                    out = []
+                if ended:
                     return
         except Exception as exc:  # noqa: BLE001 - headers are sent; the stream must end cleanly
-            yield writer.error(f"generation failed: {exc}")
+            out.append(writer.error(f"generation failed: {exc}"))
         finally:
             await chunks.aclose()  # stops the engine when the stream ends early
+        if out:
+            yield b"".join(out)
 
     headers = {**routing.headers(), REQUEST_ID_HEADER: rid, "cache-control": "no-cache", "x-accel-buffering": "no"}
     return Stream(events(), media_type="text/event-stream", headers=headers)

@@ -3,7 +3,10 @@
 from __future__ import annotations
 
 import asyncio
+import json
+import socket
 import time
+from urllib.parse import urlsplit
 
 import httpx
 import openai
@@ -163,6 +166,46 @@ def test_repeated_deterministic_request_is_a_cache_hit_per_tenant(node_url: str)
     opted_out = httpx.post(node_url + "/v1/chat/completions", json={**body, "cache": False},
                            headers={"x-edgeroute-tenant": "a"}, timeout=60)
     assert opted_out.headers["x-edgeroute-route"] == "edge"
+
+
+def _streamed_writes(node_url: str, body: dict[str, object]) -> tuple[bytes, list[bytes]]:
+    """The response head and the body's HTTP/1.1 chunks: the server sends one per write."""
+    url = urlsplit(node_url)
+    payload = json.dumps(body).encode()
+    with socket.create_connection((url.hostname, url.port), timeout=120) as sock:
+        sock.sendall(b"POST /v1/chat/completions HTTP/1.1\r\nhost: node\r\ncontent-type: application/json\r\n"
+                     b"x-edgeroute-tenant: one-write\r\nconnection: close\r\n"
+                     b"content-length: %d\r\n\r\n" % len(payload) + payload)
+        raw = b""
+        while data := sock.recv(65536):
+            raw += data
+    head, _, rest = raw.partition(b"\r\n\r\n")
+    assert b"transfer-encoding: chunked" in head.lower()
+    writes: list[bytes] = []
+    while True:
+        size_line, _, rest = rest.partition(b"\r\n")
+        if (size := int(size_line, 16)) == 0:
+            return head, writes
+        writes.append(rest[:size])
+        rest = rest[size + 2:]
+
+
+def _streamed_text(writes: list[bytes]) -> str:
+    events = [line[6:] for line in b"".join(writes).decode().splitlines() if line.startswith("data: ")]
+    assert events[-1] == "[DONE]"
+    return "".join(c["delta"].get("content") or "" for e in events[:-1] for c in json.loads(e)["choices"])
+
+
+def test_a_streamed_cache_hit_goes_out_in_one_write(node_url: str) -> None:
+    body = {"messages": [{"role": "user", "content": "Name three colours of the rainbow."}], "temperature": 0,
+            "max_tokens": 24, "stream": True}
+    head, made = _streamed_writes(node_url, body)
+    assert b"x-edgeroute-route: edge" in head.lower() and len(made) > 3  # a generation: a write per piece
+    head, hit = _streamed_writes(node_url, body)
+    assert b"x-edgeroute-route: cache-exact" in head.lower()
+    assert len(hit) == 1  # one write per word cost ~8 ms for a 256-token answer
+    assert _streamed_text(hit) == _streamed_text(made) != ""
+    assert b"".join(hit).count(b"data: ") > 3  # the same word-sized events, in one write
 
 
 def test_a_semantic_hit_carries_the_verifier_probability(node_url: str) -> None:
