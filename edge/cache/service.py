@@ -266,23 +266,19 @@ class EdgeCache:
         found = self.db.search(
             tenant, scope, scope_id, vec, nprobe=s.nprobe, probe_k=s.probe_k, min_created=min_created, tiers=tiers
         )
-        judged: list[Candidate] = []
-        for entry, _, sim in found[: s.candidates]:
-            if sim < s.similarity_floor:
-                break  # nearest first
-            refusal = guards.check(text, entry.prompt_text) if s.guards else None
-            prob: float | None = None
-            if refusal is None and self.verifier is not None and s.verifier:
-                # One pair per model run, nearest first, until one is accepted: a hit is most often
-                # the nearest (one pair scored, not three: about half a hit's time here), and a
-                # pair's score no longer moves with the other candidates of its run (INT8
-                # activations are scaled per run).
-                prob = float(self.verifier.probabilities(text, [entry.prompt_text], [sim])[0])
-                refusal = "verifier" if prob < self.threshold else None
-            judged.append(Candidate(entry, sim, refusal, prob))
-            if refusal is None:
-                break  # served: the farther ones are not judged
-        return judged
+        near = [(entry, sim) for entry, _, sim in found[: s.candidates] if sim >= s.similarity_floor]
+        refusals = [guards.check(text, e.prompt_text) if s.guards else None for e, _ in near]
+        probs: list[float | None] = [None] * len(near)
+        ask = [i for i, r in enumerate(refusals) if r is None]
+        if ask and self.verifier is not None and s.verifier:
+            # One batched model run for every candidate the guards let through.
+            scored = self.verifier.probabilities(
+                text, [near[i][0].prompt_text for i in ask], [near[i][1] for i in ask]
+            )
+            for i, p in zip(ask, scored, strict=True):
+                probs[i] = float(p)
+                refusals[i] = "verifier" if p < self.threshold else None
+        return [Candidate(e, sim, r, p) for (e, sim), r, p in zip(near, refusals, probs, strict=True)]
 
     def _threshold(self) -> float:
         """The verifier threshold: explicit, or the one meeting ``max_wrong_rate`` on the calibration replay."""
