@@ -95,3 +95,33 @@ def test_no_prompt_of_the_shipped_set_looks_private() -> None:
     from router.policy.dataset import load_prompts
 
     assert [p.text for p in load_prompts() if DETECT.detect(p.text)] == []
+
+
+@pytest.mark.parametrize("offset", [-40, -20, -10, -5, -1, 0, 1, 5])
+@pytest.mark.parametrize(
+    ("secret", "rule"),
+    [("jane.doe@example.com", "email"), ("4111 1111 1111 1111", "card"), ("(415) 555-0132", "phone")],
+)
+def test_a_match_across_a_search_window_boundary_is_found(secret: str, rule: str, offset: int) -> None:
+    from router.policy.privacy import _WINDOW
+
+    # A long prompt is searched a window at a time; the secret straddles (or touches) the first
+    # window's end, and the second window's start.
+    for edge in (_WINDOW, 2 * _WINDOW):
+        lead = edge + offset
+        text = "word " * (lead // 5) + "x" * (lead % 5)
+        text = text[:-1] + " " + secret + " and " + "more words " * 3000
+        assert DETECT.detect(text) == rule, (edge, offset)
+
+
+def test_a_card_number_cut_by_a_window_end_is_not_taken_for_its_prefix() -> None:
+    from router.policy.privacy import _OVERLAP, _WINDOW
+
+    # 4111 1111 1111 9123 fails the Luhn check; its first 13 digits (4111111111119) pass it.
+    # Placed so the first window's end cuts it right after those 13 digits: only the whole
+    # number may decide.
+    number = "4111 1111 1111 9123"
+    start = _WINDOW + _OVERLAP - len("4111 1111 1111 9")
+    text = "a" * (start - 1) + " " + number + " " + "b " * 5000
+    assert DETECT.detect(text) is None
+    assert DETECT.detect(text.replace(number, "4111 1111 1111 1111")) == "card"
