@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import re
+import time
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
@@ -29,11 +30,14 @@ class _Compiled:
     luhn: bool
 
     def matches(self, text: str) -> bool:
-        # Searched a window at a time: ``re`` holds the GIL for a whole search, so one search of a
-        # prompt of 2,000 messages (800,000 characters) on a worker thread still held the event
-        # loop ~100-200 ms. Windows overlap by _OVERLAP: any match that long or shorter lies
-        # whole in one of them.
+        # Searched a window at a time, handing the GIL over between windows: ``re`` holds it for a
+        # whole search, and a waiting thread gets it back only after a 5 ms switch interval, so
+        # one search of a prompt of 2,000 messages (800,000 characters) on a worker thread held
+        # the event loop ~100-200 ms. Windows overlap by _OVERLAP: any match that long or
+        # shorter lies whole in one of them.
         for start in range(0, len(text) or 1, _WINDOW):
+            if start:
+                time.sleep(0)  # releases the GIL: the event loop runs now if it waits for it
             end = min(len(text), start + _WINDOW + _OVERLAP)
             for m in self.regex.finditer(text, start, end):
                 if m.end() == end < len(text):
