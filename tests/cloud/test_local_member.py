@@ -69,12 +69,18 @@ def test_kill_takes_the_whole_process_group(tmp_path: Path) -> None:
 def test_a_member_exits_when_its_parent_dies(tmp_path: Path) -> None:
     """The lifeline of every rank and of the local member: no orphan survives its parent."""
     pidfile = tmp_path / "child.pid"
+    # The child announces itself only once it watches its parent: killing the parent before
+    # that (a fixed sleep was the wait, and the import took longer on a slow VM) left it
+    # watching its new parent, init, for ever.
+    child_code = (
+        "import os, time\nfrom cloud.member.ranks import exit_with_parent\n"
+        "exit_with_parent(os.getppid())\n"
+        f"open({str(pidfile) + '.tmp'!r}, 'w').write(str(os.getpid()))\n"
+        f"os.replace({str(pidfile) + '.tmp'!r}, {str(pidfile)!r})\ntime.sleep(300)"
+    )
     middle = textwrap.dedent(f"""
-        import os, subprocess, sys, time
-        child = subprocess.Popen([sys.executable, "-c",
-            "import os, time\\nfrom cloud.member.ranks import exit_with_parent\\n"
-            "exit_with_parent(os.getppid())\\ntime.sleep(300)"])
-        open({str(pidfile)!r}, "w").write(str(child.pid))
+        import subprocess, sys, time
+        subprocess.Popen([sys.executable, "-c", {child_code!r}])
         time.sleep(300)
     """)
     proc = subprocess.Popen(
@@ -86,7 +92,6 @@ def test_a_member_exits_when_its_parent_dies(tmp_path: Path) -> None:
             assert time.monotonic() < deadline and proc.poll() is None
             time.sleep(0.05)
         child = int(pidfile.read_text())
-        time.sleep(0.5)  # the child's watch thread is running by now (it polls every 0.25 s)
         assert _alive(child)
         proc.send_signal(signal.SIGKILL)
         proc.wait()
