@@ -108,7 +108,7 @@ async def test_the_next_run_is_the_shortest_texts_within_the_token_budget() -> N
     long, s1, s2, s3 = await _texts(("long", "a", 2000), ("s1", "a", 40), ("s2", "a", 40), ("s3", "a", 400))
     assert (long.tokens, s1.tokens, s3.tokens) == (256, 12, 102)
     run = pick_run([long, s1, s2, s3], max_batch=32, budget=220)
-    assert run == [s1, s2]  # s3 would make 3 x 103 > 220
+    assert run == [s1, s2]  # s3 would make 3 x 102 > 220
     assert (long.skipped, s1.skipped, s2.skipped, s3.skipped) == (1, 0, 0, 1)
 
 

@@ -103,11 +103,12 @@ def test_no_prompt_of_the_shipped_set_looks_private() -> None:
     [("jane.doe@example.com", "email"), ("4111 1111 1111 1111", "card"), ("(415) 555-0132", "phone")],
 )
 def test_a_match_across_a_search_window_boundary_is_found(secret: str, rule: str, offset: int) -> None:
-    from router.policy.privacy import _WINDOW
+    from router.policy.privacy import _OVERLAP, _WINDOW
 
-    # A long prompt is searched a window at a time; the secret straddles (or touches) the first
-    # window's end, and the second window's start.
-    for edge in (_WINDOW, 2 * _WINDOW):
+    # A long prompt is searched in windows [k W, (k + 1) W + overlap); the secret straddles (or
+    # touches) a window's end (cut there: the next window must find it whole) or the next
+    # window's start (found whole in the earlier window).
+    for edge in (_WINDOW, _WINDOW + _OVERLAP, 2 * _WINDOW, 2 * _WINDOW + _OVERLAP):
         lead = edge + offset
         text = "word " * (lead // 5) + "x" * (lead % 5)
         text = text[:-1] + " " + secret + " and " + "more words " * 3000
