@@ -57,7 +57,10 @@ def create_api_app(settings: Settings, *, plugins: Sequence[PluginProtocol] = ()
     async def lifespan(app: Litestar) -> AsyncIterator[None]:
         async with open_node(settings) as node:
             app.state.node = node
-            yield
+            # Everything loaded by now lives as long as the node: frozen, a full collection no
+            # longer walks it (router.telemetry.gcwatch).
+            with node.telemetry.watch_gc(freeze=settings.server.gc_freeze):
+                yield
 
     drain = Drain()  # read by the server on SIGTERM (router.server)
     admission = AdmissionMiddleware(

@@ -41,6 +41,7 @@ from httpx_sse import aconnect_sse
 
 from .loadprobe import prime, probe, read_rss_mb
 from .loadreport import percentiles, summarize, table
+from .telemetry import GcWatch
 
 __all__ = [
     "Job", "LoadConfig", "Result", "Tenant", "check_loopback", "one_request", "retry_delay_s", "run_load",
@@ -359,6 +360,11 @@ async def run_load(cfg: LoadConfig) -> dict[str, Any]:
 
     sampler = asyncio.ensure_future(sample_rss())
     probes = _start_probes(cfg, groups) if cfg.probe else {}
+    # The generator times its own clients, so its collector's pauses would show as the node's
+    # latency: its start-up heap is frozen and every pause is reported beside the results.
+    pauses: list[float] = []
+    watch = GcWatch(lambda _generation, seconds: pauses.append(seconds))
+    watch.start(freeze=True)
     t0 = time.perf_counter()
     try:
         if cfg.scenario == "short-behind-long":
@@ -368,6 +374,7 @@ async def run_load(cfg: LoadConfig) -> dict[str, Any]:
         probed = {label: await asyncio.wrap_future(f) for label, f in probes.items()}
     finally:
         sampler.cancel()
+        watch.close()
     wall = time.perf_counter() - t0
     if cfg.rss_pid is not None and (last := read_rss_mb(cfg.rss_pid)) is not None:
         rss.append(last)
@@ -376,6 +383,8 @@ async def run_load(cfg: LoadConfig) -> dict[str, Any]:
         summary["probe"] = {
             label: {"hit_latency_ms": percentiles(p["hits_ms"]), "other": p["other"]} for label, p in probed.items()
         }
+    summary["generator_gc"] = {"collections": len(pauses), "max_ms": round(max(pauses, default=0.0) * 1000, 1),
+                               "total_ms": round(sum(pauses) * 1000, 1)}
     if cfg.scenario == "short-behind-long":
         summary["short_ttft_ms"] = percentiles([t * 1000 for t in short_ttfts])
     return summary

@@ -121,6 +121,10 @@ def table(summary: dict[str, Any]) -> str:
         other = ", ".join(f"{k} x{v}" for k, v in sorted(row["other"].items())) or "none"
         lines.append(f"probe {label} (one client, own process): cache hits p50/p95/p99 ms {_fmt(hits)} "
                      f"(n={hits['n']}); not hits: {other}")
+    if "generator_gc" in summary:
+        g = summary["generator_gc"]
+        lines.append(f"generator GC: {g['collections']} collections, max {g['max_ms']:.1f} ms, "
+                     f"total {g['total_ms']:.0f} ms")
     if "rss_mb" in summary:
         rss = summary["rss_mb"]
         lines.append(f"node RSS: {rss['start']:.0f} -> {rss['end']:.0f} MB (max {rss['max']:.0f}, "

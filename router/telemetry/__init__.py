@@ -6,6 +6,7 @@ from .config import DashboardSettings, PriceSettings, TelemetrySettings
 from .errors import InvalidEventError, SubscriptionClosedError, TelemetryError
 from .events import ROUTES, DecisionEvent, Trace
 from .facade import Telemetry
+from .gcwatch import GcWatch
 from .http import metrics_handler, telemetry_of
 from .sources import EdgeLoadView, MemberStatusLike, PoolView
 from .store import read_decisions
@@ -17,6 +18,7 @@ __all__ = [
     "DecisionEvent",
     "EdgeLoadView",
     "EventBus",
+    "GcWatch",
     "InvalidEventError",
     "MemberStatusLike",
     "Percentiles",

@@ -13,6 +13,7 @@ from .aggregate import Aggregator, Snapshot
 from .bus import EventBus, Subscription
 from .config import TelemetrySettings
 from .events import DecisionEvent
+from .gcwatch import GcWatch
 from .metrics import Metrics
 from .sources import EdgeLoadView, PoolView
 from .store import DecisionStore, find_decision
@@ -57,6 +58,13 @@ class Telemetry:
         if self.store is not None:
             self.store.put(event)
         self.bus.publish(event)
+
+    def watch_gc(self, *, freeze: bool) -> GcWatch:
+        """Time the collector's pauses into /metrics (``edgeroute_gc_pause_seconds``); with
+        ``freeze``, the heap as it is now is left out of every later collection. Close it to undo."""
+        watch = GcWatch(lambda generation, seconds: self.metrics.gc_pause.labels(str(generation)).observe(seconds))
+        watch.start(freeze=freeze)
+        return watch
 
     def pool_event(self, kind: str, member: str | None) -> None:
         """Count one cloud pool outcome (``member`` is None for pool-wide ones such as unavailable)."""

@@ -34,6 +34,7 @@ LATENCY_BUCKETS: Final = (
     60.0,
 )
 TTFT_BUCKETS: Final = (0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0)
+GC_BUCKETS: Final = (0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25)
 
 
 class _LiveCollector(Collector):
@@ -150,6 +151,13 @@ class Metrics:
             "Time to first token by route",
             ["route"],
             buckets=TTFT_BUCKETS,
+            registry=r,
+        )
+        self.gc_pause = Histogram(
+            "edgeroute_gc_pause_seconds",
+            "Garbage-collector pauses by generation (every thread waits them out)",
+            ["generation"],
+            buckets=GC_BUCKETS,
             registry=r,
         )
         self.tokens = Counter("edgeroute_tokens", "Tokens by route and kind", ["route", "kind"], registry=r)

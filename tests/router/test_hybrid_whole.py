@@ -3,6 +3,7 @@ whole answer too (seen in the member's own access log), with the same failover b
 
 from __future__ import annotations
 
+import gc
 import socket
 import threading
 from pathlib import Path
@@ -41,6 +42,9 @@ def test_a_non_streamed_request_reaches_the_member_whole_and_a_5xx_moves_to_the_
             scrape = httpx.get(base + "/metrics").text
             assert 'edgeroute_pool_events_total{kind="failure",member="broken"} 1.0' in scrape
             assert 'edgeroute_pool_events_total{kind="success",member="good"} 1.0' in scrape
+            # The heap the node started with is frozen out of collections; the pauses are timed.
+            assert gc.get_freeze_count() > 0
+            assert 'edgeroute_gc_pause_seconds_count{generation="0"}' in scrape
             # A streamed client still streams from the member.
             good.script = hy.good_stream("streamed ", "answer")
             _, lines = hy.sse_lines(base, {**body, "stream": True})
@@ -50,6 +54,7 @@ def test_a_non_streamed_request_reaches_the_member_whole_and_a_5xx_moves_to_the_
     finally:
         broken.close()
         good.close()
+    assert gc.get_freeze_count() == 0  # the node's close unfroze it
 
 
 def test_a_member_killed_before_a_whole_request_the_other_member_answers(tmp_path: Path) -> None:

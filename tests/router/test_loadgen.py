@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import gc
 import itertools
 import json
 import os
@@ -83,6 +84,10 @@ async def test_a_short_run_against_the_node(node_url: str) -> None:
     assert (s["requests"], s["errors"], s["route_shares"]) == (4, {}, {"edge": 1.0})
     assert 4 <= s["completion_tokens"] <= 16
     assert s["per_route"]["edge"]["ttft_ms"]["n"] == 4
+    # The generator's own collector pauses are reported, and its heap is unfrozen again after.
+    assert sorted(s["generator_gc"]) == ["collections", "max_ms", "total_ms"]
+    assert "generator GC: " in table(s)
+    assert gc.get_freeze_count() == 0
 
 
 @pytest.mark.slow
