@@ -41,6 +41,7 @@ from httpx_sse import aconnect_sse
 
 from .loadprobe import prime, probe, read_rss_mb
 from .loadreport import percentiles, summarize, table
+from .loadretry import retry_delay_s, should_retry
 from .telemetry import GcWatch
 
 __all__ = [
@@ -120,35 +121,6 @@ class LoadConfig:
         return self.tenants or [Tenant("all", self.api_key, self.clients)]
 
 
-# The OpenAI Python SDK's retry rule (openai._base_client): what it retries, and how long it waits.
-_RETRIED = {408, 409, 429}
-_INITIAL_DELAY_S = 0.5
-_MAX_DELAY_S = 8.0
-
-
-def retry_delay_s(headers: httpx.Headers, retries_done: int, rng: random.Random) -> float:
-    """Seconds to wait before retry number ``retries_done + 1``: the server's ``retry-after-ms`` or
-    ``retry-after`` when it is within (0, 60], else exponential backoff with jitter."""
-    for name, scale in (("retry-after-ms", 0.001), ("retry-after", 1.0)):
-        value = headers.get(name)
-        if value is not None:
-            try:
-                wait = float(value) * scale
-            except ValueError:
-                continue
-            if 0 < wait <= 60:
-                return wait
-    delay = min(_INITIAL_DELAY_S * 2.0**retries_done, _MAX_DELAY_S)
-    return delay * (1 - 0.25 * rng.random())
-
-
-def _should_retry(response: httpx.Response) -> bool:
-    hint = response.headers.get("x-should-retry")
-    if hint in ("true", "false"):
-        return hint == "true"
-    return response.status_code in _RETRIED or response.status_code >= 500
-
-
 def check_loopback(url: str) -> None:
     host = urlsplit(url).hostname or ""
     if host == "localhost":
@@ -225,7 +197,7 @@ async def one_request(
     while True:
         result, response = await _attempt(client, cfg, job)
         result.tenant, result.retries, result.refused = tenant, len(refused), refused
-        if response is None or len(refused) >= cfg.max_retries or not _should_retry(response):
+        if response is None or len(refused) >= cfg.max_retries or not should_retry(response):
             return result
         refused.append(f"http-{response.status_code}")
         await asyncio.sleep(retry_delay_s(response.headers, len(refused) - 1, rng))

@@ -2,8 +2,8 @@
 
 A full (generation 2) collection walks every tracked object and holds the GIL, so the event loop
 and every thread stop for it. After the node has loaded its models, libraries and settings the
-heap holds ~100,000 objects that live as long as the process; walking them cost a full
-collection ~30-100 ms on these 2 cores, which a cache hit that happened to trigger it waited out.
+heap holds ~95,000 objects that live as long as the process; walking them cost a full
+collection 56-103 ms on a busy 2-core VM, which a cache hit that happened to trigger it waited out.
 ``gc.freeze()`` moves them to a permanent generation that collections skip; only what requests
 allocate afterwards is walked.
 """
