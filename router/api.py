@@ -12,12 +12,14 @@ import re
 import time
 import uuid
 from collections.abc import AsyncIterator, Coroutine
-from typing import Any
+from pathlib import Path
+from typing import Annotated, Any
 
 from litestar import Controller, Request, Response, get, post
 from litestar.connection import ASGIConnection
 from litestar.datastructures import State
 from litestar.handlers.base import BaseRouteHandler
+from litestar.params import Parameter
 from litestar.response import Stream
 
 from models import Completion, GenerationRequest, Usage, collect
@@ -216,8 +218,28 @@ class OpenAIController(Controller):
     )
     async def models(self, request: Request[Any, Any, State]) -> dict[str, Any]:
         node: Node = request.app.state.node
-        data = [{"id": m, "object": "model", "created": 0, "owned_by": "edgeroute"} for m in node.model_ids()]
-        return {"object": "list", "data": data}
+        return {"object": "list", "data": [_model_entry(m) for m in node.model_ids()]}
+
+    # ``path``: a cloud model id may hold a slash ("org/model"), which the SDK sends unescaped.
+    # Litestar documents a path parameter as format "uri"; a model id is a plain string.
+    @get(
+        "/models/{model_id:path}",
+        summary="Retrieve one model id",
+        responses=openapi.answers(openapi.ModelEntry, 401, 404, 503),
+    )
+    async def model(
+        self, request: Request[Any, Any, State],
+        model_id: Annotated[Path, Parameter(description="A model id", schema_extra={"format": None})],
+    ) -> dict[str, Any]:
+        node: Node = request.app.state.node
+        wanted = str(model_id).lstrip("/")
+        if wanted not in node.model_ids():
+            raise node.unknown_model(wanted)
+        return _model_entry(wanted)
+
+
+def _model_entry(model_id: str) -> dict[str, Any]:
+    return {"id": model_id, "object": "model", "created": 0, "owned_by": "edgeroute"}
 
 
 @get(

@@ -17,6 +17,7 @@ from edge import EdgeCache, Embedder, LlamaEngine
 from models import resolve
 from models.files import private_dir
 
+from .errors import InvalidRequestError
 from .limits import RateLimiter
 from .policy import ComplexityClassifier, Policy, PrivacyDetector, build_policy, load_classifier
 from .settings import Settings
@@ -57,6 +58,13 @@ class Node:
         """Every value a client may send as ``model``."""
         ids = ["auto", "edge", "cloud", self.edge_model]
         return ids + [m for m in self.cloud_models() if m not in ids]
+
+    def unknown_model(self, model: str) -> InvalidRequestError:
+        """The error (a 404) for a model id this node does not serve; it lists the valid ones."""
+        valid = ", ".join(self.model_ids())
+        return InvalidRequestError(
+            f"the model {model!r} does not exist; valid models: {valid}", param="model", code="model_not_found"
+        )
 
 
 @asynccontextmanager

@@ -22,7 +22,7 @@ import numpy as np
 from edge import CacheError, CacheHit, CacheKey, EdgeSaturatedError, EmbedderError, LlamaEngine, embedding_text
 from models import Chunk, EngineError, GenerationRequest, Usage
 
-from .errors import ClientGoneError, EdgeBusyError, InvalidRequestError, NoCapacityError
+from .errors import ClientGoneError, EdgeBusyError, NoCapacityError
 from .fallback import StreamPlan, plan_for, resilient, start
 from .limits import Reservation
 from .logs import log_request
@@ -251,10 +251,7 @@ def _hint(node: Node, model: str) -> Hint:
         return "edge"
     if model in node.cloud_models():
         return "cloud"
-    valid = ", ".join(node.model_ids())
-    raise InvalidRequestError(
-        f"the model {model!r} does not exist; valid models: {valid}", param="model", code="model_not_found"
-    )
+    raise node.unknown_model(model)
 
 
 def _features(

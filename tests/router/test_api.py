@@ -107,6 +107,22 @@ def test_models_lists_the_aliases(client: openai.OpenAI) -> None:
     assert "smollm2-135m-instruct" in ids
 
 
+def test_models_retrieve_answers_each_listed_id_and_404s_an_unknown_one(client: openai.OpenAI) -> None:
+    for listed in client.models.list():
+        got = client.models.retrieve(listed.id)
+        assert (got.id, got.object, got.owned_by) == (listed.id, "model", "edgeroute")
+    with pytest.raises(openai.NotFoundError) as caught:
+        client.models.retrieve("gpt-17")
+    error = caught.value.body
+    assert isinstance(error, dict)
+    assert (error["code"], error["param"], error["type"]) == ("model_not_found", "model", "invalid_request_error")
+    assert "'gpt-17' does not exist; valid models: auto, edge, cloud" in error["message"]
+    # An id with a slash (as cloud ids such as "org/model" have) is one id, not another route.
+    with pytest.raises(openai.NotFoundError) as caught:
+        client.models.retrieve("org/gpt-17")
+    assert "'org/gpt-17' does not exist" in caught.value.body["message"]  # type: ignore[index]
+
+
 def test_eight_concurrent_requests_are_all_answered_correctly(node_url: str) -> None:
     async def run() -> tuple[list[str], list[str]]:
         aclient = openai.AsyncOpenAI(base_url=node_url + "/v1", api_key="x", max_retries=0, timeout=300)
