@@ -91,6 +91,9 @@ def test_v1_needs_a_key_and_a_tenant_key_reaches_only_its_tenant(node: NodeProce
     for headers in ({}, {"Authorization": "Bearer sk-nope"}, {"Authorization": f"Bearer {key_digest(KEY_A)}"}):
         refused = chat(node, headers, A_PROMPT, "req-x")
         assert refused.status_code == 401 and refused.json()["error"]["code"] == "invalid_api_key"
+        for path in ("/v1/models", "/v1/models/auto"):
+            listed = httpx.get(f"{node.base}{path}", headers=headers, timeout=10)
+            assert listed.status_code == 401 and listed.json()["error"]["code"] == "invalid_api_key", path
     # B asking A's question, even naming team-a in the header, is not served A's answer.
     assert seeded["routes"] == ["edge", "edge", "edge", "cache-exact"]
 
@@ -163,7 +166,7 @@ def test_the_openapi_document_names_the_bearer_scheme(node: NodeProcess) -> None
         "scheme": "bearer",
         "description": doc["components"]["securitySchemes"]["bearer"]["description"],
     }
-    for path in ("/v1/chat/completions", "/v1/completions", "/v1/models"):
+    for path in ("/v1/chat/completions", "/v1/completions", "/v1/models", "/v1/models/{model_id}"):
         for operation in doc["paths"][path].values():
             assert operation["security"] == [{"bearer": []}], path
     assert "security" not in doc["paths"]["/healthz"]["get"]
