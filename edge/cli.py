@@ -282,6 +282,9 @@ def train_verifier(
     steps2: Annotated[Optional[int], typer.Option(min=1, help="phase-2 steps (+ judged train part)")] = None,
     layers: Annotated[Optional[int], typer.Option(min=1, max=6, help="MiniLM layers kept")] = None,
     batch: Annotated[Optional[int], typer.Option(min=1, help="pairs per step")] = None,
+    pos_weight: Annotated[
+        Optional[float], typer.Option(min=0.01, max=1.0, help="phase 2's loss weight of a servable pair")
+    ] = None,
     generated: Annotated[int, typer.Option(min=0, help="generated pairs (2/3 hard negatives)")] = 12000,
     seed: Annotated[int, typer.Option(help="phase 1's seed (phase 2 uses seed + 1)")] = 0,
     threads: Annotated[int, typer.Option(min=1, help="torch threads")] = 2,
@@ -309,7 +312,8 @@ def train_verifier(
     settings = CacheSettings() if max_wrong_rate is None else CacheSettings(max_wrong_rate=max_wrong_rate)
     common = {"threads": threads} | ({"layers": layers} if layers else {}) | ({"batch": batch} if batch else {})
     phase1 = replace(PHASE1, seed=seed, **common, **({"steps": steps1} if steps1 else {}))
-    phase2 = replace(PHASE2, seed=seed + 1, **common, **({"steps": steps2} if steps2 else {}))
+    phase2 = replace(PHASE2, seed=seed + 1, **common, **({"steps": steps2} if steps2 else {}),
+                     **({"pos_weight": pos_weight} if pos_weight is not None else {}))
 
     def progress(step: int, loss: float) -> None:
         if step % 25 == 0:

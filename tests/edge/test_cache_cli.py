@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -70,19 +71,41 @@ def test_train_verifier_on_a_tiny_set_writes_loadable_files(tmp_path: Path) -> N
     r = runner.invoke(cache_app, [
         "train-verifier", "--pairs", str(pairs), "--judged", str(judged), "--out-dir", str(out),
         "--steps1", "2", "--steps2", "2", "--layers", "1", "--batch", "4", "--generated", "12", "--threads", "1",
-        "--train-extra", str(extra),
+        "--train-extra", str(extra), "--pos-weight", "0.5",
     ])
     assert r.exit_code == 0, r.output
     assert sorted(p.name for p in out.iterdir()) == ["verifier-tokenizer.json", "verifier.json", "verifier.onnx"]
     assert "threshold" in r.output and "precision" in r.output  # the calibration curve
     v = Verifier.load(out)
     assert [ph["steps"] for ph in v.meta["phases"]] == [2, 2] and v.meta["phases"][0]["layers"] == 1
+    assert [ph["pos_weight"] for ph in v.meta["phases"]] == [1.0, 0.5]  # phase 2's only
     assert v.replay is not None and len(v.replay.scores) == v.meta["judged"]["calibration"] > 0
     assert v.meta["judged"]["train_extra"] == 3  # training only: the calibration replay is the judged part's
     assert v.meta["examples"]["judged"] == v.meta["judged"]["train"] + 3
     p = v.probabilities("How can I learn chess?", ["How do I learn chess?", "How do I learn chess for kids?"],
                         [0.97, 0.9])
     assert p.shape == (2,) and ((p > 0) & (p < 1)).all()
+
+
+@pytest.mark.slow  # two real (tiny) fine-tunes
+def test_a_lower_pos_weight_scores_servable_pairs_lower(tmp_path: Path) -> None:
+    import torch
+    from transformers import AutoModelForSequenceClassification, AutoTokenizer
+
+    from edge.cache.finetune import Example, FinetuneConfig, finetune
+
+    examples = [Example(f"How do I learn {t}?", f"What is the best way to learn {t}?", True, "qqp") for t in TOPICS]
+    examples += [Example(f"How do I learn {t}?", f"Why should I learn {t}?", False, "qqp") for t in TOPICS]
+    cfg = FinetuneConfig(layers=1, steps=6, batch=8, lr=5e-4, warmup=0.0, threads=1, mix=(("qqp", 1.0),))
+    means = []
+    for weight in (1.0, 0.05):
+        out = tmp_path / str(weight)
+        finetune(examples, replace(cfg, pos_weight=weight), out)  # same seed: the same batches
+        tok, model = AutoTokenizer.from_pretrained(out), AutoModelForSequenceClassification.from_pretrained(out)
+        enc = tok([e.query for e in examples], [e.stored for e in examples], padding=True, return_tensors="pt")
+        with torch.no_grad():
+            means.append(float(model(**enc).logits.mean()))
+    assert means[1] < means[0] - 0.1
 
 
 def test_calibrate_on_a_small_judged_file(tmp_path: Path) -> None:
