@@ -6,7 +6,7 @@ import json
 from pathlib import Path
 
 from edge.cache import load_judged, split_judged
-from edge.cache.judged import load_train_extra, train_extra_dir
+from edge.cache.judged import load_calibration_extra, load_train_extra, train_extra_dir
 
 
 def test_the_shipped_judged_directory_does_not_read_the_train_extra_pairs() -> None:
@@ -31,3 +31,15 @@ def test_a_train_extra_file_keeps_every_pair_whatever_its_query_hash(tmp_path: P
     assert [j.servable for j in extra] == [i % 2 == 0 for i in range(40)]
     # A hash split would have sent some of them to calibration and test; training takes them all.
     assert {j.part for j in extra} == {"train", "calibration", "test"}
+
+
+def test_train_extra_2_is_opt_in_and_shares_no_text_with_the_judged_calibration_or_first_extra_parts() -> None:
+    folder = train_extra_dir().parent / "train_extra_2"
+    second = load_train_extra(folder)
+    assert len(second) == 7200 and sum(j.servable for j in second) == 4285
+    assert {j.id[0] for j in second} == {"u", "v", "w"}
+    # Not read by default: the shipped verifier was trained without it (docs/cache.md says why).
+    assert not {(j.query, j.stored) for j in second} & {(j.query, j.stored) for j in load_train_extra()}
+    others = [*load_judged(), *load_train_extra(), *load_calibration_extra()]
+    texts = {t.lower() for j in others for t in (j.query, j.stored)}
+    assert not any(j.query.lower() in texts or j.stored.lower() in texts for j in second)
