@@ -43,3 +43,13 @@ def test_train_extra_2_is_opt_in_and_shares_no_text_with_the_judged_calibration_
     others = [*load_judged(), *load_train_extra(), *load_calibration_extra()]
     texts = {t.lower() for j in others for t in (j.query, j.stored)}
     assert not any(j.query.lower() in texts or j.stored.lower() in texts for j in second)
+
+
+def test_train_extra_hard_is_opt_in_and_shares_no_text_with_the_judged_or_calibration_parts() -> None:
+    hard = load_train_extra(train_extra_dir().parent / "train_extra_hard")
+    assert len(hard) == 2400 and sum(j.servable for j in hard) == 1925
+    assert {j.id[0] for j in hard} == {"h"}
+    judged_before = [*load_train_extra(), *load_train_extra(train_extra_dir().parent / "train_extra_2")]
+    assert not {(j.query, j.stored) for j in hard} & {(j.query, j.stored) for j in judged_before}
+    texts = {t.lower() for j in [*load_judged(), *load_calibration_extra()] for t in (j.query, j.stored)}
+    assert not any(j.query.lower() in texts or j.stored.lower() in texts for j in hard)
