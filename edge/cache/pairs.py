@@ -4,8 +4,11 @@ from __future__ import annotations
 
 import hashlib
 import json
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
+
+import numpy as np
 
 from ..errors import CacheError
 
@@ -48,3 +51,25 @@ def split_pairs(pairs: list[Pair]) -> tuple[list[Pair], list[Pair]]:
     train = [p for p in pairs if not is_heldout(p)]
     heldout = [p for p in pairs if is_heldout(p)]
     return train, heldout
+
+
+def nearest_stored(
+    queries: list[str], stored: list[str], query_vecs: np.ndarray, stored_vecs: np.ndarray, floor: float,
+    chunk: int = 1024,
+) -> Iterator[tuple[int, int, float]]:
+    """The replay the judged parts were drawn from: for each query, its nearest stored question.
+
+    Yields (query index, stored index, cosine) when the nearest stored question other than the
+    query's own text (ignoring case: that is an exact-cache hit) is at or above ``floor``. Vectors
+    are unit-length rows, so the dot product is the cosine.
+    """
+    for start in range(0, len(queries), chunk):
+        sims = query_vecs[start : start + chunk] @ stored_vecs.T
+        for j, row in enumerate(sims):
+            q = queries[start + j].lower()
+            for k in np.argsort(-row)[:3]:  # the same text in other cases is the query's own too
+                if stored[k].lower() == q:
+                    continue
+                if row[k] >= floor:
+                    yield start + j, int(k), float(row[k])
+                break

@@ -19,6 +19,7 @@ import numpy as np
 
 from edge import CacheSettings, Embedder
 from edge.cache import load_pairs, split_pairs
+from edge.cache.pairs import nearest_stored
 from edge.cache.keys import normalize_text
 
 FLOOR = 0.80
@@ -49,18 +50,11 @@ def replay(train: list) -> list[dict]:
     stored = list(dict.fromkeys(normalize_text(p.a) for p in train))
     queries = list(dict.fromkeys(normalize_text(p.b) for p in train))
     S, Q = embed(stored), embed(queries)
-    rows = []
-    for start in range(0, len(queries), 1024):
-        sims = Q[start : start + 1024] @ S.T
-        for j, row in enumerate(sims):
-            q = queries[start + j]
-            for k in np.argsort(-row)[:3]:
-                if stored[k].lower() == q.lower():
-                    continue
-                if row[k] >= FLOOR and q.lower() not in seen and stored[k].lower() not in seen:
-                    rows.append({"query": q, "stored": stored[k], "cosine": round(float(row[k]), 4),
-                                 "label": label.get((q, stored[k]))})
-                break
+    rows = [
+        {"query": queries[i], "stored": stored[k], "cosine": round(cos, 4), "label": label.get((queries[i], stored[k]))}
+        for i, k, cos in nearest_stored(queries, stored, Q, S, FLOOR)
+        if queries[i].lower() not in seen and stored[k].lower() not in seen
+    ]
     print(f"train slice {len(train)}, stored {len(stored)}, queries {len(queries)}, above floor {len(rows)}")
     return rows
 

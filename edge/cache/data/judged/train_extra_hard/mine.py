@@ -11,6 +11,7 @@ from pathlib import Path
 import numpy as np
 from edge import CacheSettings, Embedder
 from edge.cache import load_pairs, split_pairs, Verifier
+from edge.cache.pairs import nearest_stored
 from edge.cache.keys import normalize_text
 from edge.cache.judged import Judged, load_judged, load_train_extra, load_calibration_extra
 from edge.cache.training import score_replay
@@ -27,17 +28,8 @@ queries = list(dict.fromkeys(normalize_text(p.b) for p in train))
 emb = Embedder.load(CacheSettings())
 def embed(t): return np.concatenate([emb.embed_batch(t[i:i + 64]) for i in range(0, len(t), 64)])
 S, Q = embed(stored), embed(queries)
-rows = []
-for start in range(0, len(queries), 1024):
-    sims = Q[start:start + 1024] @ S.T
-    for j, row in enumerate(sims):
-        q = queries[start + j]
-        for k in np.argsort(-row)[:3]:
-            if stored[k].lower() == q.lower():
-                continue
-            if row[k] >= FLOOR and q.lower() not in block and stored[k].lower() not in block and (q.lower(), stored[k].lower()) not in seen_pairs:
-                rows.append((q, stored[k], float(row[k])))
-            break
+rows = [(queries[i], stored[k], cos) for i, k, cos in nearest_stored(queries, stored, Q, S, FLOOR)
+        if not {queries[i].lower(), stored[k].lower()} & block and (queries[i].lower(), stored[k].lower()) not in seen_pairs]
 print("candidates above floor, unjudged", len(rows), flush=True)
 v = Verifier.shipped()
 items = [Judged(id=str(i), query=q, stored=s, cosine=c, servable=False, qqp_label=None) for i, (q, s, c) in enumerate(rows)]
