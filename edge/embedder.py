@@ -1,8 +1,15 @@
 """Sentence embeddings on the box: all-MiniLM-L6-v2 exported to ONNX (INT8), run by ONNX Runtime.
 
-Concurrent ``embed`` calls share model runs: the first call of a quiet period waits a small
+Concurrent ``embed`` calls are queued together: the first call of a quiet period waits a small
 window for companions (by default one turn of the event loop), and calls arriving while a run
 goes on are picked from for the next one: short, fair across keys, never starving a long text.
+
+The INT8 model runs one text per model run. Its dynamic quantization scales activations per run,
+so a text run with others got a vector that moved with them (cosine to itself alone 0.993 median,
+0.987 worst over QQP questions) and a borderline cache decision could flip with the load. Alone,
+a text's vector is its own, and on CPU it is not slower: a run's time is its padded tokens
+(INT8, one thread, QQP questions: 1.06 ms a text one per run, 1.35 in runs of 4, 1.75 of 16).
+The fp32 model still shares runs (1.63 ms a text in runs of 4 against 2.18 alone, two threads).
 """
 
 from __future__ import annotations
@@ -43,6 +50,7 @@ class Embedder:
         threads: int = 1,
         window_ms: float = 1.0,
         max_batch: int = 32,
+        run_rows: int | None = None,
         device: str = "cpu",
     ) -> None:
         import onnxruntime as ort
@@ -51,6 +59,9 @@ class Embedder:
         self.model_path = Path(model_path)
         self.window_s = max(0.0, window_ms) / 1000.0
         self.max_batch = max(1, max_batch)
+        # Texts in one model run (None: as many as the token budget allows); 1 keeps a text's
+        # vector independent of the texts that run with it (see the module docstring).
+        self.run_rows = run_rows
         try:
             tok = Tokenizer.from_file(str(self.model_path.parent / "tokenizer.json"))
             opts = ort.SessionOptions()
@@ -93,7 +104,7 @@ class Embedder:
             weakref.WeakKeyDictionary()
         )
         self._lock = threading.Lock()
-        self.runs = 0  # model runs (batches) so far
+        self.runs = 0  # model runs so far
         self.texts = 0  # texts embedded so far
 
     @classmethod
@@ -113,14 +124,15 @@ class Embedder:
             threads=settings.embed_threads,
             window_ms=settings.embed_window_ms,
             max_batch=settings.embed_max_batch,
+            run_rows=1 if settings.embed_int8 else None,
             device=settings.embed_device,
         )
 
     def embed_batch(self, texts: Sequence[str]) -> np.ndarray:
         """Embed ``texts``: shape (len(texts), 384), rows L2-normalised.
 
-        Texts of similar length run together, in runs of at most ``_RUN_BUDGET`` rows x tokens
-        squared (attention's buffers grow with it): ONNX Runtime keeps the buffers of the largest
+        Texts of similar length run together (at most ``run_rows`` of them), in runs of at most
+        ``_RUN_BUDGET`` rows x tokens squared (attention's buffers grow with it): ONNX Runtime keeps the buffers of the largest
         run it has seen, so without a bound a batch of 32 long prompts grew the node by ~470 MB
         under load. Sorting by length also pads less.
         """
@@ -138,15 +150,18 @@ class Embedder:
         if not texts:
             return
         with self._lock:  # counted first: the callers are answered before this returns
-            self.runs += 1
             self.texts += len(texts)
         encodings = self._tokenizer.encode_batch([t if t else " " for t in texts])
         order = sorted(range(len(texts)), key=lambda i: _length(encodings[i]))  # ids are padded
+        rows_max = self.run_rows or len(order)
         start = 0
         while start < len(order):
             stop = start + 1
             # Longest so far is the last one (sorted): the run's padded length.
-            while stop < len(order) and (stop - start + 1) * _length(encodings[order[stop]]) ** 2 <= _RUN_BUDGET:
+            while (
+                stop < len(order) and stop - start < rows_max
+                and (stop - start + 1) * _length(encodings[order[stop]]) ** 2 <= _RUN_BUDGET
+            ):
                 stop += 1
             rows = order[start:stop]
             done(rows, self._run([encodings[i] for i in rows]))
@@ -168,6 +183,8 @@ class Embedder:
         feed: dict[str, Any] = {"input_ids": ids, "attention_mask": mask}
         if "token_type_ids" in self._inputs:
             feed["token_type_ids"] = np.zeros_like(ids)
+        with self._lock:  # counted before the run's texts are answered
+            self.runs += 1
         try:
             out = self._session.run([self._output], feed, self._run_options)[0]
         except Exception as exc:  # onnxruntime's errors have no common public base
@@ -180,8 +197,8 @@ class Embedder:
         return vecs
 
     async def embed(self, text: str, key: str = "") -> np.ndarray:
-        """One text's embedding; concurrent calls are batched into shared model runs, filled
-        round robin across ``key`` (the tenant) when more wait than one run takes."""
+        """One text's embedding; concurrent calls queue together and are picked round robin across
+        ``key`` (the tenant), several to a model run where the model allows (``run_rows``)."""
         loop = asyncio.get_running_loop()
         batcher = self._batchers.get(loop)
         if batcher is None:
@@ -225,13 +242,15 @@ class _Text:
         self.tokens = min(MAX_TOKENS, 2 + len(self.text) // 4)
 
 
-def pick_run(pending: list[_Text], max_batch: int, budget: int = RUN_TOKENS) -> list[_Text]:
+def pick_run(
+    pending: list[_Text], max_batch: int, budget: int = RUN_TOKENS, rows: int | None = None
+) -> list[_Text]:
     """The texts of the next model run, out of ``pending`` (oldest first).
 
     Up to ``max_batch`` are taken in turn across keys, as :func:`round_robin` does; of those the
-    shortest run first, up to ``budget`` rows x padded tokens, except that a text passed over
-    ``MAX_SKIPS`` times goes before them. So a short question waits one short run, not a
-    tenant's queue of long prompts, and a long prompt waits at most a few short runs.
+    shortest run first, up to ``budget`` rows x padded tokens and ``rows`` texts, except that a
+    text passed over ``MAX_SKIPS`` times goes before them. So a short question waits one short
+    run, not a tenant's queue of long prompts, and a long prompt waits at most a few short runs.
     """
     candidates, _ = round_robin(pending, lambda p: p.key, max_batch)
     # Stable: the passed-over go first, oldest first; the rest shortest first, oldest on ties.
@@ -239,7 +258,7 @@ def pick_run(pending: list[_Text], max_batch: int, budget: int = RUN_TOKENS) -> 
     run: list[_Text] = []
     width = 0
     for p in candidates:
-        if run and (len(run) + 1) * max(width, p.tokens) > budget:
+        if run and ((len(run) + 1) * max(width, p.tokens) > budget or len(run) == rows):
             break
         run.append(p)
         width = max(width, p.tokens)
@@ -281,7 +300,7 @@ class _Batcher:
             return
         # One run at a time, picked anew as texts arrive: a batch of 32 (up to 2.5 s under a
         # tenant's burst) made a question that came during it wait for all of it, then its own.
-        batch = pick_run(self._pending, self._embedder.max_batch)
+        batch = pick_run(self._pending, self._embedder.max_batch, rows=self._embedder.run_rows)
         chosen = set(map(id, batch))
         self._pending = [p for p in self._pending if id(p) not in chosen]
         self._busy = True

@@ -1,4 +1,8 @@
-"""The ONNX INT8 embedder: shape, normalisation, agreement between paths, micro-batching, errors."""
+"""The ONNX embedder: shape, normalisation, agreement between paths, micro-batching, errors.
+
+The INT8 model (the default) runs one text per model run; the fp32 model shares runs, so the
+tests of shared runs use it.
+"""
 
 from __future__ import annotations
 
@@ -9,7 +13,7 @@ import numpy as np
 import pytest
 from cache_helpers import embedder  # noqa: F401  (module-scoped fixture)
 
-from edge import Embedder, EmbedderError
+from edge import CacheSettings, Embedder, EmbedderError
 from edge.embedder import MAX_SKIPS, _Text, pick_run
 
 
@@ -31,8 +35,37 @@ async def test_async_embed_equals_the_batch_path(embedder: Embedder) -> None:  #
     np.testing.assert_allclose(one, embedder.embed_batch([text])[0], atol=1e-5)
 
 
+def _sharing() -> Embedder:
+    """The fp32 model, whose texts share model runs."""
+    emb = Embedder.load(CacheSettings(embed_int8=False))
+    assert emb.run_rows is None
+    return emb
+
+
+def test_an_int8_vector_does_not_depend_on_the_texts_run_with_it(embedder: Embedder) -> None:  # noqa: F811
+    text = "How do I learn Python quickly?"
+    others = ["What is the capital of France?", "Why do cats hate dogs so much and what can I do about it?"]
+    alone = embedder.embed_batch([text])[0]
+    assert embedder.run_rows == 1
+    np.testing.assert_array_equal(embedder.embed_batch([*others, text])[-1], alone)
+    embedder.run_rows = None  # as it ran before: one run for the three, activations scaled together
+    try:
+        shared = embedder.embed_batch([*others, text])[-1]
+    finally:
+        embedder.run_rows = 1
+    assert not np.array_equal(shared, alone) and 0.95 < float(shared @ alone) < 1.0
+
+
+async def test_concurrent_int8_calls_give_each_text_its_own_vector(embedder: Embedder) -> None:  # noqa: F811
+    texts = [f"question number {i} about caching, {'with more words ' * i}" for i in range(6)]
+    before = embedder.runs
+    vecs = await asyncio.gather(*(embedder.embed(t, key=f"tenant{i % 2}") for i, t in enumerate(texts)))
+    assert embedder.runs - before == 6  # one model run a text
+    np.testing.assert_array_equal(np.stack(vecs), np.stack([embedder.embed_batch([t])[0] for t in texts]))
+
+
 async def test_concurrent_calls_share_one_model_run(tmp_path: Path) -> None:
-    emb = Embedder.load()
+    emb = _sharing()
     emb.window_s = 0.05  # generous: every call below is queued before the window closes
     try:
         texts = [f"question number {i} about caching" for i in range(16)]
@@ -45,7 +78,7 @@ async def test_concurrent_calls_share_one_model_run(tmp_path: Path) -> None:
 
 
 async def test_default_window_batches_calls_made_together() -> None:
-    emb = Embedder.load()
+    emb = _sharing()
     assert emb.window_s == 0.0
     try:
         before = emb.runs
@@ -56,7 +89,7 @@ async def test_default_window_batches_calls_made_together() -> None:
 
 
 async def test_batches_are_bounded_by_max_batch() -> None:
-    emb = Embedder.load()
+    emb = _sharing()
     emb.window_s, emb.max_batch = 0.05, 4
     try:
         before = emb.runs
@@ -67,7 +100,7 @@ async def test_batches_are_bounded_by_max_batch() -> None:
 
 
 async def test_a_key_with_one_text_is_not_kept_behind_another_keys_many() -> None:
-    emb = Embedder.load()
+    emb = _sharing()
     emb.window_s, emb.max_batch = 0.05, 2
     order: list[str] = []
 
@@ -84,9 +117,7 @@ async def test_a_key_with_one_text_is_not_kept_behind_another_keys_many() -> Non
         emb.close()
 
 
-def test_texts_are_answered_run_by_run_shortest_first(embedder: Embedder) -> None:  # noqa: F811
-    long = " ".join(["word"] * 300)  # truncated to the model's 256 tokens: 8 fit one run
-    texts = [long + f" {i}" for i in range(9)] + ["a short question?"]
+def _runs(emb: Embedder, texts: list[str]) -> tuple[list[list[int]], np.ndarray]:
     runs: list[list[int]] = []
     vecs = np.empty((len(texts), 384), dtype=np.float32)
 
@@ -94,9 +125,23 @@ def test_texts_are_answered_run_by_run_shortest_first(embedder: Embedder) -> Non
         runs.append(rows)
         vecs[rows] = out
 
-    embedder.embed_runs(texts, done)
-    assert runs == [[9, 0, 1, 2, 3, 4, 5, 6], [7, 8]]  # the short one in the first run
-    np.testing.assert_allclose(vecs, embedder.embed_batch(texts), atol=1e-5)
+    emb.embed_runs(texts, done)
+    return runs, vecs
+
+
+def test_texts_are_answered_run_by_run_shortest_first(embedder: Embedder) -> None:  # noqa: F811
+    long = " ".join(["word"] * 300)  # truncated to the model's 256 tokens: 8 fit one run
+    texts = [long + f" {i}" for i in range(9)] + ["a short question?"]
+    emb = _sharing()
+    try:
+        runs, vecs = _runs(emb, texts)
+        assert runs == [[9, 0, 1, 2, 3, 4, 5, 6], [7, 8]]  # the short one in the first run
+        np.testing.assert_allclose(vecs, emb.embed_batch(texts), atol=1e-5)
+    finally:
+        emb.close()
+    runs, vecs = _runs(embedder, texts)  # INT8: one text a run, the short one first
+    assert runs == [[9], [0], [1], [2], [3], [4], [5], [6], [7], [8]]
+    np.testing.assert_array_equal(vecs, embedder.embed_batch(texts))
 
 
 async def _texts(*specs: tuple[str, str, int]) -> list[_Text]:
@@ -122,6 +167,12 @@ async def test_a_text_passed_over_enough_times_goes_first() -> None:
         pending = [long]
     pending += await _texts(("late", "a", 40))
     assert pick_run(pending, max_batch=32, budget=300) == [long]  # 2 x 256 > 300
+
+
+async def test_a_run_of_one_text_takes_the_shortest_and_passes_over_the_rest() -> None:
+    long, s1, s2 = await _texts(("long", "a", 2000), ("s1", "a", 40), ("s2", "a", 30))
+    assert pick_run([long, s1, s2], max_batch=32, rows=1) == [s2]
+    assert (long.skipped, s1.skipped, s2.skipped) == (1, 1, 0)
 
 
 async def test_the_next_run_is_picked_in_turns_across_keys() -> None:
