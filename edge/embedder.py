@@ -167,6 +167,10 @@ class Embedder:
             done(rows, self._run([encodings[i] for i in rows]))
             start = stop
 
+    def count_tokens(self, texts: Sequence[str]) -> list[int]:
+        """Tokens of each text as the model reads it: truncated to its 256, [CLS] and [SEP] included."""
+        return [_length(e) for e in self._tokenizer.encode_batch([t if t else " " for t in texts])]
+
     def warm(self) -> None:
         """Run the largest shape a run may have, so the node's footprint is its steady one from
         the start (ONNX Runtime allocates a shape's buffers on first use)."""

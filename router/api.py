@@ -1,4 +1,5 @@
-"""The OpenAI-compatible HTTP surface: /v1/chat/completions, /v1/completions, /v1/models, /healthz.
+"""The OpenAI-compatible HTTP surface: /v1/chat/completions, /v1/completions, /v1/embeddings,
+/v1/models, /healthz.
 
 A handler reads the request (body, tenant, switches) and hands it to :func:`router.pipeline.run`;
 what comes back is written in OpenAI's wire format (:mod:`models.openai`).
@@ -23,12 +24,12 @@ from litestar.params import Parameter
 from litestar.response import Stream
 
 from models import Completion, GenerationRequest, Usage, collect
-from models.openai import ChunkWriter, Kind, api_key_guard
+from models.openai import ChunkWriter, EmbeddingsBody, Kind, api_key_guard, embedding_list
 
 from . import openapi, pipeline
 from .admission import Drain
-from .errors import ClientGoneError
-from .limits import check_messages, check_prompt
+from .errors import ClientGoneError, InvalidRequestError
+from .limits import check_inputs, check_messages, check_prompt
 from .node import Node
 from .pipeline import RequestContext, Routing
 from .schemas import ChatCompletionRequest, CompletionRequest, dump_extra
@@ -150,6 +151,28 @@ async def _respond(
     return Stream(events(), media_type="text/event-stream", headers=headers)
 
 
+async def _embeddings(request: Request[Any, Any, State], body: EmbeddingsBody) -> Response[Any]:
+    """Each input embedded by the node's embedder, in the tenant's turn with the cache's lookups."""
+    started = time.perf_counter()
+    node: Node = request.app.state.node
+    texts = body.texts()
+    check_inputs(texts, node.settings.limits)
+    embedder = node.embedding_model(body.model)
+    if body.dimensions is not None and body.dimensions != embedder.dim:
+        raise InvalidRequestError(
+            f"dimensions must be {embedder.dim} for {body.model} (its embeddings cannot be shortened)",
+            param="dimensions", code="invalid_value",
+        )
+    tenant = request.state.get("tenant", "default")
+    vectors = await asyncio.gather(*(embedder.embed(text, tenant) for text in texts))
+    tokens = sum(await asyncio.to_thread(embedder.count_tokens, texts))
+    headers = {
+        REQUEST_ID_HEADER: request.state.request_id,
+        "x-edgeroute-latency-ms": f"{(time.perf_counter() - started) * 1000:.1f}",
+    }
+    return Response(embedding_list(vectors, body.model, tokens, body.encoding_format), headers=headers)
+
+
 async def _whole(node: Node, gen: GenerationRequest, ctx: RequestContext, routing: Routing) -> Completion:
     routed = await pipeline.run(node, gen, ctx, routing)
     return await collect(routed.chunks())
@@ -212,6 +235,16 @@ class OpenAIController(Controller):
     )
     async def completions(self, request: Request[Any, Any, State], data: CompletionRequest) -> Response[Any]:
         return await _respond(request, "text", data)
+
+    @post(
+        "/embeddings",
+        guards=[rate_guard],
+        summary="Create embeddings (the node's embedding model, all-minilm-l6-v2)",
+        status_code=200,
+        responses=openapi.answers(openapi.EmbeddingList, *openapi.COMPLETION_ERRORS),
+    )
+    async def embeddings(self, request: Request[Any, Any, State], data: EmbeddingsBody) -> Response[Any]:
+        return await _embeddings(request, data)
 
     @get(
         "/models", summary="List the model ids a client may send", responses=openapi.answers(openapi.ModelList, 401, 503)

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import math
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from contextvars import ContextVar
 from dataclasses import dataclass
 from typing import Any
@@ -117,6 +117,13 @@ def check_prompt(prompt: str, limits: LimitSettings) -> None:
     _check_total(len(prompt), limits)
 
 
+def check_inputs(texts: Sequence[str], limits: LimitSettings) -> None:
+    """The caps of an embeddings request: each input as a message, all of them as a request."""
+    for i, text in enumerate(texts):
+        _check_chars(len(text), limits.max_message_chars, f"input.{i}" if len(texts) > 1 else "input")
+    _check_total(sum(len(text) for text in texts), limits, "input")
+
+
 def _check_chars(chars: int, cap: int, param: str) -> None:
     if chars > cap:
         raise InvalidRequestError(
@@ -126,11 +133,11 @@ def _check_chars(chars: int, cap: int, param: str) -> None:
         )
 
 
-def _check_total(total: int, limits: LimitSettings) -> None:
+def _check_total(total: int, limits: LimitSettings, param: str = "messages") -> None:
     if total > limits.max_total_chars:
         raise InvalidRequestError(
             f"the request's text is too long: {total} characters (at most {limits.max_total_chars})",
-            param="messages",
+            param=param,
             code="string_above_max_length",
         )
 

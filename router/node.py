@@ -14,7 +14,7 @@ from dataclasses import dataclass
 
 from cloud import CloudPool, PoolEvent, open_pool
 from edge import EdgeCache, Embedder, LlamaEngine
-from models import resolve
+from models import EMBEDDING_DEFAULT, resolve
 from models.files import private_dir
 
 from .errors import InvalidRequestError
@@ -65,6 +65,21 @@ class Node:
         return InvalidRequestError(
             f"the model {model!r} does not exist; valid models: {valid}", param="model", code="model_not_found"
         )
+
+    def embedding_model(self, model: str) -> Embedder:
+        """The embedder serving ``model`` at ``/v1/embeddings`` (the node has one), or a 404."""
+        if self.embedder is None:
+            raise InvalidRequestError(
+                "this node serves no embeddings: its embedding model is loaded for the semantic cache "
+                "or the complexity policy, and both are off",
+                param="model", code="model_not_found",
+            )
+        if model != EMBEDDING_DEFAULT:
+            raise InvalidRequestError(
+                f"the embedding model {model!r} does not exist; valid embedding models: {EMBEDDING_DEFAULT}",
+                param="model", code="model_not_found",
+            )
+        return self.embedder
 
 
 @asynccontextmanager

@@ -88,6 +88,24 @@ class ModelList(BaseModel):
     data: list[ModelEntry]
 
 
+class EmbeddingEntry(BaseModel):
+    object: Literal["embedding"]
+    index: int
+    embedding: list[float] | str  # a string when `encoding_format` is "base64"
+
+
+class EmbeddingUsage(BaseModel):
+    prompt_tokens: int
+    total_tokens: int
+
+
+class EmbeddingList(BaseModel):
+    object: Literal["list"]
+    data: list[EmbeddingEntry]
+    model: str
+    usage: EmbeddingUsage
+
+
 class EdgeHealth(BaseModel):
     model: str
     running: int
@@ -109,7 +127,7 @@ _WHY = {
     400: "Invalid request: a malformed body, a field out of range, over a size cap, nested too deep, "
     "longer than the model's context",
     401: "Missing or wrong API key (when the node has keys)",
-    404: "Unknown model (`model_not_found`)",
+    404: "Unknown model (`model_not_found`; for embeddings also a node without its embedding model)",
     408: "The body did not arrive within `server.body_timeout_s`",
     413: "The body is over `server.max_body_bytes`",
     429: "The tenant's requests or tokens per minute are spent (`rate_limit_exceeded`; `retry-after`)",

@@ -27,6 +27,8 @@ _WHERE = {
     "SamplingBody": "schemas",
     "StreamOptions": "schemas",
     "TextPart": "schemas",
+    "EmbeddingsBody": "embeddings",
+    "embedding_list": "embeddings",
     "DONE": "stream",
     "ChunkWriter": "stream",
     "Kind": "stream",
