@@ -132,9 +132,9 @@ class Embedder:
         """Embed ``texts``: shape (len(texts), 384), rows L2-normalised.
 
         Texts of similar length run together (at most ``run_rows`` of them), in runs of at most
-        ``_RUN_BUDGET`` rows x tokens squared (attention's buffers grow with it): ONNX Runtime keeps the buffers of the largest
-        run it has seen, so without a bound a batch of 32 long prompts grew the node by ~470 MB
-        under load. Sorting by length also pads less.
+        ``_RUN_BUDGET`` rows x tokens squared (attention's buffers grow with it): ONNX Runtime
+        keeps the buffers of the largest run it has seen, so without a bound a batch of 32 long
+        prompts grew the node by ~470 MB under load. Sorting by length also pads less.
         """
         out = np.empty((len(texts), DIM), dtype=np.float32)
 

@@ -2,7 +2,8 @@
 /v1/models, /healthz.
 
 A handler reads the request (body, tenant, switches) and hands it to :func:`router.pipeline.run`;
-what comes back is written in OpenAI's wire format (:mod:`models.openai`).
+what comes back is written in OpenAI's wire format (:mod:`models.openai`). Embeddings are not
+routed: the node's embedder answers them.
 """
 
 from __future__ import annotations
