@@ -58,4 +58,4 @@ def _encode(vec: np.ndarray, encoding_format: str) -> list[float] | str:
     little = np.asarray(vec, dtype="<f4")
     if encoding_format == "base64":
         return base64.b64encode(little.tobytes()).decode("ascii")
-    return [float(x) for x in little]
+    return little.tolist()  # Python floats, each the float32 value exactly
