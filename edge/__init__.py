@@ -14,6 +14,7 @@ from .errors import (
     EngineLoadError,
     GenerationError,
     PromptTooLongError,
+    ResponseFormatError,
     VerifierError,
 )
 
@@ -35,6 +36,7 @@ __all__ = [
     "LlamaEngine",
     "Lookup",
     "PromptTooLongError",
+    "ResponseFormatError",
     "VerifierError",
     "embedding_text",
 ]

@@ -49,6 +49,7 @@ class Vocab:
 
         self._model = model
         self._vocab = model.vocab
+        self.ptr: Any = model.vocab  # llama.cpp's ``llama_vocab *`` (grammar samplers read it)
         self._is_eog = llama_cpp.llama_vocab_is_eog
         self.eos: int = model.token_eos()
         self.bos: int = model.token_bos()
@@ -214,16 +215,22 @@ class Runtime:
         self._model.close()
 
 
-def sampler_chain(temperature: float, top_p: float, seed: int, top_k: int, min_p: float) -> Any:
+def sampler_chain(
+    temperature: float, top_p: float, seed: int, top_k: int, min_p: float, *, grammar: Any = None
+) -> Any:
     """A fresh sampler for one request: greedy at temperature 0, else the chain ``Llama`` builds.
 
-    The scheduler samples greedy requests with :meth:`Runtime.argmax` instead (the same tokens);
-    the greedy chain stays for the test that says so.
+    ``grammar`` (a grammar sampler, owned by the chain from here on) goes first, so every later
+    step only sees tokens the grammar allows. The scheduler samples greedy requests without a
+    grammar with :meth:`Runtime.argmax` instead (the same tokens); the greedy chain stays for
+    them with a grammar, and for the test that says so.
     """
     import llama_cpp
 
     chain = llama_cpp.llama_sampler_chain_init(llama_cpp.llama_sampler_chain_default_params())
     add = llama_cpp.llama_sampler_chain_add
+    if grammar is not None:
+        add(chain, grammar)
     if temperature <= 0.0:
         add(chain, llama_cpp.llama_sampler_init_greedy())
         return chain

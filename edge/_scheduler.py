@@ -24,6 +24,7 @@ from ._fair import (
     Demand, FairQueue, KeyView, Promises, Refusal, active_keys, keep_slots, preempt_from, prefill_shares, share,
 )
 
+from ._grammar import advance, grammar_sampler
 from ._runtime import Runtime, free_sampler, sampler_chain
 from ._sequence import Job, Outbox, Slot
 from .config import EdgeSettings
@@ -236,10 +237,15 @@ class Scheduler:
             slot.resume(job, keep)
             return
         params = job.request.params
-        sampler = None
-        if params.temperature > 0.0:
+        sampler = grammar = None
+        if job.grammar is not None:
+            gbnf, answer_so_far = job.grammar
+            grammar = grammar_sampler(self._rt.vocab.ptr, gbnf)  # parsed once already, at admission
+            advance(grammar, answer_so_far)
+        if params.temperature > 0.0 or grammar is not None:
             sampler = sampler_chain(
-                params.temperature, params.top_p, job.seed, self._settings.top_k, self._settings.min_p
+                params.temperature, params.top_p, job.seed, self._settings.top_k, self._settings.min_p,
+                grammar=grammar,
             )
         slot.start(job, keep, sampler, self._rt.vocab)
         with self._cond:

@@ -26,6 +26,8 @@ class Job:
     cancelled: threading.Event = field(default_factory=threading.Event)
     queued_at: float = field(default_factory=time.monotonic)
     parked: Parked | None = None  # set while the job waits again after giving up its slot
+    # ``response_format``: the GBNF grammar, and the answer-so-far tokens it must accept first.
+    grammar: tuple[str, list[int]] | None = None
 
     @property
     def key(self) -> str:

@@ -21,12 +21,14 @@ from typing import Any
 from models import Chunk, EngineLoad, GenerationRequest, ModelSpec
 from models.worker import drain
 
-from ._runtime import Runtime
 from ._fair import KeyView, expected_wait_s
+from ._grammar import advance, gbnf_for, grammar_sampler
+from ._grammar import free as free_grammar
+from ._runtime import Runtime
 from ._scheduler import Scheduler, EngineStats
 from ._sequence import Job
 from .config import EdgeSettings
-from .errors import EdgeSaturatedError, EngineClosedError, PromptTooLongError
+from .errors import EdgeSaturatedError, EngineClosedError, PromptTooLongError, ResponseFormatError
 
 
 class LlamaEngine:
@@ -181,6 +183,8 @@ class LlamaEngine:
         max_tokens = min(max_tokens, self.n_ctx - n_prompt)
         seed = request.params.seed if request.params.seed is not None else random.getrandbits(31)
         job = Job(tokens, max_tokens, request, seed, asyncio.get_running_loop(), asyncio.Queue())
+        if request.params.json_schema is not None:
+            job.grammar = self._grammar(request)
         refused = self._scheduler.submit(job, self.settings.max_queue)
         if refused is not None:
             raise EdgeSaturatedError(
@@ -190,6 +194,21 @@ class LlamaEngine:
                 retry_after=math.ceil(refused.retry_after_s),
             )
         return job
+
+    def _grammar(self, request: GenerationRequest) -> tuple[str, list[int]]:
+        """The request's grammar, checked here (a 400 before any slot is taken): it parses, and
+        a continuation's answer so far is a valid start of it."""
+        gbnf = gbnf_for(request.params.json_schema or "")
+        answer_so_far = self._vocab.tokenize(request.assistant_prefix.encode("utf-8"), False, False)
+        probe = grammar_sampler(self._vocab.ptr, gbnf)
+        try:
+            if not advance(probe, answer_so_far):
+                raise ResponseFormatError(
+                    "response_format: the answer to continue does not match the schema", param="response_format"
+                )
+        finally:
+            free_grammar(probe)
+        return gbnf, answer_so_far
 
 
 def _chat_formatter(rt: Runtime) -> Any:

@@ -17,6 +17,10 @@ class PromptTooLongError(EdgeError, RequestRejectedError):
     """The prompt plus the requested tokens do not fit the model's context window."""
 
 
+class ResponseFormatError(EdgeError, RequestRejectedError):
+    """``response_format`` asks for a structure the engine cannot enforce (or a continuation breaks it)."""
+
+
 class EdgeSaturatedError(EdgeError, EngineUnavailableError):
     """The edge queue is beyond its bound; the request was not admitted."""
 

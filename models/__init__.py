@@ -16,6 +16,7 @@ from .generation import (
     Completion,
     Engine,
     EngineLoad,
+    JSON_OBJECT,
     GenerationRequest,
     SamplingParams,
     Usage,
@@ -36,6 +37,7 @@ from .registry import (
 __all__ = [
     "EDGE_DEFAULT",
     "EMBEDDING_DEFAULT",
+    "JSON_OBJECT",
     "AuthenticationError",
     "ChecksumMismatchError",
     "Chunk",

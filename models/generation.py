@@ -9,6 +9,9 @@ from dataclasses import dataclass, field
 from typing import Protocol, runtime_checkable
 
 
+JSON_OBJECT = '{"type":"object"}'  # ``response_format: json_object`` as a schema: any JSON object
+
+
 @dataclass(frozen=True, slots=True)
 class SamplingParams:
     """Generation parameters that change the answer."""
@@ -18,6 +21,9 @@ class SamplingParams:
     top_p: float = 1.0
     stop: tuple[str, ...] = ()
     seed: int | None = None
+    # The JSON Schema the answer must match, as compact JSON text (``response_format``);
+    # None: free text. Engines constrain decoding to it, so the answer parses.
+    json_schema: str | None = None
 
     @property
     def deterministic(self) -> bool:

@@ -75,12 +75,15 @@ def create_member_app(
     async def chat(data: MemberChatBody) -> Response[Any]:
         check_model(data.model)
         params = data.sampling()
+        messages = list(data.plain_messages())
         ids = engine.encode_chat(
-            list(data.plain_messages()),
+            messages,
             add_generation_prompt=data.add_generation_prompt,
             continue_final_message=data.continue_final_message,
         )
-        plan = engine.plan(ids, params, param="messages")
+        # A continuation extends the final assistant message: a grammar must read it first.
+        prefix = messages[-1]["content"] if data.continue_final_message else ""
+        plan = engine.plan(ids, params, param="messages", prefix=prefix)
         return await respond("chat", data, plan)
 
     @post("/v1/completions", status_code=200, guards=[api_key_guard])

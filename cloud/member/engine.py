@@ -24,6 +24,7 @@ from models.worker import Job, ModelWorker
 from ..config import MemberServerSettings
 from ..errors import BadRequestError, OverloadedError, RankFailureError
 from .decode import Sequence, choose_token
+from .grammar import Grammar, Grammars
 from .group import Command, Lockstep
 from .metrics import MemberMetrics
 from .text import DeltaDecoder
@@ -33,7 +34,7 @@ log = logging.getLogger(__name__)
 
 @dataclass(frozen=True, slots=True)
 class Plan:
-    """One validated generation: prompt token ids and sampling parameters."""
+    """One validated generation: prompt token ids, sampling parameters, the JSON grammar if any."""
 
     ids: tuple[int, ...]
     max_tokens: int
@@ -41,6 +42,7 @@ class Plan:
     top_p: float
     seed: int | None
     stops: tuple[str, ...]
+    grammar: Grammar | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -74,6 +76,8 @@ class TorchEngine(ModelWorker[Plan]):
         self._on_fatal = on_fatal
         eos = {tokenizer.eos_token_id} | set(_as_list(getattr(model.generation_config, "eos_token_id", None)))
         self._eos = {int(t) for t in eos if t is not None}
+        vocab_size = getattr(model.config, "vocab_size", None)
+        self._grammars = Grammars(tokenizer, vocab_size, sorted(self._eos))
         self._lock = threading.Lock()
         self._waiting = 0
         self._running = 0
@@ -115,8 +119,9 @@ class TorchEngine(ModelWorker[Plan]):
     def encode_prompt(self, prompt: str) -> list[int]:
         return list(self._tok(prompt).input_ids)
 
-    def plan(self, ids: list[int], params: SamplingParams, *, param: str) -> Plan:
-        """Check the prompt fits the context window, as vLLM does (a 400, never a truncation)."""
+    def plan(self, ids: list[int], params: SamplingParams, *, param: str, prefix: str = "") -> Plan:
+        """Check the prompt fits the context window, as vLLM does (a 400, never a truncation), and
+        compile ``response_format``'s schema; ``prefix`` is the answer so far a continuation extends."""
         limit = self._settings.max_model_len
         max_tokens = params.max_tokens
         wanted = max_tokens if max_tokens is not None else self._settings.default_max_tokens
@@ -130,7 +135,9 @@ class TorchEngine(ModelWorker[Plan]):
                 code="context_length_exceeded",
             )
         wanted = min(wanted, limit - len(ids))
-        return Plan(tuple(ids), wanted, params.temperature, params.top_p, params.seed, params.stop)
+        schema = params.json_schema
+        grammar = self._grammars.compile(schema, prefix) if schema is not None else None
+        return Plan(tuple(ids), wanted, params.temperature, params.top_p, params.seed, params.stop, grammar)
 
     # -- requests --------------------------------------------------------------------------
 
@@ -197,6 +204,7 @@ class TorchEngine(ModelWorker[Plan]):
 
         plan = job.payload
         started = time.perf_counter()
+        matcher = plan.grammar.matcher() if plan.grammar is not None else None  # before the ranks start
         self._group.send(Command("generate", plan.ids))
         seq = Sequence(self._model)
         logits = seq.prefill(list(plan.ids))
@@ -212,10 +220,14 @@ class TorchEngine(ModelWorker[Plan]):
             if job.cancelled.is_set():
                 finish = None
                 break
+            if matcher is not None:
+                matcher.mask(logits)  # end-of-sequence only once the JSON is complete
             token = choose_token(logits, plan.temperature, plan.top_p, generator)
             if token in self._eos:
                 finish = "stop"
                 break
+            if matcher is not None:
+                matcher.accept(token)
             n_out += 1
             text, hit = stops.feed(decoder.feed(token))
             if text:

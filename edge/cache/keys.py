@@ -36,7 +36,7 @@ def normalize_text(text: str) -> str:
 
 def _params(params: SamplingParams) -> dict[str, Any]:
     greedy = params.temperature == 0.0
-    return {
+    fields: dict[str, Any] = {
         "max_tokens": params.max_tokens,
         "temperature": float(params.temperature),
         # Greedy decoding ignores the sampler: top_p and the seed cannot change the answer.
@@ -44,6 +44,9 @@ def _params(params: SamplingParams) -> dict[str, Any]:
         "seed": None if greedy else params.seed,
         "stop": sorted(set(params.stop)),
     }
+    if params.json_schema is not None:  # absent otherwise: keys of free-text requests stay as they were
+        fields["json_schema"] = params.json_schema
+    return fields
 
 
 def _messages(messages: tuple[dict[str, str], ...]) -> list[list[str]]:

@@ -8,7 +8,14 @@ from dataclasses import dataclass
 from typing import Any
 
 from ..errors import ErrorEventError, MalformedEventError
-from ..generation import GenerationRequest, Usage
+from ..generation import JSON_OBJECT, GenerationRequest, Usage
+
+
+def response_format(json_schema: str) -> dict[str, Any]:
+    """``response_format`` for a schema as :class:`SamplingParams` carries it."""
+    if json_schema == JSON_OBJECT:
+        return {"type": "json_object"}
+    return {"type": "json_schema", "json_schema": {"name": "response", "schema": json.loads(json_schema)}}
 
 
 def request_body(request: GenerationRequest, model: str, *, stream: bool = True) -> tuple[str, dict[str, Any]]:
@@ -30,6 +37,8 @@ def request_body(request: GenerationRequest, model: str, *, stream: bool = True)
         body["stop"] = list(params.stop)
     if params.seed is not None:
         body["seed"] = params.seed
+    if params.json_schema is not None:
+        body["response_format"] = response_format(params.json_schema)
     if request.messages is None:
         body["prompt"] = (request.prompt or "") + request.assistant_prefix
         return "/completions", body

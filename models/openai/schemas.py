@@ -6,11 +6,12 @@ Each server subclasses these with its own extensions (the node's ``cache``/``pri
 
 from __future__ import annotations
 
-from typing import Annotated, Literal
+import json
+from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
-from ..generation import SamplingParams
+from ..generation import JSON_OBJECT, SamplingParams
 
 Role = Literal["system", "developer", "user", "assistant", "tool"]
 MAX_TOKENS_LIMIT = 1_000_000  # beyond any context window: a bigger number is a client bug
@@ -36,6 +37,48 @@ class Message(BaseModel):
         return "".join(part.text for part in self.content)
 
 
+MAX_SCHEMA_CHARS = 16_000  # a schema is a grammar compiled per request: bounded like a prompt
+
+
+class JsonSchemaSpec(BaseModel):
+    """``response_format.json_schema``: a named JSON Schema the answer must match."""
+
+    model_config = ConfigDict(extra="allow", populate_by_name=True)
+    name: str = Field(min_length=1, max_length=64, pattern=r"^[A-Za-z0-9_-]+$")
+    description: str | None = None
+    body: dict[str, Any] | None = Field(default=None, alias="schema")
+    strict: bool | None = None
+
+
+class ResponseFormat(BaseModel):
+    """OpenAI's ``response_format``: free text, any JSON object, or JSON matching a schema."""
+
+    type: Literal["text", "json_object", "json_schema"]
+    json_schema: JsonSchemaSpec | None = None
+
+    @model_validator(mode="after")
+    def _schema_when_asked(self) -> ResponseFormat:
+        if self.type == "json_schema":
+            if self.json_schema is None:
+                raise ValueError("response_format.json_schema is required when type is 'json_schema'")
+            if len(self.schema_text() or "") > MAX_SCHEMA_CHARS:
+                raise ValueError(f"response_format.json_schema.schema is over {MAX_SCHEMA_CHARS} characters")
+        return self
+
+    def schema_text(self) -> str | None:
+        """The schema as compact JSON text (None for free text); no schema given: any JSON value."""
+        if self.type == "text":
+            return None
+        if self.type == "json_object" or self.json_schema is None:
+            return JSON_OBJECT
+        body = self.json_schema.body if self.json_schema.body is not None else {}
+        try:
+            # Key order kept: the converters emit properties in the schema's order.
+            return json.dumps(body, separators=(",", ":"), ensure_ascii=False)
+        except RecursionError as exc:
+            raise ValueError("response_format.json_schema.schema is nested too deeply") from exc
+
+
 class StreamOptions(BaseModel):
     include_usage: bool = False
 
@@ -54,6 +97,7 @@ class SamplingBody(BaseModel):
     seed: int | None = None
     stream: bool = False
     stream_options: StreamOptions | None = None
+    response_format: ResponseFormat | None = None
 
     def stops(self) -> tuple[str, ...]:
         return (self.stop,) if isinstance(self.stop, str) else tuple(self.stop or ())
@@ -65,6 +109,7 @@ class SamplingBody(BaseModel):
             top_p=1.0 if self.top_p is None else self.top_p,
             stop=self.stops(),
             seed=self.seed,
+            json_schema=self.response_format.schema_text() if self.response_format else None,
         )
 
     @property

@@ -6,7 +6,8 @@ import pytest
 
 from models.errors import ErrorEventError, MalformedEventError, WireFormatError
 from models.openai.client import Delta, error_message, parse_event, parse_whole, request_body
-from models import GenerationRequest, SamplingParams, Usage
+from models.openai.schemas import ChatBody
+from models import JSON_OBJECT, GenerationRequest, SamplingParams, Usage
 
 
 def test_chat_body_carries_sampling_and_usage_request() -> None:
@@ -37,6 +38,22 @@ def test_continuation_is_a_final_assistant_message_with_vllm_flags() -> None:
     assert body["messages"][-1] == {"role": "assistant", "content": "Hel"}
     assert body["continue_final_message"] is True and body["add_generation_prompt"] is False
     assert "max_tokens" not in body and "seed" not in body and "stop" not in body
+
+
+@pytest.mark.parametrize(
+    "schema",
+    [JSON_OBJECT, '{"properties":{"answer":{"type":"integer"}},"required":["answer"],"type":"object"}'],
+    ids=["json_object", "json_schema"],
+)
+def test_response_format_round_trips_through_the_server_schema(schema: str) -> None:
+    req = GenerationRequest(
+        SamplingParams(json_schema=schema), messages=({"role": "user", "content": "hi"},)
+    )
+    _, body = request_body(req, "m")
+    expected = "json_object" if schema == JSON_OBJECT else "json_schema"
+    assert body["response_format"]["type"] == expected
+    assert ChatBody.model_validate(body).sampling().json_schema == schema
+    assert "response_format" not in request_body(GenerationRequest(SamplingParams(), prompt="x"), "m")[1]
 
 
 def test_prompt_continuation_appends_the_prefix() -> None:

@@ -1,0 +1,88 @@
+"""Structured output (``response_format``): a JSON Schema as a llama.cpp grammar sampler.
+
+llama.cpp's grammar sampler masks every token that cannot continue a string of the grammar, so
+the answer is JSON matching the schema by construction (as llama.cpp's server does it). The
+schema is turned into GBNF by llama-cpp-python's converter (the same as ``Llama``'s
+``response_format``); the sampler then sits first in the request's sampler chain.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import functools
+import re
+from typing import Any
+
+from .errors import ResponseFormatError
+
+_PARAM = "response_format"
+# llama.cpp's grammar parser recurses per nesting level and overflows the stack (SIGSEGV) on
+# grammars of a few hundred thousand characters (``maxLength: 20000`` is 160k); below 40k it
+# parses or refuses cleanly.
+MAX_GBNF_CHARS = 32_000
+_SPACE = re.compile(r'^space ::= " "\?$', re.MULTILINE)
+_NO_SPACE = 'space ::= ""'
+
+
+@functools.lru_cache(maxsize=64)
+def gbnf_for(json_schema: str) -> str:
+    """The GBNF grammar of a JSON Schema (canonical JSON text); a schema it cannot express: 400."""
+    from llama_cpp.llama_grammar import json_schema_to_gbnf
+
+    try:
+        gbnf = json_schema_to_gbnf(json_schema)
+    except Exception as exc:  # the converter asserts, or fails on a shape it does not expect
+        raise ResponseFormatError(
+            f"response_format: this JSON Schema cannot be enforced: {exc or type(exc).__name__}", param=_PARAM
+        ) from exc
+    # Compact JSON, no whitespace between tokens, as the cloud members' llguidance is set up: an
+    # answer either engine started, the other can continue after a fallback; and a tiny model
+    # cannot drift into indenting ever deeper.
+    gbnf = _SPACE.sub(lambda _: _NO_SPACE, gbnf)
+    if len(gbnf) > MAX_GBNF_CHARS:
+        raise ResponseFormatError(
+            f"response_format: this JSON Schema's grammar is {len(gbnf)} characters, over the "
+            f"{MAX_GBNF_CHARS} allowed (lower maxLength / minLength / item counts)",
+            param=_PARAM,
+        )
+    return gbnf
+
+
+def grammar_sampler(vocab: Any, gbnf: str) -> Any:
+    """A fresh llama.cpp grammar sampler (the caller owns it, or a chain it is added to)."""
+    import llama_cpp
+
+    sampler = llama_cpp.llama_sampler_init_grammar(vocab, gbnf.encode("utf-8"), b"root")
+    if not sampler:
+        raise ResponseFormatError("response_format: llama.cpp could not parse the schema's grammar", param=_PARAM)
+    return sampler
+
+
+def allows(sampler: Any, token: int) -> bool:
+    """Whether the grammar, in its current state, lets ``token`` come next."""
+    import llama_cpp
+
+    data = (llama_cpp.llama_token_data * 1)(llama_cpp.llama_token_data(token, 0.0, 0.0))
+    candidates = llama_cpp.llama_token_data_array(
+        data=ctypes.cast(data, llama_cpp.llama_token_data_p), size=1, selected=-1, sorted=False
+    )
+    llama_cpp.llama_sampler_apply(sampler, ctypes.byref(candidates))
+    return bool(data[0].logit != float("-inf"))
+
+
+def advance(sampler: Any, tokens: list[int]) -> bool:
+    """Feed the answer so far (a continuation's prefix) through the grammar; False where it breaks
+    the grammar (nothing is accepted past that token: llama.cpp aborts on an impossible one)."""
+    import llama_cpp
+
+    for token in tokens:
+        if not allows(sampler, token):
+            return False
+        llama_cpp.llama_sampler_accept(sampler, token)
+    return True
+
+
+def free(sampler: Any) -> None:
+    import llama_cpp
+
+    llama_cpp.llama_sampler_free(sampler)

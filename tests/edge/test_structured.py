@@ -1,0 +1,77 @@
+"""``response_format`` on the edge engine: llama.cpp's grammar sampler over the real INT4 model."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from collections.abc import Iterator
+
+import pytest
+
+from edge import EdgeSettings, LlamaEngine, ResponseFormatError
+from edge._grammar import gbnf_for
+from models import EDGE_DEFAULT, JSON_OBJECT, GenerationRequest, SamplingParams, collect, default_models_dir, resolve
+
+pytestmark = pytest.mark.slow
+
+SCHEMA = json.dumps(
+    {"type": "object", "properties": {"answer": {"type": "integer"}}, "required": ["answer"], "additionalProperties": False},
+    sort_keys=True,
+    separators=(",", ":"),
+)
+ASK = ({"role": "user", "content": "What is 2 + 3? Reply in JSON."},)
+
+
+@pytest.fixture(scope="module")
+def engine() -> Iterator[LlamaEngine]:
+    eng = LlamaEngine(resolve(EDGE_DEFAULT, default_models_dir()), EdgeSettings(n_ctx=1024, max_queue=8, slots=4))
+    yield eng
+    asyncio.run(eng.aclose())
+
+
+def ask(schema: str | None, prefix: str = "", **params: object) -> GenerationRequest:
+    sampling = SamplingParams(**{"temperature": 0.0, "max_tokens": 60, "json_schema": schema, **params})  # type: ignore[arg-type]
+    return GenerationRequest(params=sampling, messages=ASK, assistant_prefix=prefix)
+
+
+async def test_a_schema_shapes_greedy_and_sampled_answers(engine: LlamaEngine) -> None:
+    for params in ({}, {"temperature": 1.0, "seed": 11}, {"temperature": 1.0, "seed": 12}):
+        done = await collect(engine.stream(ask(SCHEMA, **params)))
+        value = json.loads(done.text)
+        assert done.finish_reason == "stop"
+        assert list(value) == ["answer"] and isinstance(value["answer"], int)
+        assert done.text == json.dumps(value, separators=(",", ":"))  # compact, as the members write it
+
+
+async def test_json_object_mode_answers_an_object_where_free_text_does_not(engine: LlamaEngine) -> None:
+    free = await collect(engine.stream(ask(None)))
+    shaped = await collect(engine.stream(ask(JSON_OBJECT)))
+    assert isinstance(json.loads(shaped.text), dict)
+    assert shaped.text != free.text
+
+
+async def test_a_continuation_completes_the_same_json(engine: LlamaEngine) -> None:
+    prefix = '{"answer":'  # compact, as both engines write JSON
+    done = await collect(engine.stream(ask(SCHEMA, prefix=prefix)))
+    value = json.loads(prefix + done.text)
+    assert isinstance(value["answer"], int)
+
+
+async def test_a_continuation_that_breaks_the_schema_is_refused_before_it_runs(engine: LlamaEngine) -> None:
+    with pytest.raises(ResponseFormatError) as caught:
+        await collect(engine.stream(ask(SCHEMA, prefix='{"question":')))
+    assert caught.value.param == "response_format"
+    assert engine.load().depth == 0  # no slot or queue place was taken
+
+
+async def test_a_schema_the_converter_refuses_is_a_request_error(engine: LlamaEngine) -> None:
+    with pytest.raises(ResponseFormatError, match="cannot be enforced"):
+        await collect(engine.stream(ask('{"type":"wat"}')))
+    with pytest.raises(ResponseFormatError, match="over the 32000"):
+        gbnf_for('{"maxLength":20000,"type":"string"}')  # llama.cpp's parser would overflow its stack
+
+
+async def test_properties_come_in_the_schemas_order(engine: LlamaEngine) -> None:
+    schema = '{"type":"object","properties":{"zeta":{"type":"integer"},"alpha":{"type":"integer"}},"required":["zeta","alpha"]}'
+    done = await collect(engine.stream(ask(schema)))
+    assert list(json.loads(done.text)) == ["zeta", "alpha"]

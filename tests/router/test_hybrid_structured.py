@@ -1,0 +1,42 @@
+"""``response_format`` across the hybrid node: the member is asked for it, and a JSON answer a
+member breaks mid-stream is finished by the edge as the same JSON."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from tests.cloud.cloud_servers import chat_chunk, sse
+from tests.router.hybrid_helpers import ASK, RecordingServer, decisions, node, sse_lines, text_of
+
+pytestmark = pytest.mark.slow
+
+SCHEMA = {
+    "type": "object",
+    "properties": {"answer": {"type": "integer"}},
+    "required": ["answer"],
+    "additionalProperties": False,
+}
+
+
+def test_a_json_answer_broken_mid_stream_is_finished_on_the_edge_as_json(tmp_path: Path) -> None:
+    stall = RecordingServer([("send", sse(chat_chunk('{"answer"'))), ("send", sse(chat_chunk(":"))), ("sleep", 30)])
+    response_format = {"type": "json_schema", "json_schema": {"name": "sum", "schema": SCHEMA, "strict": True}}
+    try:
+        with node(tmp_path, [stall.settings("stall")]) as (base, app):
+            body = {
+                "model": "cloud", "messages": ASK, "stream": True, "max_tokens": 24, "temperature": 0,
+                "response_format": response_format,
+            }
+            _, lines = sse_lines(base, body)
+            text = text_of(lines)
+            assert text.startswith('{"answer":')
+            value = json.loads(text)
+            assert list(value) == ["answer"] and isinstance(value["answer"], int)
+            assert decisions(app)[-1].fallback == "cloud->edge"
+            sent = stall.access_log[0]
+            assert sent["response_format"] == {"type": "json_schema", "json_schema": {"name": "response", "schema": SCHEMA}}
+    finally:
+        stall.close()
