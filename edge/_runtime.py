@@ -215,22 +215,44 @@ class Runtime:
         self._model.close()
 
 
+def penalties_sampler(frequency: float, presence: float, window: int, seen: list[int]) -> Any:
+    """OpenAI's frequency and presence penalties over the last ``window`` tokens the chain samples;
+    ``seen``: the answer so far of a continuation, counted as already generated."""
+    import llama_cpp
+
+    # The binding declares (n_vocab, last_n, ...) while newer llama.cpp takes (last_n, ...): with
+    # both ints equal, either reads the window (x86-64 and arm64 pass ints and floats apart).
+    sampler = llama_cpp.llama_sampler_init_penalties(window, window, 1.0, frequency, presence)
+    for token in seen:
+        llama_cpp.llama_sampler_accept(sampler, token)
+    return sampler
+
+
 def sampler_chain(
-    temperature: float, top_p: float, seed: int, top_k: int, min_p: float, *, grammar: Any = None
+    temperature: float,
+    top_p: float,
+    seed: int,
+    top_k: int,
+    min_p: float,
+    *,
+    grammar: Any = None,
+    penalties: Any = None,
 ) -> Any:
     """A fresh sampler for one request: greedy at temperature 0, else the chain ``Llama`` builds.
 
-    ``grammar`` (a grammar sampler, owned by the chain from here on) goes first, so every later
-    step only sees tokens the grammar allows. The scheduler samples greedy requests without a
-    grammar with :meth:`Runtime.argmax` instead (the same tokens); the greedy chain stays for
-    them with a grammar, and for the test that says so.
+    ``grammar`` and ``penalties`` (samplers, owned by the chain from here on) go first, so every
+    later step sees only the tokens the grammar allows, with their penalized logits. The
+    scheduler samples plain greedy requests with :meth:`Runtime.argmax` instead (the same
+    tokens); the greedy chain stays for greedy ones with a grammar or penalties, and for the test
+    that says so.
     """
     import llama_cpp
 
     chain = llama_cpp.llama_sampler_chain_init(llama_cpp.llama_sampler_chain_default_params())
     add = llama_cpp.llama_sampler_chain_add
-    if grammar is not None:
-        add(chain, grammar)
+    for first in (grammar, penalties):
+        if first is not None:
+            add(chain, first)
     if temperature <= 0.0:
         add(chain, llama_cpp.llama_sampler_init_greedy())
         return chain

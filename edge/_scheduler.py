@@ -25,7 +25,7 @@ from ._fair import (
 )
 
 from ._grammar import advance, grammar_sampler
-from ._runtime import Runtime, free_sampler, sampler_chain
+from ._runtime import Runtime, free_sampler, penalties_sampler, sampler_chain
 from ._sequence import Job, Outbox, Slot
 from .config import EdgeSettings
 from .errors import GenerationError
@@ -237,15 +237,17 @@ class Scheduler:
             slot.resume(job, keep)
             return
         params = job.request.params
-        sampler = grammar = None
+        sampler = grammar = penalties = None
         if job.grammar is not None:
-            gbnf, answer_so_far = job.grammar
-            grammar = grammar_sampler(self._rt.vocab.ptr, gbnf)  # parsed once already, at admission
-            advance(grammar, answer_so_far)
-        if params.temperature > 0.0 or grammar is not None:
+            grammar = grammar_sampler(self._rt.vocab.ptr, job.grammar)  # parsed once already, at admission
+            advance(grammar, job.answer_so_far)
+        if params.penalized:
+            window = len(job.answer_so_far) + job.max_tokens
+            penalties = penalties_sampler(params.frequency_penalty, params.presence_penalty, window, job.answer_so_far)
+        if params.temperature > 0.0 or grammar is not None or penalties is not None:
             sampler = sampler_chain(
                 params.temperature, params.top_p, job.seed, self._settings.top_k, self._settings.min_p,
-                grammar=grammar,
+                grammar=grammar, penalties=penalties,
             )
         slot.start(job, keep, sampler, self._rt.vocab)
         with self._cond:

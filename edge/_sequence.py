@@ -26,8 +26,9 @@ class Job:
     cancelled: threading.Event = field(default_factory=threading.Event)
     queued_at: float = field(default_factory=time.monotonic)
     parked: Parked | None = None  # set while the job waits again after giving up its slot
-    # ``response_format``: the GBNF grammar, and the answer-so-far tokens it must accept first.
-    grammar: tuple[str, list[int]] | None = None
+    grammar: str | None = None  # ``response_format`` as GBNF
+    # A continuation's answer so far, when a grammar or penalties must count it as generated.
+    answer_so_far: list[int] = field(default_factory=list)
 
     @property
     def key(self) -> str:

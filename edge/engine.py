@@ -183,8 +183,10 @@ class LlamaEngine:
         max_tokens = min(max_tokens, self.n_ctx - n_prompt)
         seed = request.params.seed if request.params.seed is not None else random.getrandbits(31)
         job = Job(tokens, max_tokens, request, seed, asyncio.get_running_loop(), asyncio.Queue())
+        if request.assistant_prefix and (request.params.json_schema is not None or request.params.penalized):
+            job.answer_so_far = self._vocab.tokenize(request.assistant_prefix.encode("utf-8"), False, False)
         if request.params.json_schema is not None:
-            job.grammar = self._grammar(request)
+            job.grammar = self._grammar(request.params.json_schema, job.answer_so_far)
         refused = self._scheduler.submit(job, self.settings.max_queue)
         if refused is not None:
             raise EdgeSaturatedError(
@@ -195,11 +197,10 @@ class LlamaEngine:
             )
         return job
 
-    def _grammar(self, request: GenerationRequest) -> tuple[str, list[int]]:
-        """The request's grammar, checked here (a 400 before any slot is taken): it parses, and
+    def _grammar(self, json_schema: str, answer_so_far: list[int]) -> str:
+        """The schema's grammar, checked here (a 400 before any slot is taken): it parses, and
         a continuation's answer so far is a valid start of it."""
-        gbnf = gbnf_for(request.params.json_schema or "")
-        answer_so_far = self._vocab.tokenize(request.assistant_prefix.encode("utf-8"), False, False)
+        gbnf = gbnf_for(json_schema)
         probe = grammar_sampler(self._vocab.ptr, gbnf)
         try:
             if not advance(probe, answer_so_far):
@@ -208,7 +209,7 @@ class LlamaEngine:
                 )
         finally:
             free_grammar(probe)
-        return gbnf, answer_so_far
+        return gbnf
 
 
 def _chat_formatter(rt: Runtime) -> Any:

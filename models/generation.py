@@ -21,9 +21,17 @@ class SamplingParams:
     top_p: float = 1.0
     stop: tuple[str, ...] = ()
     seed: int | None = None
+    # OpenAI's penalties: a token's logit is lowered by frequency_penalty per time it was already
+    # generated, and by presence_penalty once if it was at all.
+    frequency_penalty: float = 0.0
+    presence_penalty: float = 0.0
     # The JSON Schema the answer must match, as compact JSON text (``response_format``);
     # None: free text. Engines constrain decoding to it, so the answer parses.
     json_schema: str | None = None
+
+    @property
+    def penalized(self) -> bool:
+        return self.frequency_penalty != 0.0 or self.presence_penalty != 0.0
 
     @property
     def deterministic(self) -> bool:

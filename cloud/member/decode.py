@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+from collections.abc import Sequence as Sequence_
 from pathlib import Path
 from typing import Any
 
@@ -82,3 +83,28 @@ def choose_token(logits: Any, temperature: float, top_p: float, generator: Any) 
         sorted_probs[beyond] = 0.0
         probs = torch.zeros_like(probs).scatter_(0, order, sorted_probs)
     return int(torch.multinomial(probs, 1, generator=generator))
+
+
+class Penalties:
+    """OpenAI's frequency and presence penalties, from the counts of the tokens generated so far."""
+
+    def __init__(self, frequency: float, presence: float, seen: Sequence_[int], n_vocab: int) -> None:
+        import torch
+
+        self._frequency = frequency
+        self._presence = presence
+        self._counts = torch.zeros(n_vocab, dtype=torch.float32)
+        for token in seen:  # a continuation's answer so far counts as generated
+            self.count(token)
+
+    def apply(self, logits: Any) -> Any:
+        """The logits lowered by ``frequency`` per earlier use of each token, ``presence`` once."""
+        counts = self._counts
+        n = min(logits.shape[-1], counts.shape[0])
+        out = logits.float().clone()
+        out[:n] -= counts[:n] * self._frequency + (counts[:n] > 0).float() * self._presence
+        return out
+
+    def count(self, token: int) -> None:
+        if 0 <= token < self._counts.shape[0]:
+            self._counts[token] += 1.0

@@ -23,7 +23,7 @@ from models.worker import Job, ModelWorker
 
 from ..config import MemberServerSettings
 from ..errors import BadRequestError, OverloadedError, RankFailureError
-from .decode import Sequence, choose_token
+from .decode import Penalties, Sequence, choose_token
 from .grammar import Grammar, Grammars
 from .group import Command, Lockstep
 from .metrics import MemberMetrics
@@ -43,6 +43,9 @@ class Plan:
     seed: int | None
     stops: tuple[str, ...]
     grammar: Grammar | None = None
+    frequency_penalty: float = 0.0
+    presence_penalty: float = 0.0
+    seen: tuple[int, ...] = ()  # a continuation's answer so far, which the penalties count
 
 
 @dataclass(frozen=True, slots=True)
@@ -137,7 +140,11 @@ class TorchEngine(ModelWorker[Plan]):
         wanted = min(wanted, limit - len(ids))
         schema = params.json_schema
         grammar = self._grammars.compile(schema, prefix) if schema is not None else None
-        return Plan(tuple(ids), wanted, params.temperature, params.top_p, params.seed, params.stop, grammar)
+        seen = tuple(self._tok(prefix, add_special_tokens=False).input_ids) if prefix and params.penalized else ()
+        return Plan(
+            tuple(ids), wanted, params.temperature, params.top_p, params.seed, params.stop, grammar,
+            params.frequency_penalty, params.presence_penalty, seen,
+        )
 
     # -- requests --------------------------------------------------------------------------
 
@@ -205,6 +212,9 @@ class TorchEngine(ModelWorker[Plan]):
         plan = job.payload
         started = time.perf_counter()
         matcher = plan.grammar.matcher() if plan.grammar is not None else None  # before the ranks start
+        penalties = None
+        if plan.frequency_penalty or plan.presence_penalty:
+            penalties = Penalties(plan.frequency_penalty, plan.presence_penalty, plan.seen, len(self._tok))
         self._group.send(Command("generate", plan.ids))
         seq = Sequence(self._model)
         logits = seq.prefill(list(plan.ids))
@@ -220,6 +230,8 @@ class TorchEngine(ModelWorker[Plan]):
             if job.cancelled.is_set():
                 finish = None
                 break
+            if penalties is not None:
+                logits = penalties.apply(logits)
             if matcher is not None:
                 matcher.mask(logits)  # end-of-sequence only once the JSON is complete
             token = choose_token(logits, plan.temperature, plan.top_p, generator)
@@ -228,6 +240,8 @@ class TorchEngine(ModelWorker[Plan]):
                 break
             if matcher is not None:
                 matcher.accept(token)
+            if penalties is not None:
+                penalties.count(token)
             n_out += 1
             text, hit = stops.feed(decoder.feed(token))
             if text:

@@ -44,7 +44,12 @@ def _params(params: SamplingParams) -> dict[str, Any]:
         "seed": None if greedy else params.seed,
         "stop": sorted(set(params.stop)),
     }
-    if params.json_schema is not None:  # absent otherwise: keys of free-text requests stay as they were
+    # Each only when set: the keys of requests without them stay as they were.
+    if params.frequency_penalty:
+        fields["frequency_penalty"] = float(params.frequency_penalty)
+    if params.presence_penalty:
+        fields["presence_penalty"] = float(params.presence_penalty)
+    if params.json_schema is not None:
         fields["json_schema"] = params.json_schema
     return fields
 

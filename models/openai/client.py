@@ -37,6 +37,10 @@ def request_body(request: GenerationRequest, model: str, *, stream: bool = True)
         body["stop"] = list(params.stop)
     if params.seed is not None:
         body["seed"] = params.seed
+    if params.frequency_penalty:
+        body["frequency_penalty"] = params.frequency_penalty
+    if params.presence_penalty:
+        body["presence_penalty"] = params.presence_penalty
     if params.json_schema is not None:
         body["response_format"] = response_format(params.json_schema)
     if request.messages is None:

@@ -93,6 +93,8 @@ class SamplingBody(BaseModel):
     temperature: Annotated[float, Field(ge=0.0, le=2.0)] | None = None
     top_p: Annotated[float, Field(ge=0.0, le=1.0)] | None = None
     n: Annotated[int, Field(ge=1, le=1)] = 1
+    frequency_penalty: Annotated[float, Field(ge=-2.0, le=2.0)] | None = None
+    presence_penalty: Annotated[float, Field(ge=-2.0, le=2.0)] | None = None
     stop: str | Annotated[list[str], Field(max_length=4)] | None = None
     seed: int | None = None
     stream: bool = False
@@ -109,6 +111,8 @@ class SamplingBody(BaseModel):
             top_p=1.0 if self.top_p is None else self.top_p,
             stop=self.stops(),
             seed=self.seed,
+            frequency_penalty=self.frequency_penalty or 0.0,
+            presence_penalty=self.presence_penalty or 0.0,
             json_schema=self.response_format.schema_text() if self.response_format else None,
         )
 

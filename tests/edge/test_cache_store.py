@@ -74,7 +74,7 @@ async def test_an_explicit_threshold_overrides_the_budget(tmp_path: Path, embedd
         await cache.aclose()
 
 
-def test_a_response_schema_is_part_of_both_keys_and_absent_leaves_them_as_they_were() -> None:
+def test_a_response_schema_and_penalties_are_part_of_both_keys_and_absent_leave_them_as_they_were() -> None:
     from dataclasses import replace
 
     from models import JSON_OBJECT
@@ -82,8 +82,10 @@ def test_a_response_schema_is_part_of_both_keys_and_absent_leaves_them_as_they_w
     plain = chat("Name a colour.")
     shaped = replace(plain, params=replace(plain.params, json_schema=JSON_OBJECT))
     other = replace(plain, params=replace(plain.params, json_schema='{"type":"string"}'))
-    keys = {exact_key(k) for k in (plain, shaped, other)}
-    scopes = {semantic_parts(k).scope for k in (plain, shaped, other)}
-    assert len(keys) == 3 and len(scopes) == 3
-    assert "json_schema" not in request_record(plain)["params"]  # free-text keys did not move
+    penalized = replace(plain, params=replace(plain.params, frequency_penalty=0.5))
+    present = replace(plain, params=replace(plain.params, presence_penalty=0.5))
+    variants = (plain, shaped, other, penalized, present)
+    assert len({exact_key(k) for k in variants}) == 5
+    assert len({semantic_parts(k).scope for k in variants}) == 5
+    assert set(request_record(plain)["params"]) == {"max_tokens", "temperature", "top_p", "seed", "stop"}  # keys did not move
     assert request_record(shaped)["params"]["json_schema"] == JSON_OBJECT

@@ -1,0 +1,54 @@
+"""OpenAI's frequency and presence penalties on the edge: llama.cpp's penalties sampler."""
+
+from __future__ import annotations
+
+import asyncio
+import ctypes
+from collections.abc import Iterator
+
+import pytest
+
+from edge import EdgeSettings, LlamaEngine
+from edge._runtime import free_sampler, penalties_sampler
+from models import EDGE_DEFAULT, GenerationRequest, SamplingParams, collect, default_models_dir, resolve
+
+
+def _applied(sampler: object, logits: dict[int, float]) -> dict[int, float]:
+    import llama_cpp
+
+    data = (llama_cpp.llama_token_data * len(logits))(*(llama_cpp.llama_token_data(t, v, 0.0) for t, v in logits.items()))
+    arr = llama_cpp.llama_token_data_array(
+        data=ctypes.cast(data, llama_cpp.llama_token_data_p), size=len(logits), selected=-1, sorted=False
+    )
+    llama_cpp.llama_sampler_apply(sampler, ctypes.byref(arr))
+    return {data[i].id: round(data[i].logit, 4) for i in range(arr.size)}
+
+
+def test_each_earlier_use_lowers_a_token_by_frequency_and_any_use_by_presence() -> None:
+    # The answer so far used token 5 twice and token 7 once; token 9 never.
+    sampler = penalties_sampler(0.5, 0.25, 64, [5, 5, 7])
+    try:
+        assert _applied(sampler, {5: 1.0, 7: 1.0, 9: 1.0}) == {5: 1.0 - 2 * 0.5 - 0.25, 7: 1.0 - 0.5 - 0.25, 9: 1.0}
+    finally:
+        free_sampler(sampler)
+
+
+@pytest.fixture(scope="module")
+def engine() -> Iterator[LlamaEngine]:
+    eng = LlamaEngine(resolve(EDGE_DEFAULT, default_models_dir()), EdgeSettings(n_ctx=1024, max_queue=8, slots=2))
+    yield eng
+    asyncio.run(eng.aclose())
+
+
+@pytest.mark.slow
+async def test_a_frequency_penalty_stops_a_greedy_answer_repeating_itself(engine: LlamaEngine) -> None:
+    async def words(**penalty: float) -> list[str]:
+        params = SamplingParams(temperature=0.0, max_tokens=30, **penalty)
+        done = await collect(engine.stream(GenerationRequest(params=params, prompt="yes, yes, yes, yes, yes,")))
+        return done.text.lower().replace(",", " ").split()
+
+    plain, penalized = await words(), await words(frequency_penalty=2.0)
+    top = max(plain.count(w) for w in plain)
+    assert top >= 10  # the model does repeat one word, unpenalized
+    assert max(penalized.count(w) for w in penalized) < top / 2
+    assert len(set(penalized)) > len(set(plain))
