@@ -105,7 +105,8 @@ async def _respond(
     _check_caps(node, body)
     ctx = request_context(request, body)
     gen = body.to_generation(rid, ctx.tenant)
-    writer = ChunkWriter(kind, gen.model, include_usage=body.include_usage)
+    call = body.forced_call() if isinstance(body, ChatCompletionRequest) else None
+    writer = ChunkWriter(kind, gen.model, include_usage=body.include_usage, call=call)
     if not body.stream:
         # Watched from the start: a member generates a whole answer before its one chunk comes.
         done = await _while_connected(request, _whole(node, gen, ctx, routing))

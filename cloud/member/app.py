@@ -49,7 +49,8 @@ def create_member_app(
 
     async def respond(kind: Kind, body: MemberChatBody | MemberCompletionBody, plan: Plan) -> Response[Any]:
         job = engine.submit(plan)
-        writer = ChunkWriter(kind, body.model, include_usage=body.include_usage)
+        call = body.forced_call() if isinstance(body, MemberChatBody) else None
+        writer = ChunkWriter(kind, body.model, include_usage=body.include_usage, call=call)
         if not body.stream:
             parts: list[str] = []
             last = Piece("")

@@ -6,12 +6,14 @@ Each server subclasses these with its own extensions (the node's ``cache``/``pri
 
 from __future__ import annotations
 
+import dataclasses
 import json
 from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from ..generation import JSON_OBJECT, SamplingParams
+from .tools import ForcedCall, NamedToolChoice, ToolChoice, ToolDef, forced_call
 
 Role = Literal["system", "developer", "user", "assistant", "tool"]
 MAX_TOKENS_LIMIT = 1_000_000  # beyond any context window: a bigger number is a client bug
@@ -31,6 +33,10 @@ class Message(BaseModel):
 
     def text(self) -> str:
         if self.content is None:
+            # An earlier assistant turn that called functions: the model reads the calls it made.
+            calls = (self.model_extra or {}).get("tool_calls")
+            if self.role == "assistant" and isinstance(calls, list):
+                return json.dumps([c.get("function", c) for c in calls if isinstance(c, dict)], ensure_ascii=False)
             return ""
         if isinstance(self.content, str):
             return self.content
@@ -126,6 +132,9 @@ class ChatBody(SamplingBody):
 
     messages: Annotated[list[Message], Field(min_length=1)]
     max_completion_tokens: Annotated[int, Field(ge=1, le=MAX_TOKENS_LIMIT)] | None = None
+    tools: Annotated[list[ToolDef], Field(max_length=128)] | None = None
+    tool_choice: ToolChoice | None = None
+    parallel_tool_calls: bool | None = None  # one call per answer either way
 
     @model_validator(mode="after")
     def _newer_max_tokens(self) -> ChatBody:
@@ -133,9 +142,45 @@ class ChatBody(SamplingBody):
             self.max_tokens = self.max_completion_tokens
         return self
 
+    @model_validator(mode="after")
+    def _tool_choice_names_a_tool(self) -> ChatBody:
+        names = [t.function.name for t in self.tools or ()]
+        if len(set(names)) != len(names):
+            raise ValueError("tools: each function needs its own name")
+        choice = self.tool_choice
+        if isinstance(choice, NamedToolChoice) and choice.function.name not in names:
+            raise ValueError(f"tool_choice names the function {choice.function.name!r}, which is not in tools")
+        if choice == "required" and not names:
+            raise ValueError("tool_choice 'required' needs at least one tool in tools")
+        call = self.forced_call()
+        try:
+            too_big = call is not None and len(call.schema()) > MAX_SCHEMA_CHARS
+        except RecursionError as exc:
+            raise ValueError("tools: a function's parameters are nested too deeply") from exc
+        if too_big:
+            raise ValueError(f"tools: the forced call's parameters are over {MAX_SCHEMA_CHARS} characters as JSON")
+        return self
+
+    def forced_call(self) -> ForcedCall | None:
+        """The function call ``tool_choice`` forces (``"required"`` or a named function), if any."""
+        return forced_call(self.tools, self.tool_choice)
+
+    def sampling(self) -> SamplingParams:
+        params = super().sampling()
+        call = self.forced_call()
+        return params if call is None else dataclasses.replace(params, json_schema=call.schema())
+
     def plain_messages(self) -> tuple[dict[str, str], ...]:
-        """The messages as role and text (content parts joined)."""
-        return tuple({"role": m.role, "content": m.text()} for m in self.messages)
+        """The messages as role and text (content parts joined); a forced call's instruction
+        joins the system message (or opens the conversation as one)."""
+        messages = [{"role": m.role, "content": m.text()} for m in self.messages]
+        call = self.forced_call()
+        if call is not None:
+            if messages[0]["role"] in ("system", "developer"):
+                messages[0] = {"role": messages[0]["role"], "content": messages[0]["content"] + "\n\n" + call.instruction()}
+            else:
+                messages.insert(0, {"role": "system", "content": call.instruction()})
+        return tuple(messages)
 
 
 class CompletionBody(SamplingBody):

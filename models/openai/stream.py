@@ -9,6 +9,7 @@ from typing import Any, Literal
 
 from ..generation import Usage
 from .errors import error_body
+from .tools import ForcedCall
 
 Kind = Literal["chat", "text"]
 
@@ -39,12 +40,24 @@ class ChunkWriter:
     carries the counts.
     """
 
-    def __init__(self, kind: Kind, model: str, *, include_usage: bool = False, rid: str | None = None) -> None:
+    def __init__(
+        self,
+        kind: Kind,
+        model: str,
+        *,
+        include_usage: bool = False,
+        rid: str | None = None,
+        call: ForcedCall | None = None,
+    ) -> None:
         self.kind = kind
         self.model = model
         self.include_usage = include_usage
         self.rid = rid or new_id(kind)
         self.created = int(time.time())
+        # A forced function call: the generated text is the call's JSON, sent as ``tool_calls``.
+        self.call = call if kind == "chat" else None
+        self._streamed: list[str] = []  # ``"required"``: the call is sent whole, once it parses
+        self._call_id = ""
 
     def _event(self, choices: list[dict[str, Any]], usage: Usage | None = None) -> bytes:
         body: dict[str, Any] = {
@@ -67,15 +80,40 @@ class ChunkWriter:
             return {"index": 0, "delta": delta, "logprobs": None, "finish_reason": finish_reason}
         return {"index": 0, "text": text, "logprobs": None, "finish_reason": finish_reason}
 
+    def _call_delta(self, delta: dict[str, Any]) -> bytes:
+        return self._event([{"index": 0, "delta": delta, "logprobs": None, "finish_reason": None}])
+
     def opening(self) -> bytes:
-        """The role event a chat stream starts with (nothing for a text completion)."""
+        """The role event a chat stream starts with (nothing for a text completion); a named
+        function's call opens there too, its arguments following as they are generated."""
+        if self.call is not None:
+            delta: dict[str, Any] = {"role": "assistant", "content": None}
+            if self.call.named is not None:
+                first = self.call.calls("")[0]  # type: ignore[index]
+                self._call_id = first["id"]
+                first["function"]["arguments"] = ""
+                delta["tool_calls"] = [{"index": 0, **first}]
+            return self._call_delta(delta)
         return self._event([self._choice("", None, role=True)]) if self.kind == "chat" else b""
 
     def text(self, text: str) -> bytes:
+        if self.call is not None:
+            if self.call.named is None:
+                self._streamed.append(text)
+                return b""
+            return self._call_delta({"tool_calls": [{"index": 0, "function": {"arguments": text}}]})
         return self._event([self._choice(text, None)])
 
     def finish(self, finish_reason: str, usage: Usage) -> bytes:
-        out = self._event([self._choice("", finish_reason)])
+        out = b""
+        if self.call is not None:
+            calls = self.call.calls("".join(self._streamed)) if self.call.named is None else None
+            if calls is not None:
+                out += self._call_delta({"tool_calls": [{"index": 0, **calls[0]}]})
+            elif self._streamed:  # cut by max_tokens before the call was whole: the text is all there is
+                out += self._call_delta({"content": "".join(self._streamed)})
+            finish_reason = _call_finish(finish_reason, self.call.named is not None or calls is not None)
+        out += self._event([self._choice("", finish_reason)])
         if self.include_usage:
             out += self._event([], usage)
         return out + DONE
@@ -87,9 +125,15 @@ class ChunkWriter:
     def whole(self, text: str, finish_reason: str, usage: Usage) -> dict[str, Any]:
         """The non-streamed response body."""
         if self.kind == "chat":
+            message: dict[str, Any] = {"role": "assistant", "content": text, "refusal": None}
+            if self.call is not None:
+                calls = self.call.calls(text)
+                if calls is not None:  # else cut by max_tokens: the text is all there is
+                    message.update(content=None, tool_calls=calls)
+                finish_reason = _call_finish(finish_reason, calls is not None)
             choice: dict[str, Any] = {
                 "index": 0,
-                "message": {"role": "assistant", "content": text, "refusal": None},
+                "message": message,
                 "logprobs": None,
                 "finish_reason": finish_reason,
             }
@@ -104,3 +148,8 @@ class ChunkWriter:
             "usage": usage_dict(usage),
             "system_fingerprint": None,
         }
+
+
+def _call_finish(finish_reason: str, called: bool) -> str:
+    """A forced call that was written out whole ends as ``tool_calls``, as OpenAI's do."""
+    return "tool_calls" if called and finish_reason == "stop" else finish_reason

@@ -143,3 +143,15 @@ def test_either_engine_continues_the_others_json(http: httpx.Client, member: Loc
     member_answer = _chat(http, member, messages=LEGS, temperature=0, response_format=SCHEMA_FORMAT)["message"]["content"]
     cut = member_answer[:-1]  # all but the closing brace
     assert _is_answer(json.loads(cut + asyncio.run(on_the_edge(cut))))
+
+
+def test_a_forced_call_comes_back_as_a_tool_call(http: httpx.Client, member: LocalMember) -> None:
+    tool = {"type": "function", "function": {"name": "count_legs", "parameters": ANSWER}}
+    choice = _chat(
+        http, member, messages=LEGS, temperature=0, tools=[tool],
+        tool_choice={"type": "function", "function": {"name": "count_legs"}},
+    )
+    assert choice["finish_reason"] == "tool_calls" and choice["message"]["content"] is None
+    [call] = choice["message"]["tool_calls"]
+    assert call["function"]["name"] == "count_legs"
+    assert _is_answer(json.loads(call["function"]["arguments"]))

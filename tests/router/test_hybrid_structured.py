@@ -40,3 +40,34 @@ def test_a_json_answer_broken_mid_stream_is_finished_on_the_edge_as_json(tmp_pat
             assert sent["response_format"] == {"type": "json_schema", "json_schema": {"name": "response", "schema": SCHEMA}}
     finally:
         stall.close()
+
+
+def test_a_forced_call_broken_mid_stream_is_finished_on_the_edge_as_one_call(tmp_path: Path) -> None:
+    stall = RecordingServer([("send", sse(chat_chunk('{"city"'))), ("send", sse(chat_chunk(':"Par'))), ("sleep", 30)])
+    weather = {
+        "type": "function",
+        "function": {
+            "name": "get_weather",
+            "parameters": {"type": "object", "properties": {"city": {"type": "string", "maxLength": 30}}, "required": ["city"]},
+        },
+    }
+    try:
+        with node(tmp_path, [stall.settings("stall")]) as (base, app):
+            body = {
+                "model": "cloud", "messages": ASK, "stream": True, "max_tokens": 24, "temperature": 0,
+                "tools": [weather], "tool_choice": {"type": "function", "function": {"name": "get_weather"}},
+            }
+            _, lines = sse_lines(base, body)
+            events = [json.loads(x) for x in lines[:-1]]
+            parts = [t for e in events for t in e["choices"][0]["delta"].get("tool_calls") or ()]
+            assert parts[0]["function"]["name"] == "get_weather" and parts[0]["id"].startswith("call_")
+            arguments = json.loads("".join(p["function"]["arguments"] for p in parts))
+            assert arguments["city"].startswith("Par")
+            assert events[-1]["choices"][0]["finish_reason"] == "tool_calls"
+            assert decisions(app)[-1].fallback == "cloud->edge"
+            sent = stall.access_log[0]  # the member got the call's schema and instruction, not the tools
+            assert sent["response_format"]["json_schema"]["schema"] == weather["function"]["parameters"]
+            assert sent["messages"][0]["role"] == "system" and "get_weather" in sent["messages"][0]["content"]
+            assert "tools" not in sent
+    finally:
+        stall.close()
