@@ -15,6 +15,7 @@ from typing import Any
 
 import numpy as np
 
+from ._grammar import Candidates, Constrained
 from .config import EdgeSettings
 from .errors import EngineLoadError, GenerationError
 
@@ -165,6 +166,7 @@ class Runtime:
         self.vocab = Vocab(self._model)
         self.metadata: dict[str, str] = self._model.metadata()
         self.batch = Batch(settings.n_batch)
+        self._candidates: Candidates | None = None  # built by the first grammar request
 
     def decode(self) -> None:
         """Run the current batch through the model (one forward pass for every sequence in it)."""
@@ -177,7 +179,16 @@ class Runtime:
             raise GenerationError(f"llama_decode failed with status {rc}")
 
     def sample(self, sampler: Any, index: int) -> int:
+        if isinstance(sampler, Constrained):
+            if self._candidates is None:
+                self._candidates = Candidates(self.vocab.n_vocab)
+            return sampler.sample(self.logits_row(index), self._candidates)
         return int(self._sample(sampler, self.ctx, index))
+
+    def logits_row(self, index: int) -> np.ndarray:
+        """The logits of one batch index (a view into llama.cpp's buffer, valid until the next decode)."""
+        address = ctypes.cast(self._logits_ith(self.ctx, index), ctypes.c_void_p).value
+        return np.ctypeslib.as_array((ctypes.c_float * self.vocab.n_vocab).from_address(address))  # type: ignore[arg-type]
 
     def argmax(self, indices: list[int]) -> list[int]:
         """The greedy token of each batch index's logits row (~3 us a row, against ~45 us a sample).
@@ -235,24 +246,22 @@ def sampler_chain(
     top_k: int,
     min_p: float,
     *,
-    grammar: Any = None,
     penalties: Any = None,
 ) -> Any:
     """A fresh sampler for one request: greedy at temperature 0, else the chain ``Llama`` builds.
 
-    ``grammar`` and ``penalties`` (samplers, owned by the chain from here on) go first, so every
-    later step sees only the tokens the grammar allows, with their penalized logits. The
-    scheduler samples plain greedy requests with :meth:`Runtime.argmax` instead (the same
-    tokens); the greedy chain stays for greedy ones with a grammar or penalties, and for the test
-    that says so.
+    ``penalties`` (a sampler, owned by the chain from here on) goes first, so every later step
+    sees the penalized logits. The scheduler samples plain greedy requests with
+    :meth:`Runtime.argmax` instead (the same tokens); the greedy chain stays for greedy ones with
+    penalties, and for the test that says so. A grammar is kept beside the chain
+    (:class:`Constrained`).
     """
     import llama_cpp
 
     chain = llama_cpp.llama_sampler_chain_init(llama_cpp.llama_sampler_chain_default_params())
     add = llama_cpp.llama_sampler_chain_add
-    for first in (grammar, penalties):
-        if first is not None:
-            add(chain, first)
+    if penalties is not None:
+        add(chain, penalties)
     if temperature <= 0.0:
         add(chain, llama_cpp.llama_sampler_init_greedy())
         return chain
@@ -265,6 +274,9 @@ def sampler_chain(
 
 
 def free_sampler(chain: Any) -> None:
+    if isinstance(chain, Constrained):
+        chain.free()
+        return
     import llama_cpp
 
     llama_cpp.llama_sampler_free(chain)

@@ -24,7 +24,7 @@ from ._fair import (
     Demand, FairQueue, KeyView, Promises, Refusal, active_keys, keep_slots, preempt_from, prefill_shares, share,
 )
 
-from ._grammar import advance, grammar_sampler
+from ._grammar import Constrained, advance, grammar_sampler
 from ._runtime import Runtime, free_sampler, penalties_sampler, sampler_chain
 from ._sequence import Job, Outbox, Slot
 from .config import EdgeSettings
@@ -244,11 +244,13 @@ class Scheduler:
         if params.penalized:
             window = len(job.answer_so_far) + job.max_tokens
             penalties = penalties_sampler(params.frequency_penalty, params.presence_penalty, window, job.answer_so_far)
-        if params.temperature > 0.0 or grammar is not None or penalties is not None:
+        if params.temperature > 0.0 or penalties is not None:
             sampler = sampler_chain(
                 params.temperature, params.top_p, job.seed, self._settings.top_k, self._settings.min_p,
-                grammar=grammar, penalties=penalties,
+                penalties=penalties,
             )
+        if grammar is not None:
+            sampler = Constrained(grammar, sampler)
         slot.start(job, keep, sampler, self._rt.vocab)
         with self._cond:
             self._prompt_tokens += len(job.tokens)

@@ -75,3 +75,45 @@ async def test_properties_come_in_the_schemas_order(engine: LlamaEngine) -> None
     schema = '{"type":"object","properties":{"zeta":{"type":"integer"},"alpha":{"type":"integer"}},"required":["zeta","alpha"]}'
     done = await collect(engine.stream(ask(schema)))
     assert list(json.loads(done.text)) == ["zeta", "alpha"]
+
+
+def test_the_fast_path_picks_what_masking_everything_would() -> None:
+    """Greedy under a grammar: taking the argmax when the grammar allows it, else masking the
+    whole vocabulary, gives the same token as masking first (llama.cpp's full path) every time."""
+    import llama_cpp
+    import numpy as np
+
+    from edge._grammar import Candidates, Constrained, allows, free, grammar_sampler
+    from edge._runtime import sampler_chain
+
+    model = llama_cpp.Llama(model_path=str(resolve(EDGE_DEFAULT, default_models_dir()).path), vocab_only=True, verbose=False)
+    vocab, n_vocab = model._model.vocab, model.n_vocab()
+    gbnf = gbnf_for(SCHEMA)
+    candidates = Candidates(n_vocab)
+    brace = model.tokenize(b"{", add_bos=False, special=False)[0]
+    rng = np.random.default_rng(0)
+    for trial in range(20):
+        logits = rng.normal(size=n_vocab).astype(np.float32)
+        if trial % 2:
+            logits[brace] = 50.0  # the argmax is allowed: the fast path keeps it
+        fast = Constrained(grammar_sampler(vocab, gbnf), None)
+        full = grammar_sampler(vocab, gbnf)
+        try:
+            token = fast.sample(logits, candidates)
+            llama_cpp.llama_sampler_apply(full, candidates.fill(logits).ref)
+            assert token == candidates.best()
+            assert model.detokenize([token]).startswith(b"{")  # '{' or a token that begins with it
+            if trial % 2:
+                assert token == brace
+        finally:
+            fast.free()
+            free(full)
+    # Sampled: the draw is always one the grammar allows, and the grammar moves on with it.
+    for seed in range(5):
+        sampled = Constrained(grammar_sampler(vocab, gbnf), sampler_chain(1.0, 1.0, seed, 40, 0.05))
+        try:
+            first = sampled.sample(rng.normal(size=n_vocab).astype(np.float32), candidates)
+            assert model.detokenize([first]).startswith(b"{")
+            assert not allows(sampled.grammar, brace)  # after the opening brace comes a key, not another one
+        finally:
+            sampled.free()
