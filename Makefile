@@ -42,6 +42,7 @@ test: prepare browser
 
 bench: prepare
 	$(BIN)/python -m bench.edge_api
+	$(BIN)/python -m bench.structured
 	$(BIN)/python -m bench.cache
 	$(BIN)/python -m bench.cache_http
 	$(BIN)/python -m bench.pool
