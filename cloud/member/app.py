@@ -7,6 +7,7 @@ and vLLM alike (429/5xx retryable, 4xx the request's own fault).
 
 from __future__ import annotations
 
+import asyncio
 import logging
 from collections.abc import AsyncIterator
 from typing import Any
@@ -15,7 +16,7 @@ from litestar import Litestar, Response, get, post
 from litestar.datastructures import State
 from litestar.response import Stream
 
-from models import Usage
+from models import SamplingParams, Usage
 from models.keys import KeyTable
 from models.openai import API_KEYS, ChunkWriter, Kind, api_key_guard, error_body, exception_handlers
 
@@ -72,6 +73,12 @@ def create_member_app(
 
         return Stream(events(), media_type="text/event-stream", headers={"cache-control": "no-cache"})
 
+    async def _plan(ids: list[int], params: SamplingParams, param: str, prefix: str) -> Plan:
+        if params.json_schema is None:
+            return engine.plan(ids, params, param=param, prefix=prefix)
+        # Compiling a schema takes milliseconds to (for a big one) a second: off the event loop.
+        return await asyncio.to_thread(engine.plan, ids, params, param=param, prefix=prefix)
+
     @post("/v1/chat/completions", status_code=200, guards=[api_key_guard])
     async def chat(data: MemberChatBody) -> Response[Any]:
         check_model(data.model)
@@ -84,13 +91,13 @@ def create_member_app(
         )
         # A continuation extends the final assistant message: a grammar must read it first.
         prefix = messages[-1]["content"] if data.continue_final_message else ""
-        plan = engine.plan(ids, params, param="messages", prefix=prefix)
+        plan = await _plan(ids, params, "messages", prefix)
         return await respond("chat", data, plan)
 
     @post("/v1/completions", status_code=200, guards=[api_key_guard])
     async def completions(data: MemberCompletionBody) -> Response[Any]:
         check_model(data.model)
-        plan = engine.plan(engine.encode_prompt(data.prompt_text()), data.sampling(), param="prompt")
+        plan = await _plan(engine.encode_prompt(data.prompt_text()), data.sampling(), "prompt", "")
         return await respond("text", data, plan)
 
     @get("/v1/models", guards=[api_key_guard])
