@@ -57,7 +57,6 @@ class ChunkWriter:
         # A forced function call: the generated text is the call's JSON, sent as ``tool_calls``.
         self.call = call if kind == "chat" else None
         self._streamed: list[str] = []  # ``"required"``: the call is sent whole, once it parses
-        self._call_id = ""
 
     def _event(self, choices: list[dict[str, Any]], usage: Usage | None = None) -> bytes:
         body: dict[str, Any] = {
@@ -90,8 +89,6 @@ class ChunkWriter:
             delta: dict[str, Any] = {"role": "assistant", "content": None}
             if self.call.named is not None:
                 first = self.call.calls("")[0]  # type: ignore[index]
-                self._call_id = first["id"]
-                first["function"]["arguments"] = ""
                 delta["tool_calls"] = [{"index": 0, **first}]
             return self._call_delta(delta)
         return self._event([self._choice("", None, role=True)]) if self.kind == "chat" else b""
