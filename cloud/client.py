@@ -244,7 +244,7 @@ class Member:
                             self._started(request.request_id, attempt, started, first_at)
                         parts.append(delta.text)
                         n_text += 1
-                        yield Chunk(delta.text)
+                        yield Chunk(delta.text, logprobs=delta.logprobs)
             if first_at is None:
                 first_at = time.perf_counter()
                 self._started(request.request_id, attempt, started, first_at)
@@ -307,7 +307,7 @@ class Member:
         self._succeeded(request.request_id, attempt, started, None)
         # Members without usage count one token a delta (as streamed); a whole answer is one delta.
         usage = answer.usage or Usage(0, 1 if answer.text else 0)
-        yield Chunk(answer.text, finish_reason=answer.finish_reason, usage=usage)
+        yield Chunk(answer.text, finish_reason=answer.finish_reason, usage=usage, logprobs=answer.logprobs)
 
     def _started(self, request_id: str, attempt: int, started: float, first_at: float) -> None:
         ttft = (first_at - started) * 1000

@@ -25,7 +25,7 @@ from ._fair import (
 )
 
 from ._grammar import Constrained, advance, grammar_sampler
-from ._runtime import Runtime, free_sampler, penalties_sampler, sampler_chain
+from ._runtime import Runtime, free_sampler, penalties_sampler, sampler_chain, token_logprob
 from ._sequence import Job, Outbox, Slot
 from .config import EdgeSettings
 from .errors import GenerationError
@@ -316,9 +316,11 @@ class Scheduler:
             if vocab.is_eog(token):
                 self._end(slot, "stop")
                 continue
+            if (top := job.request.params.logprobs) is not None:
+                slot.logprobs.append(token_logprob(rt.logits_row(index), token, top, vocab))
             text, reason = slot.feed(token, room_total - len(slot.cached) - 1)
             if text:
-                self._outbox.put(job, Chunk(text))
+                self._outbox.put(job, Chunk(text, logprobs=slot.released_logprobs()))
             if reason is not None:
                 self._end(slot, reason)
         self._outputs = []

@@ -9,7 +9,7 @@ import time
 from dataclasses import dataclass, field
 from typing import Any
 
-from models import Chunk, GenerationRequest, Usage
+from models import Chunk, GenerationRequest, TokenLogprob, Usage
 from .text import IncrementalDecoder, StopMatcher
 
 
@@ -51,6 +51,7 @@ class Parked:
     stops: StopMatcher
     n_out: int
     started_at: float
+    logprobs: list[TokenLogprob]
 
 
 def _deliver(items: list[tuple[Job, Any]]) -> None:
@@ -121,6 +122,8 @@ class Slot:
         self.sampler: Any = None  # None for a greedy job (the scheduler takes the argmax)
         self.decoder: IncrementalDecoder | None = None
         self.stops: StopMatcher | None = None
+        # Log probabilities of the tokens whose text the stop matcher or decoder still holds.
+        self.logprobs: list[TokenLogprob] = []
         self.n_out = 0
         self.started_at = 0.0
         self.last_used = 0.0
@@ -150,6 +153,7 @@ class Slot:
         self.sampler = sampler
         self.decoder = IncrementalDecoder(vocab)
         self.stops = StopMatcher(job.request.params.stop)
+        self.logprobs = []
         self.n_out = 0
         self.started_at = time.monotonic()
 
@@ -158,7 +162,7 @@ class Slot:
         job = self.job
         assert job is not None and self.decoder is not None and self.stops is not None
         tokens = self.cached + self.pending + ([self.next_token] if self.next_token is not None else [])
-        job.parked = Parked(tokens, self.sampler, self.decoder, self.stops, self.n_out, self.started_at)
+        job.parked = Parked(tokens, self.sampler, self.decoder, self.stops, self.n_out, self.started_at, self.logprobs)
         self.sampler = None  # the parked job owns it now
         self.release()
         return job
@@ -173,7 +177,7 @@ class Slot:
         self.pending = parked.tokens[keep:]
         self.next_token = None
         self.sampler, self.decoder, self.stops = parked.sampler, parked.decoder, parked.stops
-        self.n_out, self.started_at = parked.n_out, parked.started_at
+        self.n_out, self.started_at, self.logprobs = parked.n_out, parked.started_at, parked.logprobs
 
     def feed(self, token: int, room: int) -> tuple[str, str | None]:
         """Take one sampled token: the text safe to emit and the finish reason if the job ends.
@@ -195,7 +199,13 @@ class Slot:
         job = self.job
         assert job is not None and self.decoder is not None and self.stops is not None
         tail = "" if self.stops.hit else self.stops.flush(self.decoder.flush())
-        return Chunk(tail, finish_reason=reason, usage=Usage(len(job.tokens), self.n_out))
+        held = tuple(self.logprobs) if tail else ()  # a stop string's tokens are not the answer's
+        return Chunk(tail, finish_reason=reason, usage=Usage(len(job.tokens), self.n_out), logprobs=held)
+
+    def released_logprobs(self) -> tuple[TokenLogprob, ...]:
+        """The held log probabilities, handed over with the text just released."""
+        held, self.logprobs = tuple(self.logprobs), []
+        return held
 
     def release(self) -> Job | None:
         """Detach the job; the KV of what was evaluated stays for prefix reuse."""

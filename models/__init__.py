@@ -19,6 +19,7 @@ from .generation import (
     JSON_OBJECT,
     GenerationRequest,
     SamplingParams,
+    TokenLogprob,
     Usage,
     collect,
 )
@@ -53,6 +54,7 @@ __all__ = [
     "RequestRejectedError",
     "SamplingParams",
     "StreamBrokenError",
+    "TokenLogprob",
     "UnknownModelError",
     "Usage",
     "collect",

@@ -25,6 +25,9 @@ class SamplingParams:
     # generated, and by presence_penalty once if it was at all.
     frequency_penalty: float = 0.0
     presence_penalty: float = 0.0
+    # Log probabilities of the generated tokens, with this many most likely alternatives each;
+    # None: none wanted.
+    logprobs: int | None = None
     # The JSON Schema the answer must match, as compact JSON text (``response_format``);
     # None: free text. Engines constrain decoding to it, so the answer parses.
     json_schema: str | None = None
@@ -71,12 +74,27 @@ class Usage:
 
 
 @dataclass(frozen=True, slots=True)
+class TokenLogprob:
+    """One generated token: its text and bytes, its log probability under the model, and (for
+    a generated token) the most likely tokens at its place, best first."""
+
+    token: str
+    logprob: float
+    raw: bytes
+    top: tuple[TokenLogprob, ...] = ()
+
+
+@dataclass(frozen=True, slots=True)
 class Chunk:
-    """A piece of streamed text; the last chunk of a stream carries ``finish_reason`` and ``usage``."""
+    """A piece of streamed text; the last chunk of a stream carries ``finish_reason`` and ``usage``.
+
+    ``logprobs``: the tokens whose text this chunk releases, when the request asked for them.
+    """
 
     text: str
     finish_reason: str | None = None
     usage: Usage | None = None
+    logprobs: tuple[TokenLogprob, ...] = ()
 
 
 @dataclass(frozen=True, slots=True)
@@ -84,6 +102,7 @@ class Completion:
     text: str
     finish_reason: str
     usage: Usage
+    logprobs: tuple[TokenLogprob, ...] = ()
 
 
 @dataclass(frozen=True, slots=True)
@@ -117,12 +136,14 @@ class Engine(Protocol):
 async def collect(chunks: AsyncIterator[Chunk]) -> Completion:
     """Drain a stream into one completion."""
     parts: list[str] = []
+    logprobs: list[TokenLogprob] = []
     finish_reason = "stop"
     usage = Usage(0, 0)
     async for chunk in chunks:
         parts.append(chunk.text)
+        logprobs.extend(chunk.logprobs)
         if chunk.finish_reason is not None:
             finish_reason = chunk.finish_reason
         if chunk.usage is not None:
             usage = chunk.usage
-    return Completion(text="".join(parts), finish_reason=finish_reason, usage=usage)
+    return Completion(text="".join(parts), finish_reason=finish_reason, usage=usage, logprobs=tuple(logprobs))

@@ -106,14 +106,17 @@ async def _respond(
     ctx = request_context(request, body)
     gen = body.to_generation(rid, ctx.tenant)
     call = body.forced_call() if isinstance(body, ChatCompletionRequest) else None
-    writer = ChunkWriter(kind, gen.model, include_usage=body.include_usage, call=call)
+    echo = body.prompt_text() if isinstance(body, CompletionRequest) and body.echo else ""
+    writer = ChunkWriter(
+        kind, gen.model, include_usage=body.include_usage, call=call, logprobs=gen.params.logprobs is not None
+    )
     if not body.stream:
         # Watched from the start: a member generates a whole answer before its one chunk comes.
         done = await _while_connected(request, _whole(node, gen, ctx, routing))
         headers = routing.headers()  # after the last chunk: a fallback mid-way shows
         headers[REQUEST_ID_HEADER] = rid
         headers["x-edgeroute-latency-ms"] = f"{(time.perf_counter() - started) * 1000:.1f}"
-        return Response(writer.whole(done.text, done.finish_reason, done.usage), headers=headers)
+        return Response(writer.whole(echo + done.text, done.finish_reason, done.usage, done.logprobs), headers=headers)
 
     routed = await pipeline.run(node, gen, ctx, routing)
     drain: Drain | None = request.app.state.get("drain")
@@ -123,13 +126,13 @@ async def _respond(
     whole = routed.routing.cache_hit is not None
 
     async def events() -> AsyncIterator[bytes]:
-        out = [writer.opening()]
+        out = [writer.opening()] + ([writer.text(echo)] if echo else [])
         chunks = routed.chunks()
         try:
             async for chunk in chunks:
                 ended = True
                 if chunk.text:
-                    out.append(writer.text(chunk.text))
+                    out.append(writer.text(chunk.text, chunk.logprobs))
                 if chunk.finish_reason is not None:
                     out.append(writer.finish(chunk.finish_reason, chunk.usage or Usage(0, 0)))
                 elif drain is not None and drain.aborting:

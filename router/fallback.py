@@ -124,7 +124,7 @@ async def resilient(
                     usage = chunk.usage or Usage(0, 0)
                     if carried is not None:
                         usage = Usage(prompt_tokens, carried + usage.completion_tokens)
-                    yield Chunk(chunk.text, chunk.finish_reason, usage)
+                    yield replace(chunk, usage=usage)
                     return
                 if chunk.text:
                     emitted.append(chunk.text)

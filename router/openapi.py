@@ -36,16 +36,43 @@ class UsageBody(BaseModel):
     total_tokens: int
 
 
+class FunctionCallBody(BaseModel):
+    name: str
+    arguments: str  # JSON text
+
+
+class ToolCallBody(BaseModel):
+    id: str
+    type: Literal["function"]
+    function: FunctionCallBody
+
+
 class AssistantMessage(BaseModel):
     role: Literal["assistant"]
-    content: str
+    content: str | None  # None for a forced function call (then ``tool_calls``)
+    refusal: None = None
+    tool_calls: list[ToolCallBody] | None = None
+
+
+class TopLogprob(BaseModel):
+    token: str
+    logprob: float
+    bytes: list[int]
+
+
+class TokenLogprobBody(TopLogprob):
+    top_logprobs: list[TopLogprob]
+
+
+class ChatLogprobs(BaseModel):
+    content: list[TokenLogprobBody]
     refusal: None = None
 
 
 class ChatChoice(BaseModel):
     index: int
     message: AssistantMessage
-    logprobs: None = None
+    logprobs: ChatLogprobs | None = None  # when the request set ``logprobs``
     finish_reason: str
 
 
@@ -59,10 +86,17 @@ class ChatCompletionBody(BaseModel):
     system_fingerprint: None = None
 
 
+class TextLogprobs(BaseModel):
+    tokens: list[str]
+    token_logprobs: list[float]
+    top_logprobs: list[dict[str, float]]
+    text_offset: list[int]
+
+
 class TextChoice(BaseModel):
     index: int
     text: str
-    logprobs: None = None
+    logprobs: TextLogprobs | None = None  # when the request set ``logprobs``
     finish_reason: str
 
 

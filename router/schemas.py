@@ -46,8 +46,14 @@ class ChatCompletionRequest(_NodeFields, ChatBody):
 
 
 class CompletionRequest(_NodeFields, CompletionBody):
-    echo: bool = False
+    echo: bool = False  # the answer repeats the prompt before the completion
     suffix: str | None = None
+
+    @model_validator(mode="after")
+    def _no_prompt_logprobs(self) -> CompletionRequest:
+        if self.echo and self.logprobs is not None:
+            raise ValueError("echo with logprobs asks for the prompt's log probabilities, which this node does not compute")
+        return self
 
     def to_generation(self, request_id: str, tenant: str = "") -> GenerationRequest:
         return GenerationRequest(

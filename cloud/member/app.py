@@ -16,7 +16,7 @@ from litestar import Litestar, Response, get, post
 from litestar.datastructures import State
 from litestar.response import Stream
 
-from models import SamplingParams, Usage
+from models import SamplingParams, TokenLogprob, Usage
 from models.keys import KeyTable
 from models.openai import API_KEYS, ChunkWriter, Kind, api_key_guard, error_body, exception_handlers
 
@@ -51,21 +51,25 @@ def create_member_app(
     async def respond(kind: Kind, body: MemberChatBody | MemberCompletionBody, plan: Plan) -> Response[Any]:
         job = engine.submit(plan)
         call = body.forced_call() if isinstance(body, MemberChatBody) else None
-        writer = ChunkWriter(kind, body.model, include_usage=body.include_usage, call=call)
+        writer = ChunkWriter(
+            kind, body.model, include_usage=body.include_usage, call=call, logprobs=plan.logprobs is not None
+        )
         if not body.stream:
             parts: list[str] = []
+            logprobs: list[TokenLogprob] = []
             last = Piece("")
             async for piece in engine.pieces(job):
                 parts.append(piece.text)
+                logprobs.extend(piece.logprobs)
                 last = piece
-            return Response(writer.whole("".join(parts), last.finish_reason or "stop", _usage(last)))
+            return Response(writer.whole("".join(parts), last.finish_reason or "stop", _usage(last), logprobs))
 
         async def events() -> AsyncIterator[bytes]:
             yield writer.opening()
             try:
                 async for piece in engine.pieces(job):
                     if piece.text:
-                        yield writer.text(piece.text)
+                        yield writer.text(piece.text, piece.logprobs)
                     if piece.finish_reason is not None:
                         yield writer.finish(piece.finish_reason, _usage(piece))
             except MemberServerError as exc:  # headers are sent: end the stream with an error event

@@ -17,13 +17,13 @@ from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass
 from typing import Any
 
-from models import SamplingParams
+from models import SamplingParams, TokenLogprob
 from models.stops import StopMatcher
 from models.worker import Job, ModelWorker
 
 from ..config import MemberServerSettings
 from ..errors import BadRequestError, OverloadedError, RankFailureError
-from .decode import Penalties, Sequence, choose_token
+from .decode import Penalties, Sequence, choose_token, token_logprob
 from .grammar import Grammar, Grammars
 from .group import Command, Lockstep
 from .metrics import MemberMetrics
@@ -46,6 +46,7 @@ class Plan:
     frequency_penalty: float = 0.0
     presence_penalty: float = 0.0
     seen: tuple[int, ...] = ()  # a continuation's answer so far, which the penalties count
+    logprobs: int | None = None  # log probabilities wanted, with this many alternatives a token
 
 
 @dataclass(frozen=True, slots=True)
@@ -56,6 +57,7 @@ class Piece:
     finish_reason: str | None = None
     prompt_tokens: int = 0
     completion_tokens: int = 0
+    logprobs: tuple[TokenLogprob, ...] = ()
 
 
 class TorchEngine(ModelWorker[Plan]):
@@ -143,7 +145,7 @@ class TorchEngine(ModelWorker[Plan]):
         seen = tuple(self._tok(prefix, add_special_tokens=False).input_ids) if prefix and params.penalized else ()
         return Plan(
             tuple(ids), wanted, params.temperature, params.top_p, params.seed, params.stop, grammar,
-            params.frequency_penalty, params.presence_penalty, seen,
+            params.frequency_penalty, params.presence_penalty, seen, params.logprobs,
         )
 
     # -- requests --------------------------------------------------------------------------
@@ -226,10 +228,12 @@ class TorchEngine(ModelWorker[Plan]):
         n_out = 0
         first_at: float | None = None
         finish: str | None = "length"
+        held: list[TokenLogprob] = []  # log probabilities of the tokens whose text is held back
         while True:
             if job.cancelled.is_set():
                 finish = None
                 break
+            raw = logits
             if penalties is not None:
                 logits = penalties.apply(logits)
             if matcher is not None:
@@ -243,11 +247,14 @@ class TorchEngine(ModelWorker[Plan]):
             if penalties is not None:
                 penalties.count(token)
             n_out += 1
+            if plan.logprobs is not None:
+                held.append(token_logprob(raw, token, plan.logprobs, self._tok))
             text, hit = stops.feed(decoder.feed(token))
             if text:
                 if first_at is None:
                     first_at = time.perf_counter()
-                job.emit(Piece(text))
+                job.emit(Piece(text, logprobs=tuple(held)))
+                held = []
             if hit:
                 finish = "stop"
                 break
@@ -258,8 +265,8 @@ class TorchEngine(ModelWorker[Plan]):
         self._group.step(stop=True)
         if finish is None:
             return
-        tail = stops.flush(decoder.flush())
-        job.emit(Piece(tail, finish, len(plan.ids), n_out))
+        tail = "" if stops.hit else stops.flush(decoder.flush())
+        job.emit(Piece(tail, finish, len(plan.ids), n_out, tuple(held) if tail else ()))
         done = time.perf_counter()
         self._metrics.finished(
             finish, len(plan.ids), n_out, ttft=(first_at or done) - started, e2e=done - job.queued_at

@@ -105,8 +105,8 @@ class EdgeCache:
         ``opt`` is the request's own switch (``cache`` field or header): False always opts out,
         True opts a sampling request in; None follows ``deterministic_only``.
         """
-        if not self.settings.enabled or opt is False:
-            return False
+        if not self.settings.enabled or opt is False or key.params.logprobs is not None:
+            return False  # (a stored answer keeps no log probabilities to give)
         if opt is True:
             return True
         return key.params.deterministic or not self.settings.deterministic_only

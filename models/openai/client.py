@@ -8,7 +8,8 @@ from dataclasses import dataclass
 from typing import Any
 
 from ..errors import ErrorEventError, MalformedEventError
-from ..generation import JSON_OBJECT, GenerationRequest, Usage
+from ..generation import JSON_OBJECT, GenerationRequest, TokenLogprob, Usage
+from .logprobs import read_block
 
 
 def response_format(json_schema: str) -> dict[str, Any]:
@@ -41,6 +42,11 @@ def request_body(request: GenerationRequest, model: str, *, stream: bool = True)
         body["frequency_penalty"] = params.frequency_penalty
     if params.presence_penalty:
         body["presence_penalty"] = params.presence_penalty
+    if params.logprobs is not None:
+        if request.messages is None:
+            body["logprobs"] = params.logprobs
+        else:
+            body["logprobs"], body["top_logprobs"] = True, params.logprobs
     if params.json_schema is not None:
         body["response_format"] = response_format(params.json_schema)
     if request.messages is None:
@@ -60,6 +66,7 @@ class Delta:
     text: str
     finish_reason: str | None
     usage: Usage | None
+    logprobs: tuple[TokenLogprob, ...] = ()
 
 
 def parse_event(data: str) -> Delta:
@@ -87,7 +94,7 @@ def parse_event(data: str) -> Delta:
     if text is not None and not isinstance(text, str):
         raise MalformedEventError(f"stream text is not a string: {data[:80]!r}")
     finish = choice.get("finish_reason")
-    return Delta(text or "", finish if isinstance(finish, str) else None, usage)
+    return Delta(text or "", finish if isinstance(finish, str) else None, usage, read_block(choice.get("logprobs")))
 
 
 def parse_whole(data: bytes) -> Delta:
@@ -106,7 +113,9 @@ def parse_whole(data: bytes) -> Delta:
     if text is not None and not isinstance(text, str):
         raise MalformedEventError(f"the answer's text is not a string: {data[:80]!r}")
     finish = choice.get("finish_reason")
-    return Delta(text or "", finish if isinstance(finish, str) else None, _usage(obj.get("usage")))
+    return Delta(
+        text or "", finish if isinstance(finish, str) else None, _usage(obj.get("usage")), read_block(choice.get("logprobs"))
+    )
 
 
 def _object(data: str | bytes, what: str) -> dict[str, Any]:

@@ -132,6 +132,8 @@ class ChatBody(SamplingBody):
 
     messages: Annotated[list[Message], Field(min_length=1)]
     max_completion_tokens: Annotated[int, Field(ge=1, le=MAX_TOKENS_LIMIT)] | None = None
+    logprobs: bool | None = None
+    top_logprobs: Annotated[int, Field(ge=0, le=20)] | None = None
     tools: Annotated[list[ToolDef], Field(max_length=128)] | None = None
     tool_choice: ToolChoice | None = None
     parallel_tool_calls: bool | None = None  # one call per answer either way
@@ -140,6 +142,12 @@ class ChatBody(SamplingBody):
     def _newer_max_tokens(self) -> ChatBody:
         if self.max_tokens is None and self.max_completion_tokens is not None:
             self.max_tokens = self.max_completion_tokens
+        return self
+
+    @model_validator(mode="after")
+    def _top_logprobs_with_logprobs(self) -> ChatBody:
+        if self.top_logprobs and not self.logprobs:
+            raise ValueError("top_logprobs needs logprobs: true")
         return self
 
     @model_validator(mode="after")
@@ -167,6 +175,8 @@ class ChatBody(SamplingBody):
 
     def sampling(self) -> SamplingParams:
         params = super().sampling()
+        if self.logprobs:
+            params = dataclasses.replace(params, logprobs=self.top_logprobs or 0)
         call = self.forced_call()
         return params if call is None else dataclasses.replace(params, json_schema=call.schema())
 
@@ -187,6 +197,11 @@ class CompletionBody(SamplingBody):
     """``POST /v1/completions``."""
 
     prompt: str | Annotated[list[str], Field(min_length=1, max_length=1)]
+    logprobs: Annotated[int, Field(ge=0, le=5)] | None = None  # the legacy API's: alternatives per token
 
     def prompt_text(self) -> str:
         return self.prompt if isinstance(self.prompt, str) else self.prompt[0]
+
+    def sampling(self) -> SamplingParams:
+        params = super().sampling()
+        return params if self.logprobs is None else dataclasses.replace(params, logprobs=self.logprobs)

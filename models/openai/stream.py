@@ -5,10 +5,12 @@ from __future__ import annotations
 import json
 import time
 import uuid
+from collections.abc import Sequence
 from typing import Any, Literal
 
-from ..generation import Usage
+from ..generation import TokenLogprob, Usage
 from .errors import error_body
+from .logprobs import chat_block, text_block
 from .tools import ForcedCall
 
 Kind = Literal["chat", "text"]
@@ -48,6 +50,7 @@ class ChunkWriter:
         include_usage: bool = False,
         rid: str | None = None,
         call: ForcedCall | None = None,
+        logprobs: bool = False,
     ) -> None:
         self.kind = kind
         self.model = model
@@ -57,6 +60,8 @@ class ChunkWriter:
         # A forced function call: the generated text is the call's JSON, sent as ``tool_calls``.
         self.call = call if kind == "chat" else None
         self._streamed: list[str] = []  # ``"required"``: the call is sent whole, once it parses
+        self.logprobs = logprobs and self.call is None
+        self._offset = 0  # characters of a text completion sent so far (its ``text_offset``)
 
     def _event(self, choices: list[dict[str, Any]], usage: Usage | None = None) -> bytes:
         body: dict[str, Any] = {
@@ -71,13 +76,25 @@ class ChunkWriter:
             body["usage"] = usage_dict(usage) if usage is not None else None
         return sse(body)
 
-    def _choice(self, text: str, finish_reason: str | None, role: bool = False) -> dict[str, Any]:
+    def _block(self, text: str, entries: Sequence[TokenLogprob]) -> dict[str, Any] | None:
+        if not self.logprobs or (not text and not entries):
+            return None
+        if self.kind == "chat":
+            return chat_block(entries)
+        block = text_block(entries, self._offset)
+        self._offset += len(text)
+        return block
+
+    def _choice(
+        self, text: str, finish_reason: str | None, role: bool = False, logprobs: Sequence[TokenLogprob] = ()
+    ) -> dict[str, Any]:
+        block = self._block(text, logprobs)
         if self.kind == "chat":
             delta: dict[str, Any] = {"role": "assistant", "content": text} if role else {"content": text}
             if finish_reason is not None and not text:
                 delta = {}
-            return {"index": 0, "delta": delta, "logprobs": None, "finish_reason": finish_reason}
-        return {"index": 0, "text": text, "logprobs": None, "finish_reason": finish_reason}
+            return {"index": 0, "delta": delta, "logprobs": block, "finish_reason": finish_reason}
+        return {"index": 0, "text": text, "logprobs": block, "finish_reason": finish_reason}
 
     def _call_delta(self, delta: dict[str, Any]) -> bytes:
         return self._event([{"index": 0, "delta": delta, "logprobs": None, "finish_reason": None}])
@@ -93,13 +110,13 @@ class ChunkWriter:
             return self._call_delta(delta)
         return self._event([self._choice("", None, role=True)]) if self.kind == "chat" else b""
 
-    def text(self, text: str) -> bytes:
+    def text(self, text: str, logprobs: Sequence[TokenLogprob] = ()) -> bytes:
         if self.call is not None:
             if self.call.named is None:
                 self._streamed.append(text)
                 return b""
             return self._call_delta({"tool_calls": [{"index": 0, "function": {"arguments": text}}]})
-        return self._event([self._choice(text, None)])
+        return self._event([self._choice(text, None, logprobs=logprobs)])
 
     def finish(self, finish_reason: str, usage: Usage) -> bytes:
         out = b""
@@ -119,7 +136,9 @@ class ChunkWriter:
         """End a stream whose headers are already sent: an error event, then ``[DONE]``."""
         return sse(error_body(message, err_type, None, code)) + DONE
 
-    def whole(self, text: str, finish_reason: str, usage: Usage) -> dict[str, Any]:
+    def whole(
+        self, text: str, finish_reason: str, usage: Usage, logprobs: Sequence[TokenLogprob] = ()
+    ) -> dict[str, Any]:
         """The non-streamed response body."""
         if self.kind == "chat":
             message: dict[str, Any] = {"role": "assistant", "content": text, "refusal": None}
@@ -131,11 +150,11 @@ class ChunkWriter:
             choice: dict[str, Any] = {
                 "index": 0,
                 "message": message,
-                "logprobs": None,
+                "logprobs": self._block(text, logprobs),
                 "finish_reason": finish_reason,
             }
         else:
-            choice = {"index": 0, "text": text, "logprobs": None, "finish_reason": finish_reason}
+            choice = {"index": 0, "text": text, "logprobs": self._block(text, logprobs), "finish_reason": finish_reason}
         return {
             "id": self.rid,
             "object": "chat.completion" if self.kind == "chat" else "text_completion",

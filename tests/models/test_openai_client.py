@@ -142,3 +142,23 @@ def test_malformed_whole_answers(data: bytes, error: str) -> None:
         parse_whole(data)
     with pytest.raises(ErrorEventError, match="^overloaded$"):
         parse_whole(b'{"error": {"message": "overloaded", "type": "server_error"}}')
+
+
+def test_logprobs_are_read_from_both_shapes_and_asked_for_in_each() -> None:
+    chat = parse_event(
+        '{"choices":[{"index":0,"delta":{"content":"Hi"},"finish_reason":null,"logprobs":{"content":'
+        '[{"token":"Hi","logprob":-0.5,"bytes":[72,105],"top_logprobs":[{"token":"Hi","logprob":-0.5,"bytes":[72,105]}]}]}}]}'
+    )
+    assert [(e.token, e.logprob, e.raw, [t.token for t in e.top]) for e in chat.logprobs] == [("Hi", -0.5, b"Hi", ["Hi"])]
+    text = parse_event(
+        '{"choices":[{"index":0,"text":" 5,","finish_reason":null,"logprobs":{"tokens":[" 5",","],'
+        '"token_logprobs":[-0.1,-0.2],"top_logprobs":[{" 5":-0.1},{",":-0.2}],"text_offset":[0,2]}}]}'
+    )
+    assert [(e.token, e.logprob, [t.token for t in e.top]) for e in text.logprobs] == [(" 5", -0.1, [" 5"]), (",", -0.2, [","])]
+    with pytest.raises(MalformedEventError):
+        parse_event('{"choices":[{"index":0,"text":"x","logprobs":{"tokens":["x"]}}]}')
+    params = SamplingParams(logprobs=2)
+    _, chat_body = request_body(GenerationRequest(params, messages=({"role": "user", "content": "hi"},)), "m")
+    _, text_body = request_body(GenerationRequest(params, prompt="x"), "m")
+    assert (chat_body["logprobs"], chat_body["top_logprobs"], text_body["logprobs"]) == (True, 2, 2)
+    assert ChatBody.model_validate(chat_body).sampling().logprobs == 2

@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+import openai
 import pytest
 
 from tests.cloud.cloud_servers import chat_chunk, sse
@@ -71,3 +72,20 @@ def test_a_forced_call_broken_mid_stream_is_finished_on_the_edge_as_one_call(tmp
             assert "tools" not in sent
     finally:
         stall.close()
+
+
+def test_logprobs_come_through_from_a_member(tmp_path: Path) -> None:
+    """llama.cpp's own server as the member: its log probabilities reach the client, whole and streamed."""
+    from tests.cloud.cloud_servers import llama_server, llama_settings, running
+
+    proc = llama_server(tmp_path, name="member")
+    with running(proc), node(tmp_path, [llama_settings(proc, "member")]) as (base, _):
+        client = openai.OpenAI(base_url=base + "/v1", api_key="unused", max_retries=0, timeout=120)
+        kwargs: dict = {"model": "cloud", "messages": ASK, "temperature": 0, "max_tokens": 8, "logprobs": True, "top_logprobs": 2}
+        whole = client.chat.completions.create(**kwargs).choices[0]
+        entries = whole.logprobs.content  # type: ignore[union-attr]
+        assert entries and "".join(e.token for e in entries) == whole.message.content
+        assert all(len(e.top_logprobs) == 2 and e.logprob <= 0 for e in entries)
+        streamed = [e for c in client.chat.completions.create(stream=True, **kwargs) if c.choices and c.choices[0].logprobs
+                    for e in c.choices[0].logprobs.content or ()]
+        assert [e.token for e in streamed] == [e.token for e in entries]
