@@ -117,3 +117,27 @@ def test_the_fast_path_picks_what_masking_everything_would() -> None:
             assert not allows(sampled.grammar, brace)  # after the opening brace comes a key, not another one
         finally:
             sampled.free()
+
+
+async def test_a_json_answer_parked_for_another_tenant_resumes_with_its_grammar() -> None:
+    """Preemption parks a job with its sampler: the grammar state must travel with it, so the
+    resumed answer is the same JSON, token for token, as when it ran alone."""
+    story = '{"type":"object","properties":{"story":{"type":"string"}},"required":["story"]}'
+    engine = LlamaEngine(resolve(EDGE_DEFAULT, default_models_dir()), EdgeSettings(n_ctx=512, slots=2, max_queue=8))
+
+    def req(schema: str | None, key: str, tokens: int, **params: object) -> GenerationRequest:
+        sampling = SamplingParams(**{"temperature": 0.0, "max_tokens": tokens, "json_schema": schema, **params})  # type: ignore[arg-type]
+        return GenerationRequest(params=sampling, messages=({"role": "user", "content": "Write a long story as JSON."},), fair_key=key)
+
+    try:
+        reqs = [req(story, "a", 96), req(story, "a", 96, temperature=0.8, seed=5)]
+        expected = [await collect(engine.stream(r)) for r in reqs]
+        streams = [engine.stream(r) for r in reqs]
+        firsts = [await anext(s) for s in streams]  # a holds both slots
+        await asyncio.wait_for(collect(engine.stream(req(None, "b", 4))), 60)
+        rest = [await collect(s) for s in streams]
+        assert engine.stats().preempted == 1
+        assert [f.text + r.text for f, r in zip(firsts, rest, strict=True)] == [e.text for e in expected]
+        assert all(e.text.startswith('{"story":"') for e in expected)
+    finally:
+        await engine.aclose()
