@@ -237,6 +237,8 @@ class TorchEngine(ModelWorker[Plan]):
             if penalties is not None:
                 logits = penalties.apply(logits)
             if matcher is not None:
+                if logits is raw and plan.logprobs is not None:
+                    logits = logits.clone()  # log probabilities are the model's, before the mask
                 matcher.mask(logits)  # end-of-sequence only once the JSON is complete
             token = choose_token(logits, plan.temperature, plan.top_p, generator)
             if token in self._eos:

@@ -141,3 +141,10 @@ async def test_a_json_answer_parked_for_another_tenant_resumes_with_its_grammar(
         assert all(e.text.startswith('{"story":"') for e in expected)
     finally:
         await engine.aclose()
+
+
+async def test_under_a_schema_the_logprobs_are_still_the_models_own(engine: LlamaEngine) -> None:
+    shaped = await collect(engine.stream(ask(SCHEMA, logprobs=5, max_tokens=3)))
+    free = await collect(engine.stream(ask(None, logprobs=5, max_tokens=3)))
+    assert shaped.logprobs[0].token.startswith("{")
+    assert shaped.logprobs[0].top == free.logprobs[0].top  # the same step's distribution: the model's own
