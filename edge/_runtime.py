@@ -241,6 +241,14 @@ def penalties_sampler(frequency: float, presence: float, window: int, seen: list
     return sampler
 
 
+def logit_bias_sampler(n_vocab: int, bias: tuple[tuple[int, float], ...]) -> Any:
+    """OpenAI's ``logit_bias``: each listed token's logit raised or lowered by its bias."""
+    import llama_cpp
+
+    pairs = (llama_cpp.llama_logit_bias * len(bias))(*(llama_cpp.llama_logit_bias(t, b) for t, b in bias))
+    return llama_cpp.llama_sampler_init_logit_bias(n_vocab, len(bias), pairs)
+
+
 def sampler_chain(
     temperature: float,
     top_p: float,
@@ -249,11 +257,12 @@ def sampler_chain(
     min_p: float,
     *,
     penalties: Any = None,
+    bias: Any = None,
 ) -> Any:
     """A fresh sampler for one request: greedy at temperature 0, else the chain ``Llama`` builds.
 
-    ``penalties`` (a sampler, owned by the chain from here on) goes first, so every later step
-    sees the penalized logits. The scheduler samples plain greedy requests with
+    ``bias`` and ``penalties`` (samplers, owned by the chain from here on) go first, so every
+    later step sees the biased, penalized logits. The scheduler samples plain greedy requests with
     :meth:`Runtime.argmax` instead (the same tokens); the greedy chain stays for greedy ones with
     penalties, and for the test that says so. A grammar is kept beside the chain
     (:class:`Constrained`).
@@ -262,8 +271,9 @@ def sampler_chain(
 
     chain = llama_cpp.llama_sampler_chain_init(llama_cpp.llama_sampler_chain_default_params())
     add = llama_cpp.llama_sampler_chain_add
-    if penalties is not None:
-        add(chain, penalties)
+    for first in (bias, penalties):
+        if first is not None:
+            add(chain, first)
     if temperature <= 0.0:
         add(chain, llama_cpp.llama_sampler_init_greedy())
         return chain

@@ -25,7 +25,7 @@ from ._fair import (
 )
 
 from ._grammar import Constrained, advance, grammar_sampler
-from ._runtime import Runtime, free_sampler, penalties_sampler, sampler_chain, token_logprob
+from ._runtime import Runtime, free_sampler, logit_bias_sampler, penalties_sampler, sampler_chain, token_logprob
 from ._sequence import Job, Outbox, Slot
 from .config import EdgeSettings
 from .errors import GenerationError
@@ -244,10 +244,11 @@ class Scheduler:
         if params.penalized:
             window = len(job.answer_so_far) + job.max_tokens
             penalties = penalties_sampler(params.frequency_penalty, params.presence_penalty, window, job.answer_so_far)
-        if params.temperature > 0.0 or penalties is not None:
+        bias = logit_bias_sampler(self._rt.vocab.n_vocab, params.logit_bias) if params.logit_bias else None
+        if params.temperature > 0.0 or penalties is not None or bias is not None:
             sampler = sampler_chain(
                 params.temperature, params.top_p, job.seed, self._settings.top_k, self._settings.min_p,
-                penalties=penalties,
+                penalties=penalties, bias=bias,
             )
         if grammar is not None:
             sampler = Constrained(grammar, sampler)

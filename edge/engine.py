@@ -28,7 +28,7 @@ from ._runtime import Runtime
 from ._scheduler import Scheduler, EngineStats
 from ._sequence import Job
 from .config import EdgeSettings
-from .errors import EdgeSaturatedError, EngineClosedError, PromptTooLongError, ResponseFormatError
+from .errors import EdgeSaturatedError, EngineClosedError, LogitBiasError, PromptTooLongError, ResponseFormatError
 
 
 class LlamaEngine:
@@ -178,6 +178,11 @@ class LlamaEngine:
                 f"{asked}. Shorten the messages or lower max_tokens.",
                 param="messages" if request.is_chat else "prompt",
                 code="context_length_exceeded",
+            )
+        bias = request.params.logit_bias
+        if bias and not all(0 <= token < self._vocab.n_vocab for token, _ in bias):
+            raise LogitBiasError(
+                f"logit_bias: this model's token ids run from 0 to {self._vocab.n_vocab - 1}", param="logit_bias"
             )
         max_tokens = wanted if wanted is not None else self.settings.default_max_tokens
         max_tokens = min(max_tokens, self.n_ctx - n_prompt)

@@ -21,6 +21,10 @@ class ResponseFormatError(EdgeError, RequestRejectedError):
     """``response_format`` asks for a structure the engine cannot enforce (or a continuation breaks it)."""
 
 
+class LogitBiasError(EdgeError, RequestRejectedError):
+    """``logit_bias`` names a token id the model's vocabulary does not have."""
+
+
 class EdgeSaturatedError(EdgeError, EngineUnavailableError):
     """The edge queue is beyond its bound; the request was not admitted."""
 

@@ -25,6 +25,9 @@ class SamplingParams:
     # generated, and by presence_penalty once if it was at all.
     frequency_penalty: float = 0.0
     presence_penalty: float = 0.0
+    # OpenAI's logit_bias: (token id, bias added to its logit) pairs, by token id; the ids are
+    # the engine's own tokenizer's.
+    logit_bias: tuple[tuple[int, float], ...] = ()
     # Log probabilities of the generated tokens, with this many most likely alternatives each;
     # None: none wanted.
     logprobs: int | None = None

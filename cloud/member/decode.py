@@ -125,3 +125,13 @@ def token_logprob(logits: Any, token: int, top: int, tokenizer: Any) -> TokenLog
 
     best = torch.topk(logprobs, top).indices.tolist() if top > 0 else []
     return entry(token, tuple(entry(int(t)) for t in best))
+
+
+def add_bias(logits: Any, bias: Sequence_[tuple[int, float]]) -> Any:
+    """OpenAI's ``logit_bias`` on a copy of the logits: each listed token's logit plus its bias."""
+    import torch
+
+    out = logits.float().clone()
+    ids = torch.tensor([t for t, _ in bias if t < out.shape[-1]], dtype=torch.long)
+    out[ids] += torch.tensor([b for t, b in bias if t < out.shape[-1]], dtype=torch.float32)
+    return out

@@ -23,7 +23,7 @@ from models.worker import Job, ModelWorker
 
 from ..config import MemberServerSettings
 from ..errors import BadRequestError, OverloadedError, RankFailureError
-from .decode import Penalties, Sequence, choose_token, token_logprob
+from .decode import Penalties, Sequence, add_bias, choose_token, token_logprob
 from .grammar import Grammar, Grammars
 from .group import Command, Lockstep
 from .metrics import MemberMetrics
@@ -47,6 +47,7 @@ class Plan:
     presence_penalty: float = 0.0
     seen: tuple[int, ...] = ()  # a continuation's answer so far, which the penalties count
     logprobs: int | None = None  # log probabilities wanted, with this many alternatives a token
+    logit_bias: tuple[tuple[int, float], ...] = ()
 
 
 @dataclass(frozen=True, slots=True)
@@ -140,12 +141,14 @@ class TorchEngine(ModelWorker[Plan]):
                 code="context_length_exceeded",
             )
         wanted = min(wanted, limit - len(ids))
+        if params.logit_bias and not all(0 <= t < len(self._tok) for t, _ in params.logit_bias):
+            raise BadRequestError(f"logit_bias: this model's token ids run from 0 to {len(self._tok) - 1}", param="logit_bias")
         schema = params.json_schema
         grammar = self._grammars.compile(schema, prefix) if schema is not None else None
         seen = tuple(self._tok(prefix, add_special_tokens=False).input_ids) if prefix and params.penalized else ()
         return Plan(
             tuple(ids), wanted, params.temperature, params.top_p, params.seed, params.stop, grammar,
-            params.frequency_penalty, params.presence_penalty, seen, params.logprobs,
+            params.frequency_penalty, params.presence_penalty, seen, params.logprobs, params.logit_bias,
         )
 
     # -- requests --------------------------------------------------------------------------
@@ -234,6 +237,8 @@ class TorchEngine(ModelWorker[Plan]):
                 finish = None
                 break
             raw = logits
+            if plan.logit_bias:
+                logits = add_bias(logits, plan.logit_bias)
             if penalties is not None:
                 logits = penalties.apply(logits)
             if matcher is not None:

@@ -49,6 +49,8 @@ def _params(params: SamplingParams) -> dict[str, Any]:
         fields["frequency_penalty"] = float(params.frequency_penalty)
     if params.presence_penalty:
         fields["presence_penalty"] = float(params.presence_penalty)
+    if params.logit_bias:
+        fields["logit_bias"] = [list(pair) for pair in params.logit_bias]
     if params.json_schema is not None:
         fields["json_schema"] = params.json_schema
     return fields

@@ -42,6 +42,8 @@ def request_body(request: GenerationRequest, model: str, *, stream: bool = True)
         body["frequency_penalty"] = params.frequency_penalty
     if params.presence_penalty:
         body["presence_penalty"] = params.presence_penalty
+    if params.logit_bias:
+        body["logit_bias"] = {str(token): bias for token, bias in params.logit_bias}
     if params.logprobs is not None:
         if request.messages is None:
             body["logprobs"] = params.logprobs

@@ -101,11 +101,19 @@ class SamplingBody(BaseModel):
     n: Annotated[int, Field(ge=1, le=1)] = 1
     frequency_penalty: Annotated[float, Field(ge=-2.0, le=2.0)] | None = None
     presence_penalty: Annotated[float, Field(ge=-2.0, le=2.0)] | None = None
+    logit_bias: Annotated[dict[str, Annotated[float, Field(ge=-100.0, le=100.0)]], Field(max_length=1024)] | None = None
     stop: str | Annotated[list[str], Field(max_length=4)] | None = None
     seed: int | None = None
     stream: bool = False
     stream_options: StreamOptions | None = None
     response_format: ResponseFormat | None = None
+
+    @model_validator(mode="after")
+    def _bias_keys_are_token_ids(self) -> SamplingBody:
+        for key in self.logit_bias or {}:
+            if not key.isdigit() or len(key) > 9:
+                raise ValueError(f"logit_bias keys are token ids (0 or more, as strings); got {key[:20]!r}")
+        return self
 
     def stops(self) -> tuple[str, ...]:
         return (self.stop,) if isinstance(self.stop, str) else tuple(self.stop or ())
@@ -119,6 +127,7 @@ class SamplingBody(BaseModel):
             seed=self.seed,
             frequency_penalty=self.frequency_penalty or 0.0,
             presence_penalty=self.presence_penalty or 0.0,
+            logit_bias=tuple(sorted((int(k), float(v)) for k, v in (self.logit_bias or {}).items() if v)),
             json_schema=self.response_format.schema_text() if self.response_format else None,
         )
 

@@ -41,3 +41,21 @@ def test_a_frequency_penalty_stops_a_greedy_answer_repeating_itself(http: httpx.
     assert top >= 10  # the model does repeat one word, unpenalized
     assert max(penalized.count(w) for w in penalized) < top / 2
     assert len(set(penalized)) > len(set(plain))
+
+
+@pytest.mark.slow
+def test_logit_bias_forces_a_token_and_an_unknown_id_is_a_400(http: httpx.Client, member: LocalMember) -> None:
+    from transformers import AutoTokenizer
+
+    from cloud.member.weights import twin_dir
+    from models import default_models_dir
+
+    def text(**fields: object) -> httpx.Response:
+        body = {"model": member.model, "prompt": "1, 2, 3, 4,", "max_tokens": 3, "temperature": 0, **fields}
+        return http.post("/v1/completions", json=body)
+
+    tokenizer = AutoTokenizer.from_pretrained(twin_dir(member.model, default_models_dir()))  # the member's own
+    [yes] = tokenizer(" yes", add_special_tokens=False).input_ids
+    assert text(logit_bias={str(yes): 100}).json()["choices"][0]["text"] == " yes yes yes"
+    refused = text(logit_bias={"99999999": 1})
+    assert refused.status_code == 400 and refused.json()["error"]["param"] == "logit_bias"

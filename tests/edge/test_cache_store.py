@@ -84,8 +84,9 @@ def test_a_response_schema_and_penalties_are_part_of_both_keys_and_absent_leave_
     other = replace(plain, params=replace(plain.params, json_schema='{"type":"string"}'))
     penalized = replace(plain, params=replace(plain.params, frequency_penalty=0.5))
     present = replace(plain, params=replace(plain.params, presence_penalty=0.5))
-    variants = (plain, shaped, other, penalized, present)
-    assert len({exact_key(k) for k in variants}) == 5
-    assert len({semantic_parts(k).scope for k in variants}) == 5
+    biased = replace(plain, params=replace(plain.params, logit_bias=((7, -100.0),)))
+    variants = (plain, shaped, other, penalized, present, biased)
+    assert len({exact_key(k) for k in variants}) == 6
+    assert len({semantic_parts(k).scope for k in variants}) == 6
     assert set(request_record(plain)["params"]) == {"max_tokens", "temperature", "top_p", "seed", "stop"}  # keys did not move
     assert request_record(shaped)["params"]["json_schema"] == JSON_OBJECT

@@ -52,3 +52,25 @@ async def test_a_frequency_penalty_stops_a_greedy_answer_repeating_itself(engine
     assert top >= 10  # the model does repeat one word, unpenalized
     assert max(penalized.count(w) for w in penalized) < top / 2
     assert len(set(penalized)) > len(set(plain))
+
+
+@pytest.mark.slow
+async def test_logit_bias_forces_and_bans_tokens_and_an_unknown_id_is_refused(engine: LlamaEngine) -> None:
+    from edge import LogitBiasError
+
+    yes = engine._vocab.tokenize(b" yes", False, False)
+    assert len(yes) == 1
+
+    async def answer(bias: dict[int, float], **params: object) -> str:
+        sampling = SamplingParams(**{"temperature": 0.0, "max_tokens": 3, "logit_bias": tuple(sorted(bias.items())), **params})  # type: ignore[arg-type]
+        return (await collect(engine.stream(GenerationRequest(params=sampling, prompt="1, 2, 3, 4,")))).text
+
+    assert await answer({yes[0]: 100.0}) == " yes yes yes"
+    assert await answer({yes[0]: 100.0}, temperature=1.0, seed=3) == " yes yes yes"
+    plain = await answer({})
+    first = engine._vocab.tokenize(plain.encode(), False, False)[0]
+    banned = await answer({first: -100.0})
+    assert banned != plain and engine._vocab.tokenize(banned.encode(), False, False)[0] != first
+    with pytest.raises(LogitBiasError) as caught:
+        await answer({10**8: 5.0})
+    assert caught.value.param == "logit_bias"

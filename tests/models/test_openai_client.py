@@ -57,12 +57,13 @@ def test_response_format_round_trips_through_the_server_schema(schema: str) -> N
 
 
 def test_penalties_are_sent_only_when_set_and_read_back() -> None:
-    params = SamplingParams(frequency_penalty=0.5, presence_penalty=-1.0)
+    params = SamplingParams(frequency_penalty=0.5, presence_penalty=-1.0, logit_bias=((7, -100.0), (42, 5.5)))
     _, body = request_body(GenerationRequest(params, messages=({"role": "user", "content": "hi"},)), "m")
     assert (body["frequency_penalty"], body["presence_penalty"]) == (0.5, -1.0)
+    assert body["logit_bias"] == {"7": -100.0, "42": 5.5}
     assert ChatBody.model_validate(body).sampling() == params
     _, plain = request_body(GenerationRequest(SamplingParams(), prompt="x"), "m")
-    assert "frequency_penalty" not in plain and "presence_penalty" not in plain
+    assert "frequency_penalty" not in plain and "presence_penalty" not in plain and "logit_bias" not in plain
 
 
 def test_prompt_continuation_appends_the_prefix() -> None:

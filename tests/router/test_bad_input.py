@@ -42,6 +42,8 @@ def assert_error(resp: httpx.Response, status: int, param: str | None, fragment:
         ({**OK, "n": 3}, "n", "less than or equal to 1"),
         ({**OK, "frequency_penalty": 2.5}, "frequency_penalty", "less than or equal to 2"),
         ({**OK, "presence_penalty": -3}, "presence_penalty", "greater than or equal to -2"),
+        ({**OK, "logit_bias": {"5": 101}}, "logit_bias.5", "less than or equal to 100"),
+        ({**OK, "logit_bias": {"yes": 1}}, None, "logit_bias keys are token ids"),
         ({**OK, "stop": ["a", "b", "c", "d", "e"]}, "stop", "at most 4"),
         ({**OK, "messages": "hello"}, "messages", "valid list"),
     ],
@@ -50,6 +52,11 @@ def test_invalid_fields(node_url: str, body: dict[str, object], param: str, frag
     resp = post(node_url, CHAT, json=body)
     assert_error(resp, 400, param, fragment)
     assert resp.headers["x-edgeroute-reason"] == "invalid-request"
+
+
+def test_a_logit_bias_token_the_model_lacks_is_refused_by_the_engine(node_url: str) -> None:
+    resp = post(node_url, CHAT, json={**OK, "logit_bias": {"99999999": 1}})
+    assert_error(resp, 400, "logit_bias", "token ids run from 0 to")
 
 
 def test_malformed_json(node_url: str) -> None:
