@@ -11,6 +11,7 @@ only it masks.
 
 from __future__ import annotations
 
+import json
 import threading
 from collections import OrderedDict
 from dataclasses import dataclass
@@ -21,6 +22,21 @@ from ..errors import BadRequestError
 _PARAM = "response_format"
 _CACHE_SIZE = 64  # compiled schemas kept
 _COMPACT = {"whitespace_flexible": False, "item_separator": ",", "key_separator": ":"}
+
+
+def _closed(schema: Any) -> Any:
+    """The schema with ``additionalProperties: false`` on every object that lists its properties
+    and does not say otherwise, as llama.cpp's converter reads it (and OpenAI's strict mode asks):
+    the answer has the listed keys and no others, on either engine (vLLM's guidance backend
+    offers the same switch)."""
+    if isinstance(schema, list):
+        return [_closed(item) for item in schema]
+    if not isinstance(schema, dict):
+        return schema
+    out = {key: _closed(value) for key, value in schema.items()}
+    if "properties" in out and "additionalProperties" not in out:
+        out["additionalProperties"] = False
+    return out
 
 
 class Matcher:
@@ -96,9 +112,13 @@ class Grammars:
                 self._cache.move_to_end(json_schema)
             else:
                 try:
-                    grammar = LLMatcher.grammar_from_json_schema(json_schema, defaults=_COMPACT)  # type: ignore[arg-type]
-                except ValueError as exc:
-                    raise BadRequestError(f"response_format: this JSON Schema cannot be enforced: {exc}", param=_PARAM) from exc
+                    closed = json.dumps(_closed(json.loads(json_schema)))
+                    grammar = LLMatcher.grammar_from_json_schema(closed, defaults=_COMPACT)  # type: ignore[arg-type]
+                except (ValueError, RecursionError) as exc:
+                    reason = exc if isinstance(exc, ValueError) else "nested too deeply"
+                    raise BadRequestError(
+                        f"response_format: this JSON Schema cannot be enforced: {reason}", param=_PARAM
+                    ) from exc
                 error = LLMatcher.validate_grammar(grammar, tokenizer)
                 if error:
                     raise BadRequestError(f"response_format: this JSON Schema cannot be enforced: {error}", param=_PARAM)

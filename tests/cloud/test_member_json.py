@@ -155,3 +155,16 @@ def test_a_forced_call_comes_back_as_a_tool_call(http: httpx.Client, member: Loc
     [call] = choice["message"]["tool_calls"]
     assert call["function"]["name"] == "count_legs"
     assert _is_answer(json.loads(call["function"]["arguments"]))
+
+
+def test_an_object_that_lists_its_properties_gets_no_others(http: httpx.Client, member: LocalMember) -> None:
+    """Without ``additionalProperties`` a schema allows extra keys; both engines close such
+    objects (llama.cpp's converter does, so the member does too), so the tool's keys are all."""
+    open_schema = {"type": "object", "properties": {"city": {"type": "string", "maxLength": 30}}, "required": ["city"]}
+    tool = {"type": "function", "function": {"name": "get_weather", "parameters": open_schema}}
+    choice = _chat(
+        http, member, messages=[{"role": "user", "content": "Weather in Rome?"}], temperature=0, max_tokens=40,
+        tools=[tool], tool_choice="required",
+    )
+    [call] = choice["message"]["tool_calls"]
+    assert list(json.loads(call["function"]["arguments"])) == ["city"]
