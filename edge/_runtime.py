@@ -15,8 +15,6 @@ from typing import Any
 
 import numpy as np
 
-from models import TokenLogprob
-
 from ._grammar import Candidates, Constrained
 from .config import EdgeSettings
 from .errors import EngineLoadError, GenerationError
@@ -293,19 +291,3 @@ def free_sampler(chain: Any) -> None:
 
     llama_cpp.llama_sampler_free(chain)
 
-
-def token_logprob(logits: np.ndarray, token: int, top: int, vocab: Vocab) -> TokenLogprob:
-    """``token``'s log probability under the model's distribution at this step (its raw logits,
-    before any sampling setting or grammar), with the ``top`` most likely tokens."""
-    shifted = logits - logits.max()
-    norm = float(np.log(np.exp(shifted).sum()))
-
-    def entry(t: int, alternatives: tuple[TokenLogprob, ...] = ()) -> TokenLogprob:
-        raw = vocab.piece(t)
-        return TokenLogprob(raw.decode("utf-8", errors="replace"), float(shifted[t]) - norm, raw, alternatives)
-
-    best: list[int] = []
-    if top > 0:
-        picked = np.argpartition(-shifted, top - 1)[:top]
-        best = [int(t) for t in picked[np.argsort(-shifted[picked], kind="stable")]]
-    return entry(token, tuple(entry(t) for t in best))

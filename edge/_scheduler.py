@@ -25,7 +25,9 @@ from ._fair import (
 )
 
 from ._grammar import Constrained, advance, grammar_sampler
-from ._runtime import Runtime, free_sampler, logit_bias_sampler, penalties_sampler, sampler_chain, token_logprob
+from models.logprobs import token_logprob
+
+from ._runtime import Runtime, free_sampler, logit_bias_sampler, penalties_sampler, sampler_chain
 from ._sequence import Job, Outbox, Slot
 from .config import EdgeSettings
 from .errors import GenerationError
@@ -318,7 +320,7 @@ class Scheduler:
                 self._end(slot, "stop")
                 continue
             if (top := job.request.params.logprobs) is not None:
-                slot.logprobs.append(token_logprob(rt.logits_row(index), token, top, vocab))
+                slot.logprobs.append(token_logprob(rt.logits_row(index), token, top, vocab.piece))
             text, reason = slot.feed(token, room_total - len(slot.cached) - 1)
             if text:
                 self._outbox.put(job, Chunk(text, logprobs=slot.released_logprobs()))

@@ -7,8 +7,6 @@ from collections.abc import Sequence as Sequence_
 from pathlib import Path
 from typing import Any
 
-from models import TokenLogprob
-
 from ..errors import WeightsError
 
 
@@ -110,21 +108,6 @@ class Penalties:
     def count(self, token: int) -> None:
         if 0 <= token < self._counts.shape[0]:
             self._counts[token] += 1.0
-
-
-def token_logprob(logits: Any, token: int, top: int, tokenizer: Any) -> TokenLogprob:
-    """``token``'s log probability under the model's distribution at this step (its raw logits,
-    before any sampling setting or grammar), with the ``top`` most likely tokens."""
-    import torch
-
-    logprobs = torch.log_softmax(logits.float(), dim=-1)
-
-    def entry(t: int, alternatives: tuple[TokenLogprob, ...] = ()) -> TokenLogprob:
-        text = tokenizer.decode([t])
-        return TokenLogprob(text, float(logprobs[t]), text.encode("utf-8"), alternatives)
-
-    best = torch.topk(logprobs, top).indices.tolist() if top > 0 else []
-    return entry(token, tuple(entry(int(t)) for t in best))
 
 
 def add_bias(logits: Any, bias: Sequence_[tuple[int, float]]) -> Any:

@@ -18,12 +18,13 @@ from dataclasses import dataclass
 from typing import Any
 
 from models import SamplingParams, TokenLogprob
+from models.logprobs import token_logprob
 from models.stops import StopMatcher
 from models.worker import Job, ModelWorker
 
 from ..config import MemberServerSettings
 from ..errors import BadRequestError, OverloadedError, RankFailureError
-from .decode import Penalties, Sequence, add_bias, choose_token, token_logprob
+from .decode import Penalties, Sequence, add_bias, choose_token
 from .grammar import Grammar, Grammars
 from .group import Command, Lockstep
 from .metrics import MemberMetrics
@@ -121,6 +122,9 @@ class TorchEngine(ModelWorker[Plan]):
             continue_final_message=continue_final_message,
         )
         return list(self._tok(text, add_special_tokens=False).input_ids)
+
+    def _piece(self, token: int) -> bytes:
+        return self._tok.decode([token]).encode("utf-8")
 
     def encode_prompt(self, prompt: str) -> list[int]:
         return list(self._tok(prompt).input_ids)
@@ -255,7 +259,7 @@ class TorchEngine(ModelWorker[Plan]):
                 penalties.count(token)
             n_out += 1
             if plan.logprobs is not None:
-                held.append(token_logprob(raw, token, plan.logprobs, self._tok))
+                held.append(token_logprob(raw.float().cpu().numpy(), token, plan.logprobs, self._piece))
             text, hit = stops.feed(decoder.feed(token))
             if text:
                 if first_at is None:
