@@ -1,5 +1,5 @@
-"""The OpenAI-compatible HTTP surface: /v1/chat/completions, /v1/completions, /v1/embeddings,
-/v1/models, /healthz.
+"""The OpenAI-compatible HTTP surface: /v1/chat/completions, /v1/completions, /v1/responses,
+/v1/embeddings, /v1/models, /healthz.
 
 A handler reads the request (body, tenant, switches) and hands it to :func:`router.pipeline.run`;
 what comes back is written in OpenAI's wire format (:mod:`models.openai`). Embeddings are not
@@ -25,7 +25,7 @@ from litestar.params import Parameter
 from litestar.response import Stream
 
 from models import Completion, GenerationRequest, Usage, collect
-from models.openai import ChunkWriter, EmbeddingsBody, Kind, api_key_guard, embedding_list
+from models.openai import ChunkWriter, EmbeddingsBody, Kind, ResponseWriter, api_key_guard, embedding_list
 
 from . import openapi, pipeline
 from .admission import Drain
@@ -33,7 +33,7 @@ from .errors import ClientGoneError, InvalidRequestError
 from .limits import check_inputs, check_messages, check_prompt
 from .node import Node
 from .pipeline import RequestContext, Routing
-from .schemas import ChatCompletionRequest, CompletionRequest, dump_extra
+from .schemas import ChatCompletionRequest, CompletionRequest, ResponsesRequest, dump_extra
 
 _TRUE = {"1", "true", "yes", "on"}
 _FALSE = {"0", "false", "no", "off"}
@@ -95,8 +95,23 @@ async def rate_guard(connection: ASGIConnection[Any, Any, Any, Any], _: BaseRout
         routing.ratelimit.update(node.limiter.admit_request(connection.state.get("tenant", "default")))
 
 
+def _writer(
+    body: ChatCompletionRequest | CompletionRequest, gen: GenerationRequest, responses: ResponsesRequest | None
+) -> ChunkWriter | ResponseWriter:
+    """The writer of the API the request came in on (the Responses API's when ``responses`` is
+    the request ``body`` was read from)."""
+    call = body.forced_call() if isinstance(body, ChatCompletionRequest) else None
+    logprobs = gen.params.logprobs is not None
+    if responses is not None:
+        return ResponseWriter(gen.model, responses.echo(), call=call, logprobs=logprobs)
+    kind: Kind = "chat" if isinstance(body, ChatCompletionRequest) else "text"
+    return ChunkWriter(kind, gen.model, include_usage=body.include_usage, call=call, logprobs=logprobs)
+
+
 async def _respond(
-    request: Request[Any, Any, State], kind: Kind, body: ChatCompletionRequest | CompletionRequest
+    request: Request[Any, Any, State],
+    body: ChatCompletionRequest | CompletionRequest,
+    responses: ResponsesRequest | None = None,
 ) -> Response[Any]:
     started = time.perf_counter()
     node: Node = request.app.state.node
@@ -105,11 +120,8 @@ async def _respond(
     _check_caps(node, body)
     ctx = request_context(request, body)
     gen = body.to_generation(rid, ctx.tenant)
-    call = body.forced_call() if isinstance(body, ChatCompletionRequest) else None
     echo = body.prompt_text() if isinstance(body, CompletionRequest) and body.echo else ""
-    writer = ChunkWriter(
-        kind, gen.model, include_usage=body.include_usage, call=call, logprobs=gen.params.logprobs is not None
-    )
+    writer = _writer(body, gen, responses)
     if not body.stream:
         # Watched from the start: a member generates a whole answer before its one chunk comes.
         done = await _while_connected(request, _whole(node, gen, ctx, routing))
@@ -228,7 +240,7 @@ class OpenAIController(Controller):
         operation_class=openapi.StreamingOperation,
     )
     async def chat_completions(self, request: Request[Any, Any, State], data: ChatCompletionRequest) -> Response[Any]:
-        return await _respond(request, "chat", data)
+        return await _respond(request, data)
 
     @post(
         "/completions",
@@ -239,7 +251,18 @@ class OpenAIController(Controller):
         operation_class=openapi.StreamingOperation,
     )
     async def completions(self, request: Request[Any, Any, State], data: CompletionRequest) -> Response[Any]:
-        return await _respond(request, "text", data)
+        return await _respond(request, data)
+
+    @post(
+        "/responses",
+        guards=[rate_guard],
+        summary="Create a response (OpenAI's Responses API; stateless: nothing is stored)",
+        status_code=200,
+        responses=openapi.answers(openapi.ResponseObject, *openapi.COMPLETION_ERRORS),
+        operation_class=openapi.StreamingOperation,
+    )
+    async def responses(self, request: Request[Any, Any, State], data: ResponsesRequest) -> Response[Any]:
+        return await _respond(request, data.chat, data)
 
     @post(
         "/embeddings",

@@ -71,20 +71,21 @@ class LimitSettings(BaseModel):
 ACTIVE: ContextVar[LimitSettings | None] = ContextVar("edgeroute_limits", default=None)
 
 
-def precheck(data: Any) -> None:
-    """The message count, on the decoded JSON before any model is built from it."""
+def precheck(data: Any, field: str = "messages") -> None:
+    """The message count (``messages``, or a Responses request's ``input`` items), on the decoded
+    JSON before any model is built from it."""
     limits = ACTIVE.get()
     if limits is None or not isinstance(data, dict):
         return
-    messages = data.get("messages")
+    messages = data.get(field)
     if isinstance(messages, list) and len(messages) > limits.max_messages:
-        _too_many(len(messages), limits)
+        _too_many(len(messages), limits, field)
 
 
-def _too_many(count: int, limits: LimitSettings) -> None:
+def _too_many(count: int, limits: LimitSettings, param: str = "messages") -> None:
     raise InvalidRequestError(
-        f"too many messages: {count} (at most {limits.max_messages})",
-        param="messages",
+        f"too many {'messages' if param == 'messages' else 'input items'}: {count} (at most {limits.max_messages})",
+        param=param,
         code="array_above_max_length",
     )
 

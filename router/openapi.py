@@ -110,6 +110,55 @@ class TextCompletionBody(BaseModel):
     system_fingerprint: None = None
 
 
+class OutputText(BaseModel):
+    type: Literal["output_text"]
+    text: str
+    annotations: list[Any]
+    logprobs: list[TokenLogprobBody]  # empty unless ``include`` asked for them
+
+
+class OutputMessage(BaseModel):
+    id: str
+    type: Literal["message"]
+    status: Literal["completed", "incomplete"]
+    role: Literal["assistant"]
+    content: list[OutputText]
+
+
+class OutputFunctionCall(BaseModel):
+    """A forced function call (``tool_choice`` ``"required"`` or a named function)."""
+
+    id: str
+    type: Literal["function_call"]
+    status: Literal["completed", "incomplete"]
+    call_id: str
+    name: str
+    arguments: str  # JSON text
+
+
+class ResponseUsage(BaseModel):
+    input_tokens: int
+    output_tokens: int
+    total_tokens: int
+    input_tokens_details: dict[str, int]
+    output_tokens_details: dict[str, int]
+
+
+class ResponseObject(BaseModel):
+    """The Responses API's response object (the request's settings are repeated beside these)."""
+
+    id: str
+    object: Literal["response"]
+    created_at: int
+    status: Literal["completed", "incomplete"]
+    error: None = None
+    incomplete_details: dict[str, str] | None  # ``{"reason": "max_output_tokens"}`` when cut
+    model: str
+    output: list[OutputMessage | OutputFunctionCall]
+    usage: ResponseUsage
+    store: bool
+
+
 class ModelEntry(BaseModel):
     id: str
     object: Literal["model"]

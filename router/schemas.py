@@ -4,11 +4,12 @@ from __future__ import annotations
 
 from typing import Any
 
-from pydantic import BaseModel, Field, field_validator, model_validator
+from pydantic import BaseModel, Field, PrivateAttr, ValidationError, field_validator, model_validator
 
 from models import GenerationRequest
-from models.openai import ChatBody, CompletionBody
+from models.openai import ChatBody, CompletionBody, ResponsesBody
 
+from .errors import InvalidRequestError
 from .limits import precheck
 
 
@@ -60,6 +61,47 @@ class CompletionRequest(_NodeFields, CompletionBody):
             params=self.sampling(), prompt=self.prompt_text(), model=self.model, request_id=request_id,
             fair_key=tenant,
         )
+
+
+# The chat fields a Responses request's fields become, named back in its errors.
+_RESPONSES_NAMES = {"messages": "input", "max_tokens": "max_output_tokens", "response_format": "text.format"}
+
+
+class ResponsesRequest(_NodeFields, ResponsesBody):
+    """``POST /v1/responses``, validated as the chat completion it asks for (:attr:`chat`)."""
+
+    _chat: ChatCompletionRequest | None = PrivateAttr(None)
+
+    @model_validator(mode="before")
+    @classmethod
+    def _count_first(cls, data: Any) -> Any:
+        precheck(data, "input")
+        return data
+
+    @model_validator(mode="after")
+    def _as_chat(self) -> ResponsesRequest:
+        # Unknown fields pass on (a chat extension such as ``seed`` or ``stop`` is honoured);
+        # the Responses fields win over them.
+        fields = {**(self.model_extra or {}), **self.chat_fields(), "cache": self.cache, "private": self.private}
+        fields["user"] = self.user
+        try:
+            self._chat = ChatCompletionRequest.model_validate(fields)
+        except ValidationError as exc:
+            first = exc.errors()[0]
+            loc = [str(p) for p in first["loc"]]
+            if loc[:2] == ["response_format", "json_schema"]:
+                loc = ["text", "format", *loc[2:]]
+            elif loc:
+                loc[0] = _RESPONSES_NAMES.get(loc[0], loc[0])
+            param = ".".join(loc) or None
+            message = str(first["msg"]).removeprefix("Value error, ")
+            raise InvalidRequestError(f"{param}: {message}" if param else message, param=param, code="invalid_value") from None
+        return self
+
+    @property
+    def chat(self) -> ChatCompletionRequest:
+        assert self._chat is not None  # set by the validator
+        return self._chat
 
 
 def dump_extra(body: BaseModel) -> dict[str, Any]:

@@ -27,6 +27,8 @@ _WHERE = {
     "SamplingBody": "schemas",
     "StreamOptions": "schemas",
     "TextPart": "schemas",
+    "ResponsesBody": "responses",
+    "ResponseWriter": "response_writer",
     "EmbeddingsBody": "embeddings",
     "embedding_list": "embeddings",
     "DONE": "stream",

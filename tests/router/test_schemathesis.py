@@ -50,9 +50,10 @@ def _short(case: Any) -> None:
     fast (an invalid case is left as generated; one the node accepts gets the node's default of 2)."""
     body = case.body
     if isinstance(body, dict):
-        tokens = body.get("max_tokens")
+        field = "max_output_tokens" if case.operation.path == "/v1/responses" else "max_tokens"
+        tokens = body.get(field)
         if tokens is None or (isinstance(tokens, int) and not isinstance(tokens, bool) and tokens > 2):
-            body["max_tokens"] = 2 if tokens is not None else 1
+            body[field] = 2 if tokens is not None else 1
 
 
 CHECKS = [not_a_server_error, status_code_conformance, content_type_conformance, response_schema_conformance]
@@ -63,7 +64,7 @@ def test_every_operation_answers_as_documented(fuzz_node: str) -> None:
     operations = [result.ok() for result in schema.get_all_operations()]
     assert sorted(op.label for op in operations) == [
         "GET /healthz", "GET /v1/models", "GET /v1/models/{model_id}", "POST /v1/chat/completions",
-        "POST /v1/completions", "POST /v1/embeddings",
+        "POST /v1/completions", "POST /v1/embeddings", "POST /v1/responses",
     ]
     ran: list[str] = []
     for op in operations:
@@ -83,4 +84,4 @@ def test_every_operation_answers_as_documented(fuzz_node: str) -> None:
             fuzz()
     # A GET without parameters is one case; each POST gets EXAMPLES valid and EXAMPLES invalid ones.
     assert ran.count("POST /v1/chat/completions") == ran.count("POST /v1/completions") == 2 * EXAMPLES
-    assert ran.count("POST /v1/embeddings") == 2 * EXAMPLES
+    assert ran.count("POST /v1/embeddings") == ran.count("POST /v1/responses") == 2 * EXAMPLES

@@ -1,0 +1,182 @@
+"""The Responses API's answer: the response object, and its stream of typed server-sent events.
+
+A stream goes ``response.created``, ``response.in_progress``, the output item and its content
+part opened, text deltas, each closed again, then ``response.completed`` (``response.incomplete``
+when ``max_output_tokens`` cut it); every event carries its ``sequence_number``. There is no
+``[DONE]``: the terminal event ends the stream, as OpenAI's does.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+import uuid
+from collections.abc import Sequence
+from typing import Any
+
+from ..generation import TokenLogprob, Usage
+from .logprobs import chat_block
+from .tools import ForcedCall
+
+
+def _id(prefix: str) -> str:
+    return prefix + uuid.uuid4().hex[:24]
+
+
+def response_usage(usage: Usage) -> dict[str, Any]:
+    return {
+        "input_tokens": usage.prompt_tokens,
+        "input_tokens_details": {"cached_tokens": 0},
+        "output_tokens": usage.completion_tokens,
+        "output_tokens_details": {"reasoning_tokens": 0},
+        "total_tokens": usage.total_tokens,
+    }
+
+
+class ResponseWriter:
+    """One response in the Responses API's shape (same calls as :class:`~models.openai.stream.ChunkWriter`).
+
+    ``settings`` are the request's own (``instructions``, ``text``, ``tools`` ...), repeated in
+    the response object as OpenAI does. A forced function call is answered as a ``function_call``
+    output item; a named one streams its arguments as they are generated.
+    """
+
+    def __init__(
+        self, model: str, settings: dict[str, Any], *, call: ForcedCall | None = None, logprobs: bool = False
+    ) -> None:
+        self.model = model
+        self.settings = settings
+        self.call = call
+        self.logprobs = logprobs and call is None
+        self.rid = _id("resp_")
+        self.item_id = _id("msg_")
+        self.created = int(time.time())
+        self._seq = 0
+        self._text: list[str] = []
+        self._entries: list[TokenLogprob] = []
+        self._call_id = "call_" + uuid.uuid4().hex[:24]
+
+    # -- the response object and its items --------------------------------------------------
+
+    def _response(self, status: str, output: list[dict[str, Any]], usage: Usage | None = None) -> dict[str, Any]:
+        return {
+            "id": self.rid,
+            "object": "response",
+            "created_at": self.created,
+            "status": status,
+            "error": None,
+            "incomplete_details": {"reason": "max_output_tokens"} if status == "incomplete" else None,
+            "model": self.model,
+            "output": output,
+            "usage": response_usage(usage) if usage is not None else None,
+            **self.settings,
+        }
+
+    def _logprobs(self, entries: Sequence[TokenLogprob]) -> list[dict[str, Any]]:
+        return chat_block(entries)["content"] if self.logprobs else []
+
+    def _part(self, text: str, entries: Sequence[TokenLogprob] = ()) -> dict[str, Any]:
+        return {"type": "output_text", "text": text, "annotations": [], "logprobs": self._logprobs(entries)}
+
+    def _message(self, status: str, text: str | None, entries: Sequence[TokenLogprob] = ()) -> dict[str, Any]:
+        content = [] if text is None else [self._part(text, entries)]
+        return {"id": self.item_id, "type": "message", "status": status, "role": "assistant", "content": content}
+
+    def _function_call(self, status: str, name: str, arguments: str) -> dict[str, Any]:
+        return {
+            "id": "fc_" + self.item_id[4:], "type": "function_call", "status": status,
+            "call_id": self._call_id, "name": name, "arguments": arguments,
+        }
+
+    def _output(self, text: str, status: str, entries: Sequence[TokenLogprob] = ()) -> list[dict[str, Any]]:
+        """The answer's output items: the call when it is a whole one, else the text."""
+        if self.call is not None:
+            calls = self.call.calls(text)
+            if calls is not None:  # else cut by max_output_tokens: the text is all there is
+                fn = calls[0]["function"]
+                return [self._function_call(status, fn["name"], fn["arguments"])]
+        return [self._message(status, text, entries)]
+
+    def whole(self, text: str, finish_reason: str, usage: Usage, logprobs: Sequence[TokenLogprob] = ()) -> dict[str, Any]:
+        """The non-streamed response object."""
+        status = _status(finish_reason)
+        return self._response(status, self._output(text, status, logprobs), usage)
+
+    # -- the stream ----------------------------------------------------------------------------
+
+    def _event(self, kind: str, **fields: Any) -> bytes:
+        body = {"type": kind, "sequence_number": self._seq, **fields}
+        self._seq += 1
+        return f"event: {kind}\ndata: {json.dumps(body, ensure_ascii=False)}\n\n".encode()
+
+    def _streams_call(self) -> bool:
+        return self.call is not None and self.call.named is not None
+
+    def opening(self) -> bytes:
+        out = self._event("response.created", response=self._response("in_progress", []))
+        out += self._event("response.in_progress", response=self._response("in_progress", []))
+        if self._streams_call():
+            item = self._function_call("in_progress", self.call.named, "")  # type: ignore[union-attr,arg-type]
+            return out + self._event("response.output_item.added", output_index=0, item=item)
+        if self.call is not None:  # "required": which function is known once the call is whole
+            return out
+        return out + self._open_message()
+
+    def _open_message(self) -> bytes:
+        out = self._event("response.output_item.added", output_index=0, item=self._message("in_progress", None))
+        return out + self._event(
+            "response.content_part.added", item_id=self.item_id, output_index=0, content_index=0, part=self._part("")
+        )
+
+    def text(self, text: str, logprobs: Sequence[TokenLogprob] = ()) -> bytes:
+        self._text.append(text)
+        self._entries.extend(logprobs)
+        if self.call is not None and not self._streams_call():
+            return b""
+        if self._streams_call():
+            return self._event("response.function_call_arguments.delta", item_id="fc_" + self.item_id[4:], output_index=0, delta=text)
+        return self._event(
+            "response.output_text.delta", item_id=self.item_id, output_index=0, content_index=0,
+            delta=text, logprobs=self._logprobs(logprobs),
+        )
+
+    def finish(self, finish_reason: str, usage: Usage) -> bytes:
+        status = _status(finish_reason)
+        text = "".join(self._text)
+        output = self._output(text, status, self._entries)
+        item = output[0]
+        out = b""
+        if item["type"] == "function_call":
+            if not self._streams_call():
+                out += self._event("response.output_item.added", output_index=0, item={**item, "status": "in_progress", "arguments": ""})
+                out += self._event("response.function_call_arguments.delta", item_id=item["id"], output_index=0, delta=item["arguments"])
+            out += self._event(
+                "response.function_call_arguments.done", item_id=item["id"], output_index=0,
+                name=item["name"], arguments=item["arguments"],
+            )
+        else:
+            if self.call is not None and not self._streams_call():
+                out += self._open_message() + self._event(
+                    "response.output_text.delta", item_id=self.item_id, output_index=0, content_index=0,
+                    delta=text, logprobs=[],
+                )
+            part = item["content"][0]
+            out += self._event(
+                "response.output_text.done", item_id=self.item_id, output_index=0, content_index=0,
+                text=text, logprobs=part["logprobs"],
+            )
+            out += self._event("response.content_part.done", item_id=self.item_id, output_index=0, content_index=0, part=part)
+        out += self._event("response.output_item.done", output_index=0, item=item)
+        terminal = "response.completed" if status == "completed" else "response.incomplete"
+        return out + self._event(terminal, response=self._response(status, output, usage))
+
+    def error(self, message: str, err_type: str = "server_error", code: str | None = None) -> bytes:
+        """End a stream whose headers are already sent: an ``error`` event, then ``response.failed``."""
+        out = self._event("error", code=code or err_type, message=message, param=None)
+        failed = self._response("failed", [])
+        failed["error"] = {"code": code or err_type, "message": message}
+        return out + self._event("response.failed", response=failed)
+
+
+def _status(finish_reason: str) -> str:
+    return "incomplete" if finish_reason == "length" else "completed"
