@@ -153,3 +153,18 @@ def test_a_failure_after_the_headers_ends_the_stream_with_error_and_failed() -> 
     assert [e["type"] for e in sent][-2:] == ["error", "response.failed"]
     assert (sent[-2]["message"], sent[-1]["response"]["status"]) == ("generation failed: boom", "failed")
     assert sent[-1]["response"]["error"] == {"code": "server_error", "message": "generation failed: boom"}
+
+
+def test_a_response_s_output_items_can_be_sent_back_as_input() -> None:
+    tool = FunctionDef(name="f", parameters={"type": "object"})
+    said = ResponseWriter("m", {}, logprobs=True).whole("Hi there.", "stop", Usage(1, 2), [TokenLogprob("Hi", -0.1, b"Hi")])
+    called = ResponseWriter("m", {}, call=ForcedCall((tool,), "f")).whole('{"a":1}', "stop", Usage(1, 2))
+    call = called["output"][0]
+    items = [
+        {"role": "user", "content": "hello"}, *said["output"], {"role": "user", "content": "call f"}, *called["output"],
+        {"type": "function_call_output", "call_id": call["call_id"], "output": "done"},
+    ]
+    chat = ChatBody.model_validate(body(input=items).chat_fields())
+    assert [m["role"] for m in chat.plain_messages()] == ["user", "assistant", "user", "assistant", "tool"]
+    assert chat.plain_messages()[1]["content"] == "Hi there."
+    assert json.loads(chat.plain_messages()[3]["content"]) == [{"name": "f", "arguments": '{"a":1}'}]
