@@ -105,6 +105,17 @@ class LlamaEngine:
         """Token ids; ``add_bos`` defers to the model's own add-BOS flag, as llama.cpp does."""
         return self._vocab.tokenize(text.encode("utf-8"), add_bos=add_bos, special=True)
 
+    def detokenize(self, tokens: list[int]) -> bytes:
+        """The bytes of ``tokens`` (special tokens left out, as in an answer)."""
+        return self._vocab.detokenize(tokens)
+
+    def piece(self, token: int) -> bytes:
+        return self._vocab.piece(token)
+
+    @property
+    def n_vocab(self) -> int:
+        return self._vocab.n_vocab
+
     def prompt_tokens(self, request: GenerationRequest) -> list[int]:
         return self.tokenize(*self._prompt_text(request))
 

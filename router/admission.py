@@ -106,7 +106,7 @@ class AdmissionMiddleware(ASGIMiddleware):
         if drain.draining:
             raise DrainingError("the node is shutting down; retry on another node or later")
         # The drain waits for API requests only: a dashboard tab's live stream never ends by itself.
-        counted = scope["path"].startswith("/v1/")
+        counted = is_api(scope["path"])
         if counted:
             drain.enter()
         token = ACTIVE.set(self.limits)  # for the body's validator (router.limits.precheck)
@@ -149,11 +149,16 @@ class AdmissionMiddleware(ASGIMiddleware):
             if not message.get("more_body", False):
                 break
         body = b"".join(parts)
-        if scope["path"].startswith("/v1/") and json_depth(body, self.max_json_depth) > self.max_json_depth:
+        if is_api(scope["path"]) and json_depth(body, self.max_json_depth) > self.max_json_depth:
             raise InvalidRequestError(
                 f"the JSON body is nested deeper than {self.max_json_depth} levels", code="json_too_deep"
             )
         return body
+
+
+def is_api(path: str) -> bool:
+    """The API's paths: ``/v1/...`` and the tokenizer's (llama.cpp's and vLLM's, at the root)."""
+    return path.startswith("/v1/") or path in ("/tokenize", "/detokenize")
 
 
 def _content_length(scope: Scope) -> int | None:

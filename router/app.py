@@ -20,6 +20,7 @@ from .api import BEARER, REQUEST_ID_HEADER, OpenAIController, healthz
 from .node import open_node
 from .pipeline import Routing
 from .settings import Settings
+from .tokens import TokenizerController
 
 
 def _route_headers(request: Request[Any, Any, Any], reason: str) -> dict[str, str]:
@@ -70,7 +71,7 @@ def create_api_app(settings: Settings, *, plugins: Sequence[PluginProtocol] = ()
         limits=settings.limits,
     )
     return Litestar(
-        route_handlers=[OpenAIController, healthz],
+        route_handlers=[OpenAIController, TokenizerController, healthz],
         plugins=list(plugins),
         lifespan=[lifespan],
         middleware=[admission],
