@@ -303,8 +303,9 @@ def _model_entry(model_id: str) -> dict[str, Any]:
     return {"id": model_id, "object": "model", "created": 0, "owned_by": "edgeroute"}
 
 
+# ``/health`` too: llama.cpp's server and vLLM answer there, and probes written for them ask it.
 @get(
-    "/healthz",
+    ["/healthz", "/health"],
     summary="Liveness and the edge's load (503 while the node drains)",
     tags=["ops"],
     responses=openapi.answers(openapi.Health, 503),

@@ -148,8 +148,9 @@ def test_openapi_schema_is_served(node_url: str) -> None:
     assert "/v1/completions" in schema["paths"]
 
 
-def test_healthz(node_url: str) -> None:
-    body = httpx.get(node_url + "/healthz", timeout=10).json()
+@pytest.mark.parametrize("path", ["/healthz", "/health"])
+def test_healthz(node_url: str, path: str) -> None:
+    body = httpx.get(node_url + path, timeout=10).json()
     assert body["status"] == "ok"
     assert body["edge"]["model"] == "smollm2-135m-instruct"
 

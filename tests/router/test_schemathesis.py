@@ -63,7 +63,7 @@ def test_every_operation_answers_as_documented(fuzz_node: str) -> None:
     schema = schemathesis.openapi.from_url(fuzz_node + "/openapi/openapi.json")
     operations = [result.ok() for result in schema.get_all_operations()]
     assert sorted(op.label for op in operations) == [
-        "GET /healthz", "GET /v1/models", "GET /v1/models/{model_id}", "POST /detokenize", "POST /tokenize",
+        "GET /health", "GET /healthz", "GET /v1/models", "GET /v1/models/{model_id}", "POST /detokenize", "POST /tokenize",
         "POST /v1/chat/completions", "POST /v1/completions", "POST /v1/embeddings", "POST /v1/responses",
     ]
     ran: list[str] = []
