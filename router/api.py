@@ -1,7 +1,8 @@
 """The OpenAI-compatible HTTP surface: /v1/chat/completions, /v1/completions, /v1/responses,
 /v1/embeddings, /v1/models, /healthz.
 
-A handler reads the request (body, tenant, switches) and hands it to :func:`router.pipeline.run`;
+A handler reads the request (body, tenant, switches) and hands it to :func:`router.pipeline.run`
+(once per choice: :mod:`router.choices`);
 what comes back is written in OpenAI's wire format (:mod:`models.openai`). Embeddings are not
 routed: the node's embedder answers them.
 """
@@ -15,7 +16,7 @@ import time
 import uuid
 from collections.abc import AsyncIterator, Coroutine
 from pathlib import Path
-from typing import Annotated, Any
+from typing import Annotated, Any, TypeVar
 
 from litestar import Controller, Request, Response, get, post
 from litestar.connection import ASGIConnection
@@ -24,10 +25,10 @@ from litestar.handlers.base import BaseRouteHandler
 from litestar.params import Parameter
 from litestar.response import Stream
 
-from models import Completion, GenerationRequest, Usage, collect
+from models import GenerationRequest, Usage
 from models.openai import ChunkWriter, EmbeddingsBody, Kind, ResponseWriter, api_key_guard, embedding_list
 
-from . import openapi, pipeline
+from . import choices, openapi
 from .admission import Drain
 from .errors import ClientGoneError, InvalidRequestError
 from .limits import check_inputs, check_messages, check_prompt
@@ -35,6 +36,7 @@ from .node import Node
 from .pipeline import RequestContext, Routing
 from .schemas import ChatCompletionRequest, CompletionRequest, ResponsesRequest, dump_extra
 
+T = TypeVar("T")
 _TRUE = {"1", "true", "yes", "on"}
 _FALSE = {"0", "false", "no", "off"}
 # Fields that never change the answer's text, so they stay out of the cache key.
@@ -122,36 +124,45 @@ async def _respond(
     gen = body.to_generation(rid, ctx.tenant)
     echo = body.prompt_text() if isinstance(body, CompletionRequest) and body.echo else ""
     writer = _writer(body, gen, responses)
+    fan = choices.fan_out(gen, ctx, routing, body.n)
     if not body.stream:
         # Watched from the start: a member generates a whole answer before its one chunk comes.
-        done = await _while_connected(request, _whole(node, gen, ctx, routing))
+        done = await _while_connected(request, choices.whole(node, fan))
         headers = routing.headers()  # after the last chunk: a fallback mid-way shows
         headers[REQUEST_ID_HEADER] = rid
         headers["x-edgeroute-latency-ms"] = f"{(time.perf_counter() - started) * 1000:.1f}"
-        return Response(writer.whole(echo + done.text, done.finish_reason, done.usage, done.logprobs), headers=headers)
+        if isinstance(writer, ResponseWriter):
+            answer = writer.whole(done[0].text, done[0].finish_reason, done[0].usage, done[0].logprobs)
+        else:
+            usage = choices.total_usage([d.usage for d in done])
+            answer = writer.whole_choices([(echo + d.text, d.finish_reason, d.logprobs) for d in done], usage)
+        return Response(answer, headers=headers)
 
-    routed = await pipeline.run(node, gen, ctx, routing)
+    routed = await choices.start(node, fan)
     drain: Drain | None = request.app.state.get("drain")
+    n = len(routed)
 
     # A cache hit is in memory: its events go out in one write. One write per word cost the node
     # ~8 ms for a 256-token answer on an idle box, and a hit's latency under load was mostly that.
-    whole = routed.routing.cache_hit is not None
+    whole = all(r.routing.cache_hit is not None for r in routed)
 
     async def events() -> AsyncIterator[bytes]:
-        out = [writer.opening()] + ([writer.text(echo)] if echo else [])
-        chunks = routed.chunks()
+        out = [writer.opening(n)] + ([writer.text(echo, (), i) for i in range(n)] if echo else [])
+        usages: list[Usage] = []
+        merged = choices.merge(routed)
         try:
-            async for chunk in chunks:
-                ended = True
+            async for index, chunk in merged:
+                ended = False
                 if chunk.text:
-                    out.append(writer.text(chunk.text, chunk.logprobs))
+                    out.append(writer.text(chunk.text, chunk.logprobs, index))
                 if chunk.finish_reason is not None:
-                    out.append(writer.finish(chunk.finish_reason, chunk.usage or Usage(0, 0)))
+                    usages.append(chunk.usage or Usage(0, 0))
+                    ended = len(usages) == n
+                    out.append(writer.finish(chunk.finish_reason, choices.total_usage(usages), index, last=ended))
                 elif drain is not None and drain.aborting:
                     # The drain deadline passed: end the stream cleanly rather than cut it.
                     out.append(writer.error("the node is shutting down", "server_error", "shutting_down"))
-                else:
-                    ended = False
+                    ended = True
                 if ended or not whole:
                     yield b"".join(out)
                     out = []
@@ -160,7 +171,7 @@ async def _respond(
         except Exception as exc:  # noqa: BLE001 - headers are sent; the stream must end cleanly
             out.append(writer.error(f"generation failed: {exc}"))
         finally:
-            await chunks.aclose()  # stops the engine when the stream ends early
+            await merged.aclose()  # stops the engines when the stream ends early
         if out:
             yield b"".join(out)
 
@@ -190,12 +201,7 @@ async def _embeddings(request: Request[Any, Any, State], body: EmbeddingsBody) -
     return Response(embedding_list(vectors, body.model, tokens, body.encoding_format), headers=headers)
 
 
-async def _whole(node: Node, gen: GenerationRequest, ctx: RequestContext, routing: Routing) -> Completion:
-    routed = await pipeline.run(node, gen, ctx, routing)
-    return await collect(routed.chunks())
-
-
-async def _while_connected(request: Request[Any, Any, State], answer: Coroutine[Any, Any, Completion]) -> Completion:
+async def _while_connected(request: Request[Any, Any, State], answer: Coroutine[Any, Any, T]) -> T:
     """Route and collect a whole answer, but stop when the client goes away (as a stream does).
 
     The body was read before; the next message on the connection is ``http.disconnect``, which

@@ -2,13 +2,14 @@
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Annotated, Any
 
 from pydantic import BaseModel, Field, PrivateAttr, ValidationError, field_validator, model_validator
 
 from models import GenerationRequest
 from models.openai import ChatBody, CompletionBody, ResponsesBody
 
+from .choices import MAX_CHOICES
 from .errors import InvalidRequestError
 from .limits import precheck
 
@@ -18,6 +19,7 @@ class _NodeFields(BaseModel):
     ``cache`` and ``private`` switches (also settable by headers)."""
 
     model: str = Field("auto", min_length=1, max_length=256)
+    n: Annotated[int, Field(ge=1, le=MAX_CHOICES)] = 1  # choices, each its own generation (router.choices)
     user: str | None = None
     cache: bool | None = None
     private: bool | None = None
@@ -96,6 +98,8 @@ class ResponsesRequest(_NodeFields, ResponsesBody):
             param = ".".join(loc) or None
             message = str(first["msg"]).removeprefix("Value error, ")
             raise InvalidRequestError(f"{param}: {message}" if param else message, param=param, code="invalid_value") from None
+        if self.n != 1:
+            raise InvalidRequestError("n: the Responses API answers one output; use /v1/chat/completions for n choices", param="n")
         return self
 
     @property

@@ -112,7 +112,8 @@ class ResponseWriter:
     def _streams_call(self) -> bool:
         return self.call is not None and self.call.named is not None
 
-    def opening(self) -> bytes:
+    def opening(self, n: int = 1) -> bytes:
+        """The response's opening events (the Responses API has one output, ``n`` is 1)."""
         out = self._event("response.created", response=self._response("in_progress", []))
         out += self._event("response.in_progress", response=self._response("in_progress", []))
         if self._streams_call():
@@ -128,7 +129,7 @@ class ResponseWriter:
             "response.content_part.added", item_id=self.item_id, output_index=0, content_index=0, part=self._part("")
         )
 
-    def text(self, text: str, logprobs: Sequence[TokenLogprob] = ()) -> bytes:
+    def text(self, text: str, logprobs: Sequence[TokenLogprob] = (), index: int = 0) -> bytes:
         self._text.append(text)
         self._entries.extend(logprobs)
         if self.call is not None and not self._streams_call():
@@ -140,7 +141,7 @@ class ResponseWriter:
             delta=text, logprobs=self._logprobs(logprobs),
         )
 
-    def finish(self, finish_reason: str, usage: Usage) -> bytes:
+    def finish(self, finish_reason: str, usage: Usage, index: int = 0, last: bool = True) -> bytes:
         status = _status(finish_reason)
         text = "".join(self._text)
         output = self._output(text, status, self._entries)

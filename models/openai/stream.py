@@ -39,7 +39,8 @@ class ChunkWriter:
 
     A chat stream opens with the assistant's role and empty content, as OpenAI and vLLM do; with
     ``include_usage`` every chunk carries ``usage: null`` and one more event before ``[DONE]``
-    carries the counts.
+    carries the counts. With ``n`` choices each event names its choice's ``index``; a choice's
+    own finish goes out when it ends, the usage and ``[DONE]`` once the last has.
     """
 
     def __init__(
@@ -59,9 +60,9 @@ class ChunkWriter:
         self.created = int(time.time())
         # A forced function call: the generated text is the call's JSON, sent as ``tool_calls``.
         self.call = call if kind == "chat" else None
-        self._streamed: list[str] = []  # ``"required"``: the call is sent whole, once it parses
+        self._streamed: dict[int, list[str]] = {}  # ``"required"``: a call is sent whole, once it parses
         self.logprobs = logprobs and self.call is None
-        self._offset = 0  # characters of a text completion sent so far (its ``text_offset``)
+        self._offset: dict[int, int] = {}  # characters of a text completion sent so far (its ``text_offset``)
 
     def _event(self, choices: list[dict[str, Any]], usage: Usage | None = None) -> bytes:
         body: dict[str, Any] = {
@@ -76,58 +77,70 @@ class ChunkWriter:
             body["usage"] = usage_dict(usage) if usage is not None else None
         return sse(body)
 
-    def _block(self, text: str, entries: Sequence[TokenLogprob]) -> dict[str, Any] | None:
+    def _block(self, text: str, entries: Sequence[TokenLogprob], index: int) -> dict[str, Any] | None:
         if not self.logprobs or (not text and not entries):
             return None
         if self.kind == "chat":
             return chat_block(entries)
-        block = text_block(entries, self._offset)
-        self._offset += len(text)
-        return block
+        offset = self._offset.get(index, 0)
+        self._offset[index] = offset + len(text)
+        return text_block(entries, offset)
 
     def _choice(
-        self, text: str, finish_reason: str | None, role: bool = False, logprobs: Sequence[TokenLogprob] = ()
+        self, text: str, finish_reason: str | None, role: bool = False, logprobs: Sequence[TokenLogprob] = (),
+        index: int = 0,
     ) -> dict[str, Any]:
-        block = self._block(text, logprobs)
+        block = self._block(text, logprobs, index)
         if self.kind == "chat":
             delta: dict[str, Any] = {"role": "assistant", "content": text} if role else {"content": text}
             if finish_reason is not None and not text:
                 delta = {}
-            return {"index": 0, "delta": delta, "logprobs": block, "finish_reason": finish_reason}
-        return {"index": 0, "text": text, "logprobs": block, "finish_reason": finish_reason}
+            return {"index": index, "delta": delta, "logprobs": block, "finish_reason": finish_reason}
+        return {"index": index, "text": text, "logprobs": block, "finish_reason": finish_reason}
 
-    def _call_delta(self, delta: dict[str, Any]) -> bytes:
-        return self._event([{"index": 0, "delta": delta, "logprobs": None, "finish_reason": None}])
+    def _call_delta(self, delta: dict[str, Any], index: int) -> bytes:
+        return self._event([{"index": index, "delta": delta, "logprobs": None, "finish_reason": None}])
 
-    def opening(self) -> bytes:
-        """The role event a chat stream starts with (nothing for a text completion); a named
-        function's call opens there too, its arguments following as they are generated."""
-        if self.call is not None:
-            delta: dict[str, Any] = {"role": "assistant", "content": None}
-            if self.call.named is not None:
-                first = self.call.calls("")[0]  # type: ignore[index]
-                delta["tool_calls"] = [{"index": 0, **first}]
-            return self._call_delta(delta)
-        return self._event([self._choice("", None, role=True)]) if self.kind == "chat" else b""
+    def opening(self, n: int = 1) -> bytes:
+        """The role event a chat stream starts with, one per choice (nothing for a text
+        completion); a named function's call opens there too, its arguments following as they
+        are generated."""
+        if self.kind != "chat":
+            return b""
+        out = b""
+        for index in range(n):
+            if self.call is not None:
+                delta: dict[str, Any] = {"role": "assistant", "content": None}
+                if self.call.named is not None:
+                    first = self.call.calls("")[0]  # type: ignore[index]
+                    delta["tool_calls"] = [{"index": 0, **first}]
+                out += self._call_delta(delta, index)
+            else:
+                out += self._event([self._choice("", None, role=True, index=index)])
+        return out
 
-    def text(self, text: str, logprobs: Sequence[TokenLogprob] = ()) -> bytes:
+    def text(self, text: str, logprobs: Sequence[TokenLogprob] = (), index: int = 0) -> bytes:
         if self.call is not None:
             if self.call.named is None:
-                self._streamed.append(text)
+                self._streamed.setdefault(index, []).append(text)
                 return b""
-            return self._call_delta({"tool_calls": [{"index": 0, "function": {"arguments": text}}]})
-        return self._event([self._choice(text, None, logprobs=logprobs)])
+            return self._call_delta({"tool_calls": [{"index": 0, "function": {"arguments": text}}]}, index)
+        return self._event([self._choice(text, None, logprobs=logprobs, index=index)])
 
-    def finish(self, finish_reason: str, usage: Usage) -> bytes:
+    def finish(self, finish_reason: str, usage: Usage, index: int = 0, last: bool = True) -> bytes:
+        """Choice ``index``'s end; the ``last`` to end also sends the usage (of all choices) and ``[DONE]``."""
         out = b""
         if self.call is not None:
-            calls = self.call.calls("".join(self._streamed)) if self.call.named is None else None
+            streamed = "".join(self._streamed.get(index, ()))
+            calls = self.call.calls(streamed) if self.call.named is None else None
             if calls is not None:
-                out += self._call_delta({"tool_calls": [{"index": 0, **calls[0]}]})
-            elif self._streamed:  # cut by max_tokens before the call was whole: the text is all there is
-                out += self._call_delta({"content": "".join(self._streamed)})
+                out += self._call_delta({"tool_calls": [{"index": 0, **calls[0]}]}, index)
+            elif streamed:  # cut by max_tokens before the call was whole: the text is all there is
+                out += self._call_delta({"content": streamed}, index)
             finish_reason = _call_finish(finish_reason, self.call.named is not None or calls is not None)
-        out += self._event([self._choice("", finish_reason)])
+        out += self._event([self._choice("", finish_reason, index=index)])
+        if not last:
+            return out
         if self.include_usage:
             out += self._event([], usage)
         return out + DONE
@@ -140,30 +153,35 @@ class ChunkWriter:
         self, text: str, finish_reason: str, usage: Usage, logprobs: Sequence[TokenLogprob] = ()
     ) -> dict[str, Any]:
         """The non-streamed response body."""
-        if self.kind == "chat":
-            message: dict[str, Any] = {"role": "assistant", "content": text, "refusal": None}
-            if self.call is not None:
-                calls = self.call.calls(text)
-                if calls is not None:  # else cut by max_tokens: the text is all there is
-                    message.update(content=None, tool_calls=calls)
-                finish_reason = _call_finish(finish_reason, calls is not None)
-            choice: dict[str, Any] = {
-                "index": 0,
-                "message": message,
-                "logprobs": self._block(text, logprobs),
-                "finish_reason": finish_reason,
-            }
-        else:
-            choice = {"index": 0, "text": text, "logprobs": self._block(text, logprobs), "finish_reason": finish_reason}
+        return self.whole_choices([(text, finish_reason, logprobs)], usage)
+
+    def whole_choices(
+        self, answers: Sequence[tuple[str, str, Sequence[TokenLogprob]]], usage: Usage
+    ) -> dict[str, Any]:
+        """The non-streamed body of ``n`` choices: (text, finish reason, log probabilities) each."""
         return {
             "id": self.rid,
             "object": "chat.completion" if self.kind == "chat" else "text_completion",
             "created": self.created,
             "model": self.model,
-            "choices": [choice],
+            "choices": [self._whole_choice(i, *answer) for i, answer in enumerate(answers)],
             "usage": usage_dict(usage),
             "system_fingerprint": None,
         }
+
+    def _whole_choice(
+        self, index: int, text: str, finish_reason: str, logprobs: Sequence[TokenLogprob]
+    ) -> dict[str, Any]:
+        block = self._block(text, logprobs, index)
+        if self.kind != "chat":
+            return {"index": index, "text": text, "logprobs": block, "finish_reason": finish_reason}
+        message: dict[str, Any] = {"role": "assistant", "content": text, "refusal": None}
+        if self.call is not None:
+            calls = self.call.calls(text)
+            if calls is not None:  # else cut by max_tokens: the text is all there is
+                message.update(content=None, tool_calls=calls)
+            finish_reason = _call_finish(finish_reason, calls is not None)
+        return {"index": index, "message": message, "logprobs": block, "finish_reason": finish_reason}
 
 
 def _call_finish(finish_reason: str, called: bool) -> str:

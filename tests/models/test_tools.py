@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import json
 
-from models.generation import Usage
+from models.generation import TokenLogprob, Usage
 from models.openai.schemas import ChatBody
 from models.openai.stream import ChunkWriter
 
@@ -57,3 +57,26 @@ def test_a_streamed_required_call_is_sent_once_whole_and_a_cut_one_as_text() -> 
     events = _events(writer.opening() + writer.text('{"name":"b",') + writer.finish("length", Usage(1, 2)))
     assert events[1]["choices"][0]["delta"] == {"content": '{"name":"b",'}
     assert events[-1]["choices"][0]["finish_reason"] == "length"
+
+
+def test_interleaved_choices_keep_their_own_calls_and_only_the_last_finish_closes_the_stream() -> None:
+    writer = ChunkWriter("chat", "m", call=body("required").forced_call(), include_usage=True)
+    out = writer.opening(2) + writer.text('{"name":"a",', index=0) + writer.text('{"name":"b",', index=1)
+    out += writer.text('"arguments":{"x":1}}', index=0) + writer.finish("stop", Usage(5, 3), index=0, last=False)
+    assert not out.endswith(b"data: [DONE]\n\n")
+    out += writer.text('"arguments":{}}', index=1) + writer.finish("stop", Usage(5, 7), index=1)
+    events = _events(out)
+    assert [e["choices"][0]["index"] for e in events[:2]] == [0, 1]
+    calls = {e["choices"][0]["index"]: e["choices"][0]["delta"]["tool_calls"][0]["function"] for e in events if e["choices"] and "tool_calls" in e["choices"][0]["delta"]}
+    assert calls == {0: {"name": "a", "arguments": '{"x":1}'}, 1: {"name": "b", "arguments": "{}"}}
+    assert events[-1]["choices"] == [] and events[-1]["usage"]["completion_tokens"] == 7
+    assert out.count(b"data: [DONE]") == 1
+
+
+def test_text_offsets_of_log_probabilities_count_within_each_choice() -> None:
+    writer = ChunkWriter("text", "m", logprobs=True)
+    first = writer.whole_choices(
+        [("ab", "stop", [TokenLogprob("a", -1.0, b"a"), TokenLogprob("b", -1.0, b"b")]), ("c", "stop", [TokenLogprob("c", -1.0, b"c")])],
+        Usage(1, 3),
+    )
+    assert [c["logprobs"]["text_offset"] for c in first["choices"]] == [[0, 1], [0]]

@@ -39,7 +39,7 @@ def assert_error(resp: httpx.Response, status: int, param: str | None, fragment:
         ({**OK, "temperature": 3.5}, "temperature", "less than or equal to 2"),
         ({**OK, "temperature": -0.1}, "temperature", "greater than or equal to 0"),
         ({**OK, "top_p": 1.5}, "top_p", "less than or equal to 1"),
-        ({**OK, "n": 3}, "n", "less than or equal to 1"),
+        ({**OK, "n": 9}, "n", "less than or equal to 8"),
         ({**OK, "frequency_penalty": 2.5}, "frequency_penalty", "less than or equal to 2"),
         ({**OK, "presence_penalty": -3}, "presence_penalty", "greater than or equal to -2"),
         ({**OK, "logit_bias": {"5": 101}}, "logit_bias.5", "less than or equal to 100"),

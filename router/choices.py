@@ -1,0 +1,127 @@
+"""``n`` choices of one request: each is its own generation through the pipeline, started together.
+
+Choice 0 is the request as sent (the cache may answer it); choices 1..n-1 skip the cache (copies
+of one stored answer are not samples) and, when the request has a ``seed``, take ``seed + i``, so
+the choices differ and a repeated request repeats them. Each choice is routed and recorded on its
+own (a decision record and a log line each, request ids ``<id>-<i>``); the response's headers are
+choice 0's. If any choice cannot start, the others are stopped and the request fails as one would.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import dataclasses
+from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
+from typing import TypeVar
+
+from models import Chunk, Completion, GenerationRequest, Usage, collect
+
+from . import pipeline
+from .node import Node
+from .pipeline import RequestContext, RoutedStream, Routing
+
+T = TypeVar("T")
+MAX_CHOICES = 8  # each choice takes an edge slot or a member's: a bound like the caps of a request
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class Choice:
+    gen: GenerationRequest
+    ctx: RequestContext
+    routing: Routing
+
+
+def fan_out(gen: GenerationRequest, ctx: RequestContext, routing: Routing, n: int) -> list[Choice]:
+    """The ``n`` generations of a request (``routing`` is choice 0's: the response's headers)."""
+    choices = [Choice(gen, ctx, routing)]
+    for i in range(1, n):
+        seed = gen.params.seed
+        params = dataclasses.replace(gen.params, seed=None if seed is None else seed + i)
+        choice_gen = dataclasses.replace(gen, params=params, request_id=f"{gen.request_id}-{i}")
+        choices.append(Choice(choice_gen, dataclasses.replace(ctx, cache=False), Routing()))
+    return choices
+
+
+def total_usage(usages: Sequence[Usage]) -> Usage:
+    """The prompt counted once, the completions added up (as OpenAI counts ``n`` choices)."""
+    return Usage(usages[0].prompt_tokens, sum(u.completion_tokens for u in usages))
+
+
+async def _all(work: Sequence[Callable[[], Awaitable[T]]], undo: Callable[[T], Awaitable[None]] | None = None) -> list[T]:
+    """Run ``work`` together; on the first failure cancel the rest (and ``undo`` those done), then raise."""
+    if len(work) == 1:
+        return [await work[0]()]
+    tasks = [asyncio.ensure_future(w()) for w in work]
+    try:
+        return list(await asyncio.gather(*tasks))
+    except BaseException:
+        for task in tasks:
+            task.cancel()
+        await asyncio.gather(*tasks, return_exceptions=True)
+        if undo is not None:
+            for task in tasks:
+                if not task.cancelled() and task.exception() is None:
+                    await undo(task.result())
+        raise
+
+
+async def whole(node: Node, choices: Sequence[Choice]) -> list[Completion]:
+    """Every choice's whole answer."""
+
+    async def one(c: Choice) -> Completion:
+        routed = await pipeline.run(node, c.gen, c.ctx, c.routing)
+        return await collect(routed.chunks())
+
+    return await _all([lambda c=c: one(c) for c in choices])  # type: ignore[misc]
+
+
+async def start(node: Node, choices: Sequence[Choice]) -> list[RoutedStream]:
+    """Every choice started (its first chunk made); none is left running if one cannot start."""
+
+    async def stop(routed: RoutedStream) -> None:
+        await routed.rest.aclose()  # type: ignore[attr-defined]
+
+    return await _all([lambda c=c: pipeline.run(node, c.gen, c.ctx, c.routing) for c in choices], stop)  # type: ignore[misc]
+
+
+_END = object()
+
+
+async def merge(streams: Sequence[RoutedStream]) -> AsyncIterator[tuple[int, Chunk]]:
+    """The choices' chunks as they come, each with its choice's index; closing it stops them all."""
+    if len(streams) == 1:
+        chunks = streams[0].chunks()
+        try:
+            async for chunk in chunks:
+                yield 0, chunk
+        finally:
+            await chunks.aclose()  # stops the engine when the stream ends early
+        return
+    queue: asyncio.Queue[tuple[int, object]] = asyncio.Queue()
+
+    async def pump(index: int, chunks: AsyncIterator[Chunk]) -> None:
+        try:
+            async for chunk in chunks:
+                await queue.put((index, chunk))
+        except Exception as exc:  # noqa: BLE001 - handed to the consumer, which raises it
+            await queue.put((index, exc))
+        await queue.put((index, _END))
+
+    iterators = [s.chunks() for s in streams]
+    tasks = [asyncio.ensure_future(pump(i, it)) for i, it in enumerate(iterators)]
+    try:
+        live = len(tasks)
+        while live:
+            index, item = await queue.get()
+            if item is _END:
+                live -= 1
+            elif isinstance(item, Exception):
+                raise item
+            else:
+                yield index, item  # type: ignore[misc]
+    finally:
+        for task in tasks:
+            task.cancel()  # a choice still generating stops (its pipeline records the early end)
+        await asyncio.gather(*tasks, return_exceptions=True)
+        for it in iterators:
+            await it.aclose()  # type: ignore[attr-defined]
