@@ -1,5 +1,5 @@
-"""The OpenAI-compatible HTTP surface: /v1/chat/completions, /v1/completions, /v1/responses,
-/v1/embeddings, /v1/models, /healthz.
+"""The OpenAI-compatible HTTP surface: /v1/chat/completions, /v1/completions, /v1/embeddings,
+/v1/models, /healthz (the Responses API: :mod:`router.responses_api`).
 
 A handler reads the request (body, tenant, switches) and hands it to :func:`router.pipeline.run`
 (once per choice: :mod:`router.choices`);
@@ -14,7 +14,7 @@ import contextlib
 import re
 import time
 import uuid
-from collections.abc import AsyncIterator, Coroutine
+from collections.abc import AsyncIterator, Awaitable, Callable, Coroutine
 from pathlib import Path
 from typing import Annotated, Any, TypeVar
 
@@ -110,11 +110,15 @@ def _writer(
     return ChunkWriter(kind, gen.model, include_usage=body.include_usage, call=call, logprobs=logprobs)
 
 
-async def _respond(
+async def respond(
     request: Request[Any, Any, State],
     body: ChatCompletionRequest | CompletionRequest,
     responses: ResponsesRequest | None = None,
+    after: Callable[[dict[str, Any]], Awaitable[None]] | None = None,
 ) -> Response[Any]:
+    """Route ``body`` and answer in its API's shape (the Responses API's when ``responses`` is
+    the request it was read from); ``after`` gets the finished response object before the
+    client does (a stored response can be continued as soon as it is seen)."""
     started = time.perf_counter()
     node: Node = request.app.state.node
     rid: str = request.state.request_id
@@ -133,6 +137,8 @@ async def _respond(
         headers["x-edgeroute-latency-ms"] = f"{(time.perf_counter() - started) * 1000:.1f}"
         if isinstance(writer, ResponseWriter):
             answer = writer.whole(done[0].text, done[0].finish_reason, done[0].usage, done[0].logprobs)
+            if after is not None:
+                await after(answer)
         else:
             usage = choices.total_usage([d.usage for d in done])
             answer = writer.whole_choices([(echo + d.text, d.finish_reason, d.logprobs) for d in done], usage)
@@ -163,6 +169,8 @@ async def _respond(
                     # The drain deadline passed: end the stream cleanly rather than cut it.
                     out.append(writer.error("the node is shutting down", "server_error", "shutting_down"))
                     ended = True
+                if ended and after is not None and isinstance(writer, ResponseWriter) and writer.final is not None:
+                    await after(writer.final)  # before the last event: the client may continue it at once
                 if ended or not whole:
                     yield b"".join(out)
                     out = []
@@ -246,7 +254,7 @@ class OpenAIController(Controller):
         operation_class=openapi.StreamingOperation,
     )
     async def chat_completions(self, request: Request[Any, Any, State], data: ChatCompletionRequest) -> Response[Any]:
-        return await _respond(request, data)
+        return await respond(request, data)
 
     @post(
         "/completions",
@@ -257,18 +265,7 @@ class OpenAIController(Controller):
         operation_class=openapi.StreamingOperation,
     )
     async def completions(self, request: Request[Any, Any, State], data: CompletionRequest) -> Response[Any]:
-        return await _respond(request, data)
-
-    @post(
-        "/responses",
-        guards=[rate_guard],
-        summary="Create a response (OpenAI's Responses API; stateless: nothing is stored)",
-        status_code=200,
-        responses=openapi.answers(openapi.ResponseObject, *openapi.COMPLETION_ERRORS),
-        operation_class=openapi.StreamingOperation,
-    )
-    async def responses(self, request: Request[Any, Any, State], data: ResponsesRequest) -> Response[Any]:
-        return await _respond(request, data.chat, data)
+        return await respond(request, data)
 
     @post(
         "/embeddings",

@@ -20,6 +20,7 @@ from .api import BEARER, REQUEST_ID_HEADER, OpenAIController, healthz
 from .node import open_node
 from .pipeline import Routing
 from .settings import Settings
+from .responses_api import ResponsesController
 from .tokens import TokenizerController
 
 
@@ -71,7 +72,7 @@ def create_api_app(settings: Settings, *, plugins: Sequence[PluginProtocol] = ()
         limits=settings.limits,
     )
     return Litestar(
-        route_handlers=[OpenAIController, TokenizerController, healthz],
+        route_handlers=[OpenAIController, ResponsesController, TokenizerController, healthz],
         plugins=list(plugins),
         lifespan=[lifespan],
         middleware=[admission],

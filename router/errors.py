@@ -16,6 +16,8 @@ __all__ = [
     "PayloadTooLargeError",
     "RateLimitedError",
     "RequestsRateLimitError",
+    "ResponseNotFoundError",
+    "ResponseStoreError",
     "RouterError",
     "TokensRateLimitError",
 ]
@@ -31,6 +33,18 @@ class ConfigError(RouterError, RequestRejectedError):
 
 class InvalidRequestError(RouterError, RequestRejectedError):
     """The request body is malformed or a field is out of range."""
+
+
+class ResponseNotFoundError(RouterError, RequestRejectedError):
+    """No stored response has this id for this tenant (missing, expired, deleted or another's)."""
+
+    status = 404
+
+
+class ResponseStoreError(RouterError):
+    """The stored responses cannot be read or written."""
+
+    status = 503
 
 
 class NoCapacityError(RouterError, EngineUnavailableError):

@@ -19,6 +19,7 @@ from models.files import private_dir
 
 from .errors import InvalidRequestError
 from .limits import RateLimiter
+from .responses_store import ResponseStore
 from .policy import ComplexityClassifier, Policy, PrivacyDetector, build_policy, load_classifier
 from .settings import Settings
 from .telemetry import Telemetry
@@ -44,6 +45,7 @@ class Node:
     embedder: Embedder | None = None
     pool: CloudPool | None = None
     limiter: RateLimiter | None = None  # None: no per-tenant rate is configured
+    responses: ResponseStore | None = None  # the Responses API's stored responses
 
     @property
     def edge_model(self) -> str:
@@ -119,6 +121,8 @@ async def open_node(settings: Settings) -> AsyncIterator[Node]:
             cache = EdgeCache(settings.cache.db_path(settings.data_dir), settings.cache, embedder=embedder)
             stack.push_async_callback(cache.aclose)
         limiter = RateLimiter(settings.limits)
+        responses = ResponseStore(settings.data_dir / settings.responses.db_file, settings.responses)
+        stack.push_async_callback(responses.aclose)
         yield Node(
             settings=settings,
             edge=edge,
@@ -130,4 +134,5 @@ async def open_node(settings: Settings) -> AsyncIterator[Node]:
             embedder=embedder,
             pool=pool if hybrid else None,
             limiter=limiter if limiter.enabled else None,
+            responses=responses,
         )

@@ -159,6 +159,12 @@ class ResponseObject(BaseModel):
     store: bool
 
 
+class DeletedResponse(BaseModel):
+    id: str
+    object: Literal["response"]
+    deleted: bool
+
+
 class ModelEntry(BaseModel):
     id: str
     object: Literal["model"]
@@ -210,7 +216,8 @@ _WHY = {
     400: "Invalid request: a malformed body, a field out of range, over a size cap, nested too deep, "
     "longer than the model's context",
     401: "Missing or wrong API key (when the node has keys)",
-    404: "Unknown model (`model_not_found`; for embeddings also a node without its embedding model)",
+    404: "Unknown model (`model_not_found`; for embeddings also a node without its embedding model), "
+    "or no stored response with this id (`not_found`, `previous_response_not_found`)",
     408: "The body did not arrive within `server.body_timeout_s`",
     413: "The body is over `server.max_body_bytes`",
     429: "The tenant's requests or tokens per minute are spent (`rate_limit_exceeded`; `retry-after`)",

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Annotated, Any
 
 from pydantic import BaseModel, Field, PrivateAttr, ValidationError, field_validator, model_validator
@@ -82,12 +83,20 @@ class ResponsesRequest(_NodeFields, ResponsesBody):
 
     @model_validator(mode="after")
     def _as_chat(self) -> ResponsesRequest:
+        if self.n != 1:
+            raise InvalidRequestError("n: the Responses API answers one output; use /v1/chat/completions for n choices", param="n")
+        self._chat = self.to_chat()
+        return self
+
+    def to_chat(self, prior: Sequence[dict[str, Any]] = ()) -> ChatCompletionRequest:
+        """The chat completion this request asks for, continuing the conversation ``prior``
+        (that of ``previous_response_id``)."""
         # Unknown fields pass on (a chat extension such as ``seed`` or ``stop`` is honoured);
         # the Responses fields win over them.
-        fields = {**(self.model_extra or {}), **self.chat_fields(), "cache": self.cache, "private": self.private}
+        fields = {**(self.model_extra or {}), **self.chat_fields(prior), "cache": self.cache, "private": self.private}
         fields["user"] = self.user
         try:
-            self._chat = ChatCompletionRequest.model_validate(fields)
+            return ChatCompletionRequest.model_validate(fields)
         except ValidationError as exc:
             first = exc.errors()[0]
             loc = [str(p) for p in first["loc"]]
@@ -98,9 +107,6 @@ class ResponsesRequest(_NodeFields, ResponsesBody):
             param = ".".join(loc) or None
             message = str(first["msg"]).removeprefix("Value error, ")
             raise InvalidRequestError(f"{param}: {message}" if param else message, param=param, code="invalid_value") from None
-        if self.n != 1:
-            raise InvalidRequestError("n: the Responses API answers one output; use /v1/chat/completions for n choices", param="n")
-        return self
 
     @property
     def chat(self) -> ChatCompletionRequest:

@@ -28,6 +28,7 @@ from .errors import ConfigError
 from .limits import LimitSettings
 from .policy.config import RoutingSettings
 from .policy.policies import build_policy
+from .responses_store import ResponsesSettings
 from .telemetry.config import TelemetrySettings
 
 
@@ -131,6 +132,7 @@ class Settings(BaseSettings):
     routing: RoutingSettings = Field(default_factory=RoutingSettings)
     telemetry: TelemetrySettings = Field(default_factory=TelemetrySettings)
     limits: LimitSettings = Field(default_factory=LimitSettings)
+    responses: ResponsesSettings = Field(default_factory=ResponsesSettings)
 
     _config_file: Path | None = None
 

@@ -55,6 +55,7 @@ class ResponseWriter:
         self._text: list[str] = []
         self._entries: list[TokenLogprob] = []
         self._call_id = "call_" + uuid.uuid4().hex[:24]
+        self.final: dict[str, Any] | None = None  # the finished response object, once there is one
 
     # -- the response object and its items --------------------------------------------------
 
@@ -100,7 +101,8 @@ class ResponseWriter:
     def whole(self, text: str, finish_reason: str, usage: Usage, logprobs: Sequence[TokenLogprob] = ()) -> dict[str, Any]:
         """The non-streamed response object."""
         status = _status(finish_reason)
-        return self._response(status, self._output(text, status, logprobs), usage)
+        self.final = self._response(status, self._output(text, status, logprobs), usage)
+        return self.final
 
     # -- the stream ----------------------------------------------------------------------------
 
@@ -169,7 +171,8 @@ class ResponseWriter:
             out += self._event("response.content_part.done", item_id=self.item_id, output_index=0, content_index=0, part=part)
         out += self._event("response.output_item.done", output_index=0, item=item)
         terminal = "response.completed" if status == "completed" else "response.incomplete"
-        return out + self._event(terminal, response=self._response(status, output, usage))
+        self.final = self._response(status, output, usage)
+        return out + self._event(terminal, response=self.final)
 
     def error(self, message: str, err_type: str = "server_error", code: str | None = None) -> bytes:
         """End a stream whose headers are already sent: an ``error`` event, then ``response.failed``."""

@@ -1,9 +1,9 @@
 """OpenAI's Responses API request (``POST /v1/responses``), read as the chat completion it asks for.
 
-The node keeps no responses: ``store`` is accepted and nothing is stored, so a request that
-builds on a stored one (``previous_response_id``, ``conversation``, an ``item_reference``) or
-asks to run in the background is refused with 400 rather than answered without its context.
-The conversation is sent in ``input``, as Ollama's and a stateless vLLM's Responses API take it.
+A response is stored unless ``store`` is false (the router's ``ResponseStore``), and a later
+request continues it with ``previous_response_id``: its conversation is passed in as ``prior``
+messages. Conversations, background jobs and ``item_reference`` items are refused with 400
+rather than answered without their context.
 What the request asks for (messages, sampling, output format, a forced function call) becomes a
 chat body's fields (:meth:`ResponsesBody.chat_fields`), which the chat schema validates: one set of
 rules for both APIs, and an answer cached for one serves the other.
@@ -11,6 +11,7 @@ rules for both APIs, and an answer cached for one serves the other.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Discriminator, Field, Tag, ValidationInfo, field_validator
@@ -152,18 +153,18 @@ class ResponsesBody(BaseModel):
     store: bool | None = None  # nothing is stored either way
     metadata: dict[str, str] | None = None
     truncation: Literal["auto", "disabled"] | None = None
-    previous_response_id: str | None = None
+    previous_response_id: str | None = Field(None, max_length=256)
     conversation: str | dict[str, Any] | None = None
     background: bool | None = None
     user: str | None = None
 
-    @field_validator("previous_response_id", "conversation", "background")
+    @field_validator("conversation", "background")
     @classmethod
     def _stateless(cls, value: Any, info: ValidationInfo) -> Any:
         if value is not None and value is not False:
             raise ValueError(
-                f"{info.field_name} is not supported: this node stores no responses or conversations; "
-                "send the whole conversation in input"
+                f"{info.field_name} is not supported: this node keeps responses (previous_response_id), "
+                "not conversations or background jobs"
             )
         return value
 
@@ -175,27 +176,30 @@ class ResponsesBody(BaseModel):
     def wants_logprobs(self) -> bool:
         return LOGPROBS_INCLUDE in (self.include or ())
 
-    def messages(self) -> list[dict[str, Any]]:
-        """``instructions`` and ``input`` as chat messages (an earlier call as the assistant's
-        ``tool_calls``, its output as a ``tool`` message)."""
-        out: list[dict[str, Any]] = []
-        if self.instructions:
-            out.append({"role": "system", "content": self.instructions})
+    def input_messages(self) -> list[dict[str, Any]]:
+        """``input`` as chat messages (an earlier call as the assistant's ``tool_calls``, its
+        output as a ``tool`` message)."""
         if isinstance(self.input, str):
-            return [*out, {"role": "user", "content": self.input}]
+            return [{"role": "user", "content": self.input}]
+        out: list[dict[str, Any]] = []
         for item in self.input:
             if isinstance(item, MessageItem):
                 out.append({"role": item.role, "content": item.text()})
             elif isinstance(item, FunctionCallItem):
-                call = {"id": item.call_id, "type": "function", "function": {"name": item.name, "arguments": item.arguments}}
-                out.append({"role": "assistant", "content": None, "tool_calls": [call]})
+                out.append(_call_message(item.call_id, item.name, item.arguments))
             else:
                 out.append({"role": "tool", "content": item.text(), "tool_call_id": item.call_id})
         return out
 
-    def chat_fields(self) -> dict[str, Any]:
+    def messages(self, prior: Sequence[dict[str, Any]] = ()) -> list[dict[str, Any]]:
+        """The chat: ``instructions`` (a system message; never carried over from an earlier
+        response, as OpenAI's are not), the conversation ``prior`` to this request, then ``input``."""
+        system = [{"role": "system", "content": self.instructions}] if self.instructions else []
+        return [*system, *prior, *self.input_messages()]
+
+    def chat_fields(self, prior: Sequence[dict[str, Any]] = ()) -> dict[str, Any]:
         """The chat completion body this request asks for (validated by the chat schema)."""
-        fields: dict[str, Any] = {"model": self.model, "messages": self.messages(), "stream": self.stream}
+        fields: dict[str, Any] = {"model": self.model, "messages": self.messages(prior), "stream": self.stream}
         for name, value in (
             ("max_tokens", self.max_output_tokens),
             ("temperature", self.temperature),
@@ -225,9 +229,9 @@ class ResponsesBody(BaseModel):
             "max_output_tokens": self.max_output_tokens,
             "metadata": self.metadata or {},
             "parallel_tool_calls": True if self.parallel_tool_calls is None else self.parallel_tool_calls,
-            "previous_response_id": None,
+            "previous_response_id": self.previous_response_id,
             "reasoning": {"effort": None, "summary": None},
-            "store": False,
+            "store": self.store is not False,
             "temperature": 1.0 if self.temperature is None else self.temperature,
             "text": {"format": self.format.echo()},
             "tool_choice": _choice_echo(self.tool_choice),
@@ -237,6 +241,22 @@ class ResponsesBody(BaseModel):
             "truncation": self.truncation or "disabled",
             "user": self.user,
         }
+
+
+def _call_message(call_id: str, name: str, arguments: str) -> dict[str, Any]:
+    call = {"id": call_id, "type": "function", "function": {"name": name, "arguments": arguments}}
+    return {"role": "assistant", "content": None, "tool_calls": [call]}
+
+
+def output_messages(output: Sequence[dict[str, Any]]) -> list[dict[str, Any]]:
+    """A response's ``output`` items as the chat messages a later request continues from."""
+    out: list[dict[str, Any]] = []
+    for item in output:
+        if item.get("type") == "function_call":
+            out.append(_call_message(item["call_id"], item["name"], item["arguments"]))
+        elif item.get("type") == "message":
+            out.append({"role": "assistant", "content": "".join(p.get("text", "") for p in item.get("content", ()))})
+    return out
 
 
 def _choice_echo(choice: str | FunctionChoice | None) -> str | dict[str, Any]:

@@ -206,6 +206,6 @@ def test_data_files_are_0600_and_the_data_dir_0700(node: NodeProcess, seeded: di
     data = Path(node.log_path.parent / "data")
     assert stat.S_IMODE(data.stat().st_mode) == 0o700
     names = {p.name: stat.S_IMODE(p.stat().st_mode) for p in data.iterdir()}
-    for name in ("cache.db", "cache.db-wal", "cache.db-shm", "telemetry.db", "telemetry.db-wal", "telemetry.db-shm"):
+    for name in ("cache.db", "cache.db-wal", "cache.db-shm", "telemetry.db", "telemetry.db-wal", "telemetry.db-shm", "responses.db"):
         assert names.get(name) == 0o600, (name, names)
     assert all(mode & 0o077 == 0 for mode in names.values()), names

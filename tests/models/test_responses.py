@@ -84,7 +84,6 @@ def test_text_format_json_schema_is_the_chat_response_format() -> None:
 @pytest.mark.parametrize(
     ("fields", "where"),
     [
-        ({"previous_response_id": "resp_1"}, ("previous_response_id",)),
         ({"conversation": "conv_1"}, ("conversation",)),
         ({"background": True}, ("background",)),
         ({"input": [{"type": "item_reference", "id": "msg_1"}]}, ("input", 0)),
@@ -92,7 +91,7 @@ def test_text_format_json_schema_is_the_chat_response_format() -> None:
         ({"tools": [{"type": "web_search"}]}, ("tools", 0, "type")),
     ],
 )
-def test_what_needs_stored_state_or_other_media_is_refused(fields: dict[str, Any], where: tuple[Any, ...]) -> None:
+def test_conversations_background_jobs_references_and_other_media_are_refused(fields: dict[str, Any], where: tuple[Any, ...]) -> None:
     with pytest.raises(ValidationError) as caught:
         body(**{"input": "hi", **fields})
     # pydantic names the union's branch in the location ("list[...]", "str"); the node's errors drop it
@@ -103,7 +102,8 @@ def test_what_needs_stored_state_or_other_media_is_refused(fields: dict[str, Any
 def test_a_whole_answer_is_a_completed_response_with_one_message() -> None:
     writer = ResponseWriter("m", body(input="hi").echo())
     done = writer.whole("Hello.", "stop", Usage(5, 2))
-    assert (done["object"], done["status"], done["incomplete_details"], done["store"]) == ("response", "completed", None, False)
+    assert (done["object"], done["status"], done["incomplete_details"], done["store"]) == ("response", "completed", None, True)
+    assert body(input="hi", store=False).echo()["store"] is False
     assert done["output"] == [{
         "id": writer.item_id, "type": "message", "status": "completed", "role": "assistant",
         "content": [{"type": "output_text", "text": "Hello.", "annotations": [], "logprobs": []}],

@@ -1,7 +1,8 @@
 """``POST /v1/responses`` through a real node (the real edge model), driven by the openai SDK's
 Responses client: the same answer as the chat API for the same request, whole and streamed,
 structured output, forced function calls and their results, log probabilities, the cache shared
-with the chat API, and clear 400s for what a stateless node cannot do."""
+with the chat API, and clear 400s for what the node cannot do (stored responses:
+test_responses_store.py)."""
 
 from __future__ import annotations
 
@@ -157,7 +158,6 @@ def test_a_chat_answer_in_the_cache_answers_the_same_response_request(node_url: 
 @pytest.mark.parametrize(
     ("extra", "param"),
     [
-        ({"previous_response_id": "resp_123"}, "previous_response_id"),
         ({"background": True}, "background"),
         ({"input": [{"type": "item_reference", "id": "msg_1"}]}, "input"),
         ({"input": [{"role": "user", "content": [{"type": "input_image", "image_url": "http://x/y.png"}]}]}, "input"),

@@ -1,0 +1,103 @@
+"""OpenAI's Responses API: ``POST /v1/responses`` (answered as the chat completion it asks for,
+:func:`router.api.respond`), and its stored responses: ``GET`` and ``DELETE
+/v1/responses/{id}``, and ``previous_response_id`` to continue one.
+
+A response is stored (``<data_dir>/responses.db``, :mod:`router.responses_store`) before its
+last event or its body reaches the client, unless ``store`` is false; each tenant sees only its
+own.
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import Any
+
+from litestar import Controller, Request, Response, delete, get, post
+from litestar.datastructures import State
+
+from models.openai import api_key_guard
+from models.openai.responses import output_messages
+
+from . import openapi
+from .api import BEARER, rate_guard, request_id_guard, respond
+from .errors import ResponseNotFoundError, ResponseStoreError
+from .node import Node
+from .responses_store import ResponseStore
+from .schemas import ResponsesRequest
+
+log = logging.getLogger(__name__)
+
+
+def _store(request: Request[Any, Any, State]) -> tuple[ResponseStore, str]:
+    node: Node = request.app.state.node
+    if node.responses is None:
+        raise ResponseStoreError("this node keeps no responses", code="store_unavailable")
+    return node.responses, request.state.get("tenant", "default")
+
+
+def _missing(response_id: str) -> ResponseNotFoundError:
+    return ResponseNotFoundError(f"Response with id {response_id!r} not found.", param="response_id", code="not_found")
+
+
+class ResponsesController(Controller):
+    path = "/v1/responses"
+    tags = ["openai"]
+    guards = [request_id_guard, api_key_guard]
+    security = [{BEARER: []}]
+
+    @post(
+        "/",
+        guards=[rate_guard],
+        summary="Create a response (OpenAI's Responses API; stored unless store is false)",
+        status_code=200,
+        responses=openapi.answers(openapi.ResponseObject, *openapi.COMPLETION_ERRORS),
+        operation_class=openapi.StreamingOperation,
+    )
+    async def create(self, request: Request[Any, Any, State], data: ResponsesRequest) -> Response[Any]:
+        store, tenant = _store(request)
+        prior: list[dict[str, Any]] = []
+        chat = data.chat
+        if data.previous_response_id is not None:
+            found = await store.get(tenant, data.previous_response_id)
+            if found is None:
+                raise ResponseNotFoundError(
+                    f"Previous response with id {data.previous_response_id!r} not found.",
+                    param="previous_response_id", code="previous_response_not_found",
+                )
+            prior = found[1]
+            chat = data.to_chat(prior)
+        if data.store is False:
+            return await respond(request, chat, data)
+        conversation = [*prior, *data.input_messages()]
+
+        async def keep(final: dict[str, Any]) -> None:
+            try:
+                await store.put(tenant, final, conversation + output_messages(final["output"]))
+            except ResponseStoreError:  # the answer still goes out; only its continuation is lost
+                log.exception("storing response %s failed", final.get("id"))
+
+        return await respond(request, chat, data, after=keep)
+
+    @get(
+        "/{response_id:str}",
+        summary="Retrieve a stored response",
+        responses=openapi.answers(openapi.ResponseObject, 401, 404, 503),
+    )
+    async def retrieve(self, request: Request[Any, Any, State], response_id: str) -> dict[str, Any]:
+        store, tenant = _store(request)
+        found = await store.get(tenant, response_id)
+        if found is None:
+            raise _missing(response_id)
+        return found[0]
+
+    @delete(
+        "/{response_id:str}",
+        summary="Delete a stored response",
+        status_code=200,
+        responses=openapi.answers(openapi.DeletedResponse, 401, 404, 503),
+    )
+    async def remove(self, request: Request[Any, Any, State], response_id: str) -> dict[str, Any]:
+        store, tenant = _store(request)
+        if not await store.delete(tenant, response_id):
+            raise _missing(response_id)
+        return {"id": response_id, "object": "response", "deleted": True}

@@ -1,0 +1,142 @@
+"""Stored responses of the Responses API: ``<data_dir>/responses.db``, one row per response.
+
+A row keeps the response object (``GET /v1/responses/{id}`` returns it) and the conversation up
+to and including its answer, as chat messages, which a later request's ``previous_response_id``
+continues. Rows are the tenant's own: another tenant's id reads as missing. Rows older than
+``retention_days`` are pruned (OpenAI keeps a response 30 days).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+import threading
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any, Final
+
+import pysqlite3 as sqlite3
+import sqlite_utils
+from pydantic import BaseModel, Field
+
+from models.files import private_file
+
+from .errors import ResponseStoreError
+
+log = logging.getLogger(__name__)
+
+_PRUNE_EVERY_S: Final = 60.0
+
+
+class ResponsesSettings(BaseModel):
+    """``[responses]``: how long stored responses are kept (``store: false`` keeps none)."""
+
+    retention_days: float = Field(30.0, gt=0)
+    db_file: str = "responses.db"
+
+
+def _m0001_responses(db: sqlite_utils.Database) -> None:
+    db["responses"].create(
+        {"id": str, "tenant": str, "created_at": float, "response": str, "conversation": str},
+        pk="id",
+        not_null={"tenant", "created_at", "response", "conversation"},
+        if_not_exists=True,
+    )
+    db["responses"].create_index(["created_at"], if_not_exists=True)
+
+
+# Applied in this order, each once, recorded by name in ``_migrations``; append, never reorder.
+MIGRATIONS: Final[tuple[tuple[str, Callable[[sqlite_utils.Database], None]], ...]] = (
+    ("0001_responses", _m0001_responses),
+)
+
+
+def migrate(db: sqlite_utils.Database) -> list[str]:
+    """Apply the migrations this database lacks; return the names applied."""
+    db["_migrations"].create({"name": str, "applied_at": float}, pk="name", if_not_exists=True)
+    done = {row["name"] for row in db["_migrations"].rows}
+    applied = []
+    for name, step in MIGRATIONS:
+        if name not in done:
+            with db.atomic():
+                step(db)
+                db["_migrations"].insert({"name": name, "applied_at": time.time()})
+            applied.append(name)
+    return applied
+
+
+class ResponseStore:
+    """The node's stored responses (calls run on a worker thread, one at a time)."""
+
+    def __init__(self, path: Path, settings: ResponsesSettings) -> None:
+        self.path = path
+        self._retention_s = settings.retention_days * 86400
+        self._lock = threading.Lock()
+        self._last_prune = 0.0
+        try:
+            private_file(path, sqlite=True)  # conversations: the operator's eyes only
+            conn = sqlite3.connect(str(path), check_same_thread=False, timeout=5.0)
+            self._db = sqlite_utils.Database(conn)
+            self._db.enable_wal()
+            migrate(self._db)
+        except (sqlite3.Error, OSError) as exc:
+            raise ResponseStoreError(f"cannot open the stored responses {path}: {exc}", code="store_unavailable") from exc
+
+    def _run(self, what: str, work: Callable[[], Any]) -> Any:
+        try:
+            with self._lock:
+                return work()
+        except sqlite3.Error as exc:
+            raise ResponseStoreError(f"cannot {what} a stored response: {exc}", code="store_unavailable") from exc
+
+    def put_sync(self, tenant: str, response: dict[str, Any], conversation: list[dict[str, Any]]) -> None:
+        now = time.time()
+        row = {
+            "id": response["id"], "tenant": tenant, "created_at": now,
+            "response": json.dumps(response, ensure_ascii=False),
+            "conversation": json.dumps(conversation, ensure_ascii=False),
+        }
+
+        def work() -> None:
+            with self._db.atomic():
+                self._db["responses"].insert(row, replace=True)
+                if now - self._last_prune > _PRUNE_EVERY_S:
+                    self._last_prune = now
+                    self._db.execute("DELETE FROM responses WHERE created_at < ?", [now - self._retention_s])
+
+        self._run("write", work)
+
+    def get_sync(self, tenant: str, response_id: str) -> tuple[dict[str, Any], list[dict[str, Any]]] | None:
+        """The response object and its conversation, or None (missing, expired or another tenant's)."""
+
+        def work() -> Any:
+            return self._db.execute(
+                "SELECT response, conversation FROM responses WHERE id = ? AND tenant = ? AND created_at >= ?",
+                [response_id, tenant, time.time() - self._retention_s],
+            ).fetchone()
+
+        row = self._run("read", work)
+        return None if row is None else (json.loads(row[0]), json.loads(row[1]))
+
+    def delete_sync(self, tenant: str, response_id: str) -> bool:
+        def work() -> int:
+            with self._db.atomic():
+                cursor = self._db.execute("DELETE FROM responses WHERE id = ? AND tenant = ?", [response_id, tenant])
+                return cursor.rowcount
+
+        return bool(self._run("delete", work))
+
+    async def put(self, tenant: str, response: dict[str, Any], conversation: list[dict[str, Any]]) -> None:
+        await asyncio.to_thread(self.put_sync, tenant, response, conversation)
+
+    async def get(self, tenant: str, response_id: str) -> tuple[dict[str, Any], list[dict[str, Any]]] | None:
+        return await asyncio.to_thread(self.get_sync, tenant, response_id)
+
+    async def delete(self, tenant: str, response_id: str) -> bool:
+        return await asyncio.to_thread(self.delete_sync, tenant, response_id)
+
+    async def aclose(self) -> None:
+        with self._lock:
+            self._db.conn.close()
