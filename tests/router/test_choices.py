@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import asyncio
 import time
+from pathlib import Path
 from typing import Any
 
 import httpx
@@ -14,6 +15,9 @@ import pytest
 
 from models import Usage
 from router.choices import _all, total_usage
+from tests.cloud.cloud_servers import chat_chunk, sse
+from tests.router.hybrid_helpers import ASK as HASH_ASK
+from tests.router.hybrid_helpers import RecordingServer, decisions, node
 
 ASK = [{"role": "user", "content": "Name a fruit."}]
 NO_CACHE = {"cache": False}
@@ -133,3 +137,39 @@ def test_one_choice_failing_to_start_cancels_the_rest_and_undoes_the_started() -
     with pytest.raises(RuntimeError, match="no capacity"):
         asyncio.run(_all([quick, slow, broken], undo))
     assert (started, cancelled, undone) == (["quick"], ["slow"], ["quick"])
+
+
+@pytest.mark.slow
+def test_each_choice_falls_back_on_its_own_when_the_member_breaks(tmp_path: Path) -> None:
+    # The scripted member plays its script to one request at a time (a concurrent one gets an
+    # empty answer): one choice breaks mid-stream, the other before its first token.
+    stall = RecordingServer([("send", sse(chat_chunk("A hash map"))), ("send", sse(chat_chunk(" stores"))), ("sleep", 30)])
+    try:
+        with node(tmp_path, [stall.settings("stall")]) as (base, app):
+            client = openai.OpenAI(base_url=base + "/v1", api_key="unused", max_retries=0, timeout=120)
+            texts: dict[int, str] = {}
+            finishes: dict[int, str] = {}
+            for chunk in client.chat.completions.create(model="cloud", messages=HASH_ASK, n=2, max_tokens=12, stream=True):  # type: ignore[arg-type]
+                for choice in chunk.choices:
+                    texts[choice.index] = texts.get(choice.index, "") + (choice.delta.content or "")
+                    if choice.finish_reason:
+                        finishes[choice.index] = choice.finish_reason
+            assert sorted(finishes) == [0, 1] and all(texts[i] for i in (0, 1))
+            assert any(t.startswith("A hash map stores") for t in texts.values())
+            assert [d.fallback for d in decisions(app)[-2:]] == ["cloud->edge", "cloud->edge"]
+    finally:
+        stall.close()
+
+
+@pytest.mark.slow
+def test_every_choice_of_a_forced_call_is_a_call(client: openai.OpenAI) -> None:
+    weather = {
+        "type": "function",
+        "function": {"name": "get_weather", "parameters": {"type": "object", "properties": {"city": {"type": "string", "maxLength": 30}}, "required": ["city"]}},
+    }
+    done = client.chat.completions.create(
+        model="edge", messages=[{"role": "user", "content": "Weather in Paris?"}], tools=[weather], tool_choice="required",  # type: ignore[list-item]
+        n=2, seed=5, max_tokens=40, extra_body=NO_CACHE,
+    )
+    assert [c.finish_reason for c in done.choices] == ["tool_calls", "tool_calls"]
+    assert all(c.message.tool_calls and c.message.tool_calls[0].function.name == "get_weather" for c in done.choices)
