@@ -159,6 +159,16 @@ class ResponseObject(BaseModel):
     store: bool
 
 
+class InputItemList(BaseModel):
+    """A stored response's input items (messages, function calls and their outputs)."""
+
+    object: Literal["list"]
+    data: list[dict[str, Any]]
+    first_id: str | None
+    last_id: str | None
+    has_more: bool
+
+
 class DeletedResponse(BaseModel):
     id: str
     object: Literal["response"]

@@ -1,6 +1,6 @@
 """OpenAI's Responses API: ``POST /v1/responses`` (answered as the chat completion it asks for,
 :func:`router.api.respond`), and its stored responses: ``GET`` and ``DELETE
-/v1/responses/{id}``, and ``previous_response_id`` to continue one.
+/v1/responses/{id}``, its ``input_items``, and ``previous_response_id`` to continue one.
 
 A response is stored (``<data_dir>/responses.db``, :mod:`router.responses_store`) before its
 last event or its body reaches the client, unless ``store`` is false; each tenant sees only its
@@ -10,17 +10,18 @@ own.
 from __future__ import annotations
 
 import logging
-from typing import Any
+from typing import Annotated, Any, Literal
 
 from litestar import Controller, Request, Response, delete, get, post
 from litestar.datastructures import State
+from litestar.params import Parameter
 
 from models.openai import api_key_guard
 from models.openai.responses import output_messages
 
 from . import openapi
 from .api import BEARER, rate_guard, request_id_guard, respond
-from .errors import ResponseNotFoundError, ResponseStoreError
+from .errors import InvalidRequestError, ResponseNotFoundError, ResponseStoreError
 from .node import Node
 from .responses_store import ResponseStore
 from .schemas import ResponsesRequest
@@ -69,10 +70,11 @@ class ResponsesController(Controller):
         if data.store is False:
             return await respond(request, chat, data)
         conversation = [*prior, *data.input_messages()]
+        items = data.input_items()
 
         async def keep(final: dict[str, Any]) -> None:
             try:
-                await store.put(tenant, final, conversation + output_messages(final["output"]))
+                await store.put(tenant, final, conversation + output_messages(final["output"]), items)
             except ResponseStoreError:  # the answer still goes out; only its continuation is lost
                 log.exception("storing response %s failed", final.get("id"))
 
@@ -89,6 +91,36 @@ class ResponsesController(Controller):
         if found is None:
             raise _missing(response_id)
         return found[0]
+
+    @get(
+        "/{response_id:str}/input_items",
+        summary="List a stored response's input items (newest first unless order is asc)",
+        responses=openapi.answers(openapi.InputItemList, 400, 401, 404, 503),
+    )
+    async def input_items(
+        self,
+        request: Request[Any, Any, State],
+        response_id: str,
+        order: Literal["asc", "desc"] = "desc",
+        limit: Annotated[int, Parameter(ge=1, le=100)] = 20,
+        after: str | None = None,
+    ) -> dict[str, Any]:
+        store, tenant = _store(request)
+        items = await store.input_items(tenant, response_id)
+        if items is None:
+            raise _missing(response_id)
+        if order == "desc":
+            items.reverse()
+        if after is not None:
+            ids = [item.get("id") for item in items]
+            if after not in ids:
+                raise InvalidRequestError(f"no input item {after!r} in response {response_id!r}", param="after")
+            items = items[ids.index(after) + 1 :]
+        page = items[:limit]
+        return {
+            "object": "list", "data": page, "has_more": len(items) > limit,
+            "first_id": page[0]["id"] if page else None, "last_id": page[-1]["id"] if page else None,
+        }
 
     @delete(
         "/{response_id:str}",

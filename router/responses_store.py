@@ -47,9 +47,15 @@ def _m0001_responses(db: sqlite_utils.Database) -> None:
     db["responses"].create_index(["created_at"], if_not_exists=True)
 
 
+def _m0002_input_items(db: sqlite_utils.Database) -> None:
+    if "input_items" not in db["responses"].columns_dict:
+        db["responses"].add_column("input_items", str, not_null_default="[]")
+
+
 # Applied in this order, each once, recorded by name in ``_migrations``; append, never reorder.
 MIGRATIONS: Final[tuple[tuple[str, Callable[[sqlite_utils.Database], None]], ...]] = (
     ("0001_responses", _m0001_responses),
+    ("0002_input_items", _m0002_input_items),
 )
 
 
@@ -91,12 +97,16 @@ class ResponseStore:
         except sqlite3.Error as exc:
             raise ResponseStoreError(f"cannot {what} a stored response: {exc}", code="store_unavailable") from exc
 
-    def put_sync(self, tenant: str, response: dict[str, Any], conversation: list[dict[str, Any]]) -> None:
+    def put_sync(
+        self, tenant: str, response: dict[str, Any], conversation: list[dict[str, Any]],
+        input_items: list[dict[str, Any]] | None = None,
+    ) -> None:
         now = time.time()
         row = {
             "id": response["id"], "tenant": tenant, "created_at": now,
             "response": json.dumps(response, ensure_ascii=False),
             "conversation": json.dumps(conversation, ensure_ascii=False),
+            "input_items": json.dumps(input_items or [], ensure_ascii=False),
         }
 
         def work() -> None:
@@ -120,6 +130,18 @@ class ResponseStore:
         row = self._run("read", work)
         return None if row is None else (json.loads(row[0]), json.loads(row[1]))
 
+    def input_items_sync(self, tenant: str, response_id: str) -> list[dict[str, Any]] | None:
+        """The request's own input items (not the earlier conversation), oldest first, or None."""
+
+        def work() -> Any:
+            return self._db.execute(
+                "SELECT input_items FROM responses WHERE id = ? AND tenant = ? AND created_at >= ?",
+                [response_id, tenant, time.time() - self._retention_s],
+            ).fetchone()
+
+        row = self._run("read", work)
+        return None if row is None else list(json.loads(row[0]))
+
     def delete_sync(self, tenant: str, response_id: str) -> bool:
         def work() -> int:
             with self._db.atomic():
@@ -128,8 +150,14 @@ class ResponseStore:
 
         return bool(self._run("delete", work))
 
-    async def put(self, tenant: str, response: dict[str, Any], conversation: list[dict[str, Any]]) -> None:
-        await asyncio.to_thread(self.put_sync, tenant, response, conversation)
+    async def put(
+        self, tenant: str, response: dict[str, Any], conversation: list[dict[str, Any]],
+        input_items: list[dict[str, Any]] | None = None,
+    ) -> None:
+        await asyncio.to_thread(self.put_sync, tenant, response, conversation, input_items)
+
+    async def input_items(self, tenant: str, response_id: str) -> list[dict[str, Any]] | None:
+        return await asyncio.to_thread(self.input_items_sync, tenant, response_id)
 
     async def get(self, tenant: str, response_id: str) -> tuple[dict[str, Any], list[dict[str, Any]]] | None:
         return await asyncio.to_thread(self.get_sync, tenant, response_id)

@@ -11,6 +11,7 @@ rules for both APIs, and an answer cached for one serves the other.
 
 from __future__ import annotations
 
+import uuid
 from collections.abc import Sequence
 from typing import Annotated, Any, Literal
 
@@ -191,6 +192,33 @@ class ResponsesBody(BaseModel):
                 out.append({"role": "tool", "content": item.text(), "tool_call_id": item.call_id})
         return out
 
+    def input_items(self) -> list[dict[str, Any]]:
+        """``input`` as the items ``GET /v1/responses/{id}/input_items`` lists (each with an id)."""
+        if isinstance(self.input, str):
+            return [_message_item("user", [{"type": "input_text", "text": self.input}])]
+        out: list[dict[str, Any]] = []
+        for item in self.input:
+            given = (item.model_extra or {}).get("id")
+            if isinstance(item, MessageItem):
+                kind = "output_text" if item.role == "assistant" else "input_text"
+                parts = [{"type": kind, "text": item.content}] if isinstance(item.content, str) else [
+                    p.model_dump() for p in item.content
+                ]
+                if item.role == "assistant":
+                    parts = [{"annotations": [], **p} for p in parts]
+                out.append(_message_item(item.role, parts, given))
+            elif isinstance(item, FunctionCallItem):
+                out.append({
+                    "id": given or _item_id("fc_"), "type": "function_call", "status": "completed",
+                    "call_id": item.call_id, "name": item.name, "arguments": item.arguments,
+                })
+            else:
+                out.append({
+                    "id": given or _item_id("fco_"), "type": "function_call_output", "status": "completed",
+                    "call_id": item.call_id, "output": item.text(),
+                })
+        return out
+
     def messages(self, prior: Sequence[dict[str, Any]] = ()) -> list[dict[str, Any]]:
         """The chat: ``instructions`` (a system message; never carried over from an earlier
         response, as OpenAI's are not), the conversation ``prior`` to this request, then ``input``."""
@@ -241,6 +269,15 @@ class ResponsesBody(BaseModel):
             "truncation": self.truncation or "disabled",
             "user": self.user,
         }
+
+
+def _item_id(prefix: str) -> str:
+    return prefix + uuid.uuid4().hex[:24]
+
+
+def _message_item(role: str, parts: list[dict[str, Any]], given: object = None) -> dict[str, Any]:
+    item_id = given if isinstance(given, str) else _item_id("msg_")
+    return {"id": item_id, "type": "message", "role": role, "status": "completed", "content": parts}
 
 
 def _call_message(call_id: str, name: str, arguments: str) -> dict[str, Any]:

@@ -11,9 +11,11 @@ from typing import Any
 import httpx
 import openai
 import pytest
+import sqlite_utils
 
 from dashboard import create_app
 from router import load_settings
+from router import responses_store
 from router.responses_store import ResponsesSettings, ResponseStore
 from tests.servers import serve_app
 
@@ -102,6 +104,31 @@ def test_deleted_unstored_and_unknown_responses_are_404(node_url: str, client: o
         assert answer.json()["error"]["code"] == "previous_response_not_found"
 
 
+@pytest.mark.slow
+def test_input_items_list_the_request_s_own_input_newest_first_and_page(node_url: str, client: openai.OpenAI) -> None:
+    first = client.responses.create(model="edge", input="Earlier turn.", max_output_tokens=2)
+    sent: list[Any] = [
+        {"role": "developer", "content": "Be brief."},
+        {"type": "message", "role": "user", "content": [{"type": "input_text", "text": "Hi"}]},
+        {"role": "assistant", "content": "Hello!"},
+        {"type": "function_call", "call_id": "call_1", "name": "get_weather", "arguments": "{}"},
+        {"type": "function_call_output", "call_id": "call_1", "output": "sunny"},
+    ]
+    done = client.responses.create(model="edge", previous_response_id=first.id, input=sent, max_output_tokens=2)
+    newest_first = client.responses.input_items.list(done.id).data
+    assert [i.type for i in newest_first] == ["function_call_output", "function_call", "message", "message", "message"]
+    oldest_first = [i.model_dump(exclude_none=True) for i in client.responses.input_items.list(done.id, order="asc").data]
+    assert [i["id"] for i in oldest_first] == [i.id for i in reversed(newest_first)]
+    assert (oldest_first[0]["role"], oldest_first[0]["content"]) == ("developer", [{"type": "input_text", "text": "Be brief."}])
+    assert oldest_first[2]["content"][0]["text"] == "Hello!" and oldest_first[2]["content"][0]["type"] == "output_text"
+    assert oldest_first[4]["output"] == "sunny" and oldest_first[3]["name"] == "get_weather"
+    page = client.responses.input_items.list(done.id, order="asc", limit=2)
+    assert [i.id for i in page.data] == [i["id"] for i in oldest_first[:2]] and page.has_more
+    assert [i.id for i in client.responses.input_items.list(done.id, order="asc", limit=2)] == [i["id"] for i in oldest_first]
+    unknown = httpx.get(f"{node_url}/v1/responses/{done.id}/input_items", params={"after": "msg_nope"}, timeout=10)
+    assert unknown.status_code == 400 and unknown.json()["error"]["param"] == "after"
+
+
 @pytest.fixture(scope="module")
 def keyed(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[str, Path]]:
     data = Path(tmp_path_factory.mktemp("keyed-responses"))
@@ -125,6 +152,7 @@ def test_a_tenant_cannot_read_continue_or_delete_another_s_response(keyed: tuple
         b.responses.create(model="edge", input="x", previous_response_id=mine.id, max_output_tokens=2)
     with pytest.raises(openai.NotFoundError):
         b.responses.delete(mine.id)
+    assert httpx.get(f"{base}/v1/responses/{mine.id}/input_items", headers={"authorization": "Bearer key-b"}, timeout=10).status_code == 404
     assert a.responses.retrieve(mine.id).id == mine.id
 
 
@@ -145,4 +173,15 @@ def test_the_store_keeps_tenants_apart_expires_old_rows_and_records_its_migratio
     assert store.get_sync("b", "resp_1") is None and not store.delete_sync("b", "resp_1")
     store._db.execute("UPDATE responses SET created_at = created_at - 2 * 86400")  # two days old
     assert store.get_sync("a", "resp_1") is None
-    assert [r["name"] for r in store._db["_migrations"].rows] == ["0001_responses"]
+    assert [r["name"] for r in store._db["_migrations"].rows] == ["0001_responses", "0002_input_items"]
+
+
+def test_a_database_of_the_first_migration_is_upgraded_in_place(tmp_path: Path) -> None:
+    db = sqlite_utils.Database(tmp_path / "r.db")
+    db["_migrations"].create({"name": str, "applied_at": float}, pk="name")
+    responses_store._m0001_responses(db)
+    db["_migrations"].insert({"name": "0001_responses", "applied_at": 0.0})
+    db["responses"].insert({"id": "resp_old", "tenant": "a", "created_at": 4e9, "response": "{}", "conversation": "[]"})
+    db.conn.close()
+    store = ResponseStore(tmp_path / "r.db", ResponsesSettings())
+    assert store.input_items_sync("a", "resp_old") == [] and store.get_sync("a", "resp_old") == ({}, [])

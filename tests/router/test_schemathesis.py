@@ -64,7 +64,8 @@ def test_every_operation_answers_as_documented(fuzz_node: str) -> None:
     operations = [result.ok() for result in schema.get_all_operations()]
     assert sorted(op.label for op in operations) == [
         "DELETE /v1/responses/{response_id}", "GET /health", "GET /healthz", "GET /v1/models",
-        "GET /v1/models/{model_id}", "GET /v1/responses/{response_id}", "POST /detokenize", "POST /tokenize",
+        "GET /v1/models/{model_id}", "GET /v1/responses/{response_id}", "GET /v1/responses/{response_id}/input_items",
+        "POST /detokenize", "POST /tokenize",
         "POST /v1/chat/completions", "POST /v1/completions", "POST /v1/embeddings", "POST /v1/responses",
     ]
     ran: list[str] = []
