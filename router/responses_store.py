@@ -19,6 +19,7 @@ from typing import Any, Final
 
 import pysqlite3 as sqlite3
 import sqlite_utils
+from sqlite_utils.migrations import Migrations
 from pydantic import BaseModel, Field
 
 from models.files import private_file
@@ -52,25 +53,10 @@ def _m0002_input_items(db: sqlite_utils.Database) -> None:
         db["responses"].add_column("input_items", str, not_null_default="[]")
 
 
-# Applied in this order, each once, recorded by name in ``_migrations``; append, never reorder.
-MIGRATIONS: Final[tuple[tuple[str, Callable[[sqlite_utils.Database], None]], ...]] = (
-    ("0001_responses", _m0001_responses),
-    ("0002_input_items", _m0002_input_items),
-)
-
-
-def migrate(db: sqlite_utils.Database) -> list[str]:
-    """Apply the migrations this database lacks; return the names applied."""
-    db["_migrations"].create({"name": str, "applied_at": float}, pk="name", if_not_exists=True)
-    done = {row["name"] for row in db["_migrations"].rows}
-    applied = []
-    for name, step in MIGRATIONS:
-        if name not in done:
-            with db.atomic():
-                step(db)
-                db["_migrations"].insert({"name": name, "applied_at": time.time()})
-            applied.append(name)
-    return applied
+# Named and ordered, each applied once (sqlite-utils records them, as the cache's are).
+MIGRATIONS = Migrations("edgeroute.responses")
+MIGRATIONS(name="0001_responses")(_m0001_responses)
+MIGRATIONS(name="0002_input_items")(_m0002_input_items)
 
 
 class ResponseStore:
@@ -86,7 +72,7 @@ class ResponseStore:
             conn = sqlite3.connect(str(path), check_same_thread=False, timeout=5.0)
             self._db = sqlite_utils.Database(conn)
             self._db.enable_wal()
-            migrate(self._db)
+            MIGRATIONS.apply(self._db)
         except (sqlite3.Error, OSError) as exc:
             raise ResponseStoreError(f"cannot open the stored responses {path}: {exc}", code="store_unavailable") from exc
 
@@ -118,28 +104,25 @@ class ResponseStore:
 
         self._run("write", work)
 
-    def get_sync(self, tenant: str, response_id: str) -> tuple[dict[str, Any], list[dict[str, Any]]] | None:
-        """The response object and its conversation, or None (missing, expired or another tenant's)."""
+    def _read(self, tenant: str, response_id: str, columns: str) -> Any:
+        """One row's ``columns`` (None: missing, expired or another tenant's)."""
 
         def work() -> Any:
             return self._db.execute(
-                "SELECT response, conversation FROM responses WHERE id = ? AND tenant = ? AND created_at >= ?",
+                f"SELECT {columns} FROM responses WHERE id = ? AND tenant = ? AND created_at >= ?",
                 [response_id, tenant, time.time() - self._retention_s],
             ).fetchone()
 
-        row = self._run("read", work)
+        return self._run("read", work)
+
+    def get_sync(self, tenant: str, response_id: str) -> tuple[dict[str, Any], list[dict[str, Any]]] | None:
+        """The response object and its conversation, or None (missing, expired or another tenant's)."""
+        row = self._read(tenant, response_id, "response, conversation")
         return None if row is None else (json.loads(row[0]), json.loads(row[1]))
 
     def input_items_sync(self, tenant: str, response_id: str) -> list[dict[str, Any]] | None:
         """The request's own input items (not the earlier conversation), oldest first, or None."""
-
-        def work() -> Any:
-            return self._db.execute(
-                "SELECT input_items FROM responses WHERE id = ? AND tenant = ? AND created_at >= ?",
-                [response_id, tenant, time.time() - self._retention_s],
-            ).fetchone()
-
-        row = self._run("read", work)
+        row = self._read(tenant, response_id, "input_items")
         return None if row is None else list(json.loads(row[0]))
 
     def delete_sync(self, tenant: str, response_id: str) -> bool:

@@ -18,6 +18,7 @@ from typing import Annotated, Any, Literal
 from pydantic import BaseModel, ConfigDict, Discriminator, Field, Tag, ValidationInfo, field_validator
 
 from .schemas import MAX_TOKENS_LIMIT
+from .tools import FunctionDef
 
 # ``include`` asks for log probabilities of the output text with this entry.
 LOGPROBS_INCLUDE = "message.output_text.logprobs"
@@ -116,15 +117,10 @@ class TextConfig(BaseModel):
     format: TextFormat = Field(default_factory=lambda: TextFormat(type="text"))
 
 
-class FunctionTool(BaseModel):
-    """``tools`` entry: the Responses API's function tool (flat: no ``function`` wrapper)."""
+class FunctionTool(FunctionDef):
+    """``tools`` entry: the Responses API's function tool (the chat API's function, flat)."""
 
-    model_config = ConfigDict(extra="allow")
     type: Literal["function"]
-    name: str
-    description: str | None = None
-    parameters: dict[str, Any] | None = None
-    strict: bool | None = None
 
 
 class FunctionChoice(BaseModel):

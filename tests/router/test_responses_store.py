@@ -173,15 +173,14 @@ def test_the_store_keeps_tenants_apart_expires_old_rows_and_records_its_migratio
     assert store.get_sync("b", "resp_1") is None and not store.delete_sync("b", "resp_1")
     store._db.execute("UPDATE responses SET created_at = created_at - 2 * 86400")  # two days old
     assert store.get_sync("a", "resp_1") is None
-    assert [r["name"] for r in store._db["_migrations"].rows] == ["0001_responses", "0002_input_items"]
+    assert [m.name for m in responses_store.MIGRATIONS.applied(store._db)] == ["0001_responses", "0002_input_items"]
 
 
 def test_a_database_of_the_first_migration_is_upgraded_in_place(tmp_path: Path) -> None:
     db = sqlite_utils.Database(tmp_path / "r.db")
-    db["_migrations"].create({"name": str, "applied_at": float}, pk="name")
-    responses_store._m0001_responses(db)
-    db["_migrations"].insert({"name": "0001_responses", "applied_at": 0.0})
+    responses_store.MIGRATIONS.apply(db, stop_before="0002_input_items")
     db["responses"].insert({"id": "resp_old", "tenant": "a", "created_at": 4e9, "response": "{}", "conversation": "[]"})
     db.conn.close()
     store = ResponseStore(tmp_path / "r.db", ResponsesSettings())
     assert store.input_items_sync("a", "resp_old") == [] and store.get_sync("a", "resp_old") == ({}, [])
+    assert [m.name for m in responses_store.MIGRATIONS.applied(store._db)] == ["0001_responses", "0002_input_items"]
