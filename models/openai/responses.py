@@ -147,7 +147,7 @@ class ResponsesBody(BaseModel):
     parallel_tool_calls: bool | None = None  # one call per answer either way
     top_logprobs: Annotated[int, Field(ge=0, le=20)] | None = None
     include: list[str] | None = None
-    store: bool | None = None  # nothing is stored either way
+    store: bool | None = None  # None or true: stored (OpenAI's default); false: not kept
     metadata: dict[str, str] | None = None
     truncation: Literal["auto", "disabled"] | None = None
     previous_response_id: str | None = Field(None, max_length=256)
