@@ -42,6 +42,7 @@ class Embedder:
     """384-dimensional, L2-normalised float32 sentence embeddings."""
 
     dim = DIM
+    max_tokens = MAX_TOKENS
 
     def __init__(
         self,
@@ -170,6 +171,10 @@ class Embedder:
     def count_tokens(self, texts: Sequence[str]) -> list[int]:
         """Tokens of each text as the model reads it: truncated to its 256, [CLS] and [SEP] included."""
         return [_length(e) for e in self._tokenizer.encode_batch([t if t else " " for t in texts])]
+
+    def truncated(self, texts: Sequence[str]) -> list[bool]:
+        """Whether each text is longer than the model reads (its tokens past 256 are cut)."""
+        return [bool(e.overflowing) for e in self._tokenizer.encode_batch(list(texts))]
 
     def warm(self) -> None:
         """Run the largest shape a run may have, so the node's footprint is its steady one from

@@ -75,6 +75,7 @@ class ModelSpec:
     context_length: int | None
     chat_template: bool
     assembled: bool
+    architecture: str = ""  # the GGUF's ``general.architecture`` ("llama", "gemma3"); "" for the embedder
 
     @property
     def present(self) -> bool:
@@ -90,8 +91,9 @@ def _package_dir(package: str) -> Path:
 
 
 @functools.lru_cache(maxsize=32)
-def _gguf_metadata(path: Path, mtime: float) -> tuple[int | None, bool]:
-    """Context length and whether a chat template is embedded, read from the GGUF header."""
+def _gguf_metadata(path: Path, mtime: float) -> tuple[int | None, bool, str]:
+    """Context length, whether a chat template is embedded, and the architecture, read from the
+    GGUF header."""
     from gguf import GGUFReader
 
     try:
@@ -102,7 +104,7 @@ def _gguf_metadata(path: Path, mtime: float) -> tuple[int | None, bool]:
     arch = bytes(arch_field.parts[arch_field.data[0]]).decode() if arch_field else ""
     ctx_field = reader.fields.get(f"{arch}.context_length")
     ctx = int(ctx_field.parts[ctx_field.data[0]][0]) if ctx_field else None
-    return ctx, "tokenizer.chat_template" in reader.fields
+    return ctx, "tokenizer.chat_template" in reader.fields, arch
 
 
 def _spec(source: _Source, models_dir: Path) -> ModelSpec:
@@ -112,8 +114,9 @@ def _spec(source: _Source, models_dir: Path) -> ModelSpec:
         path = _package_dir(source.package) / source.relpath
     ctx: int | None = None
     template = False
+    arch = ""
     if source.kind != "embedding" and path.is_file():
-        ctx, template = _gguf_metadata(path, path.stat().st_mtime)
+        ctx, template, arch = _gguf_metadata(path, path.stat().st_mtime)
     elif source.kind == "embedding":
         ctx = 256
     return ModelSpec(
@@ -126,6 +129,7 @@ def _spec(source: _Source, models_dir: Path) -> ModelSpec:
         context_length=ctx,
         chat_template=template,
         assembled=source.assembled,
+        architecture=arch,
     )
 
 

@@ -157,8 +157,9 @@ class AdmissionMiddleware(ASGIMiddleware):
 
 
 def is_api(path: str) -> bool:
-    """The API's paths: ``/v1/...`` and the tokenizer's (llama.cpp's and vLLM's, at the root)."""
-    return path.startswith("/v1/") or path in ("/tokenize", "/detokenize")
+    """The API's paths: ``/v1/...``, Ollama's ``/api/...`` and the tokenizer's (llama.cpp's and
+    vLLM's, at the root)."""
+    return path.startswith(("/v1/", "/api/")) or path in ("/tokenize", "/detokenize")
 
 
 def _content_length(scope: Scope) -> int | None:

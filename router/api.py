@@ -26,6 +26,7 @@ from litestar.params import Parameter
 from litestar.response import Stream
 
 from models import GenerationRequest, Usage
+from models.ollama import NdjsonWriter
 from models.openai import ChunkWriter, EmbeddingsBody, Kind, ResponseWriter, api_key_guard, embedding_list
 
 from . import choices, openapi
@@ -34,7 +35,7 @@ from .errors import ClientGoneError, InvalidRequestError
 from .limits import check_inputs, check_messages, check_prompt
 from .node import Node
 from .pipeline import RequestContext, Routing
-from .schemas import ChatCompletionRequest, CompletionRequest, ResponsesRequest, dump_extra
+from .schemas import ChatCompletionRequest, CompletionRequest, dump_extra
 
 T = TypeVar("T")
 _TRUE = {"1", "true", "yes", "on"}
@@ -97,28 +98,28 @@ async def rate_guard(connection: ASGIConnection[Any, Any, Any, Any], _: BaseRout
         routing.ratelimit.update(node.limiter.admit_request(connection.state.get("tenant", "default")))
 
 
-def _writer(
-    body: ChatCompletionRequest | CompletionRequest, gen: GenerationRequest, responses: ResponsesRequest | None
-) -> ChunkWriter | ResponseWriter:
-    """The writer of the API the request came in on (the Responses API's when ``responses`` is
-    the request ``body`` was read from)."""
+Writer = ChunkWriter | ResponseWriter | NdjsonWriter
+# The writer of the API a request came in on, made once the request is read.
+MakeWriter = Callable[[ChatCompletionRequest | CompletionRequest, GenerationRequest], Writer]
+
+
+def openai_writer(body: ChatCompletionRequest | CompletionRequest, gen: GenerationRequest) -> ChunkWriter:
+    """The writer of /v1/chat/completions and /v1/completions."""
     call = body.forced_call() if isinstance(body, ChatCompletionRequest) else None
-    logprobs = gen.params.logprobs is not None
-    if responses is not None:
-        return ResponseWriter(gen.model, responses.echo(), call=call, logprobs=logprobs)
     kind: Kind = "chat" if isinstance(body, ChatCompletionRequest) else "text"
-    return ChunkWriter(kind, gen.model, include_usage=body.include_usage, call=call, logprobs=logprobs)
+    return ChunkWriter(kind, gen.model, include_usage=body.include_usage, call=call, logprobs=gen.params.logprobs is not None)
 
 
 async def respond(
     request: Request[Any, Any, State],
     body: ChatCompletionRequest | CompletionRequest,
-    responses: ResponsesRequest | None = None,
+    make_writer: MakeWriter = openai_writer,
     after: Callable[[dict[str, Any]], Awaitable[None]] | None = None,
 ) -> Response[Any]:
-    """Route ``body`` and answer in its API's shape (the Responses API's when ``responses`` is
-    the request it was read from); ``after`` gets the finished response object before the
-    client does (a stored response can be continued as soon as it is seen)."""
+    """Route ``body`` and answer in the shape ``make_writer``'s writer writes (OpenAI's chat or
+    text completion by default; the Responses API's, Ollama's); ``after`` gets the finished
+    response object before the client does (a stored response can be continued as soon as it
+    is seen)."""
     started = time.perf_counter()
     node: Node = request.app.state.node
     rid: str = request.state.request_id
@@ -127,7 +128,7 @@ async def respond(
     ctx = request_context(request, body)
     gen = body.to_generation(rid, ctx.tenant)
     echo = body.prompt_text() if isinstance(body, CompletionRequest) and body.echo else ""
-    writer = _writer(body, gen, responses)
+    writer = make_writer(body, gen)
     fan = choices.fan_out(gen, ctx, routing, body.n)
     if not body.stream:
         # Watched from the start: a member generates a whole answer before its one chunk comes.
@@ -135,13 +136,13 @@ async def respond(
         headers = routing.headers()  # after the last chunk: a fallback mid-way shows
         headers[REQUEST_ID_HEADER] = rid
         headers["x-edgeroute-latency-ms"] = f"{(time.perf_counter() - started) * 1000:.1f}"
-        if isinstance(writer, ResponseWriter):
+        if isinstance(writer, ChunkWriter):
+            usage = choices.total_usage([d.usage for d in done])
+            answer = writer.whole_choices([(echo + d.text, d.finish_reason, d.logprobs) for d in done], usage)
+        else:  # one answer (n is 1 there)
             answer = writer.whole(done[0].text, done[0].finish_reason, done[0].usage, done[0].logprobs)
             if after is not None:
                 await after(answer)
-        else:
-            usage = choices.total_usage([d.usage for d in done])
-            answer = writer.whole_choices([(echo + d.text, d.finish_reason, d.logprobs) for d in done], usage)
         return Response(answer, headers=headers)
 
     routed = await choices.start(node, fan)
@@ -184,7 +185,8 @@ async def respond(
             yield b"".join(out)
 
     headers = {**routing.headers(), REQUEST_ID_HEADER: rid, "cache-control": "no-cache", "x-accel-buffering": "no"}
-    return Stream(events(), media_type="text/event-stream", headers=headers)
+    media_type = writer.media_type if isinstance(writer, NdjsonWriter) else "text/event-stream"
+    return Stream(events(), media_type=media_type, headers=headers)
 
 
 async def _embeddings(request: Request[Any, Any, State], body: EmbeddingsBody) -> Response[Any]:

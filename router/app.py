@@ -13,11 +13,13 @@ from litestar.openapi.spec import Components, SecurityScheme
 from litestar.plugins import PluginProtocol
 
 from models.attempts import AttemptLimiter
+from models.ollama import error_body as ollama_error
 from models.openai import API_KEYS, KEY_FAILURES, exception_handlers
 
 from .admission import AdmissionMiddleware, Drain
 from .api import BEARER, REQUEST_ID_HEADER, OpenAIController, healthz
 from .node import open_node
+from .ollama_api import OllamaController
 from .pipeline import Routing
 from .settings import Settings
 from .responses_api import ResponsesController
@@ -26,7 +28,7 @@ from .tokens import TokenizerController
 
 def _route_headers(request: Request[Any, Any, Any], reason: str) -> dict[str, str]:
     """On the API an error is a route too: the headers come from what the pipeline had decided."""
-    if not request.url.path.startswith("/v1/"):
+    if not request.url.path.startswith(("/v1/", "/api/")):
         return {}
     routing = request.state.get("routing")
     headers = (routing if isinstance(routing, Routing) else Routing()).error_headers(reason)
@@ -34,6 +36,13 @@ def _route_headers(request: Request[Any, Any, Any], reason: str) -> dict[str, st
     if rid:
         headers[REQUEST_ID_HEADER] = rid
     return headers
+
+
+def _error_shape(request: Request[Any, Any, Any], body: dict[str, Any]) -> dict[str, Any]:
+    """Ollama's clients read ``error`` as the message: its API answers ``{"error": message}``."""
+    if request.url.path.startswith("/api/"):
+        return ollama_error(str(body["error"]["message"]))
+    return body
 
 
 # /v1 names it (``security`` on the controller); /healthz needs no key.
@@ -72,7 +81,7 @@ def create_api_app(settings: Settings, *, plugins: Sequence[PluginProtocol] = ()
         limits=settings.limits,
     )
     return Litestar(
-        route_handlers=[OpenAIController, ResponsesController, TokenizerController, healthz],
+        route_handlers=[OpenAIController, ResponsesController, OllamaController, TokenizerController, healthz],
         plugins=list(plugins),
         lifespan=[lifespan],
         middleware=[admission],
@@ -81,7 +90,7 @@ def create_api_app(settings: Settings, *, plugins: Sequence[PluginProtocol] = ()
             KEY_FAILURES: AttemptLimiter(settings.server.bad_key_attempts_per_minute, 60.0),
             "drain": drain,
         }),
-        exception_handlers=exception_handlers(_route_headers),
+        exception_handlers=exception_handlers(_route_headers, _error_shape),
         openapi_config=OpenAPIConfig(
             title="edgeroute",
             version="0.1.0",

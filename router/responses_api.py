@@ -16,15 +16,16 @@ from litestar import Controller, Request, Response, delete, get, post
 from litestar.datastructures import State
 from litestar.params import Parameter
 
-from models.openai import api_key_guard
+from models import GenerationRequest
+from models.openai import ResponseWriter, api_key_guard
 from models.openai.responses import output_messages
 
 from . import openapi
-from .api import BEARER, rate_guard, request_id_guard, respond
+from .api import BEARER, MakeWriter, rate_guard, request_id_guard, respond
 from .errors import InvalidRequestError, ResponseNotFoundError, ResponseStoreError
 from .node import Node
 from .responses_store import ResponseStore
-from .schemas import ResponsesRequest
+from .schemas import ChatCompletionRequest, CompletionRequest, ResponsesRequest
 
 log = logging.getLogger(__name__)
 
@@ -34,6 +35,14 @@ def _store(request: Request[Any, Any, State]) -> tuple[ResponseStore, str]:
     if node.responses is None:
         raise ResponseStoreError("this node keeps no responses", code="store_unavailable")
     return node.responses, request.state.get("tenant", "default")
+
+
+def _writer(data: ResponsesRequest) -> MakeWriter:
+    def make(body: ChatCompletionRequest | CompletionRequest, gen: GenerationRequest) -> ResponseWriter:
+        call = body.forced_call() if isinstance(body, ChatCompletionRequest) else None
+        return ResponseWriter(gen.model, data.echo(), call=call, logprobs=gen.params.logprobs is not None)
+
+    return make
 
 
 def _missing(response_id: str) -> ResponseNotFoundError:
@@ -68,7 +77,7 @@ class ResponsesController(Controller):
             prior = found[1]
             chat = data.to_chat(prior)
         if data.store is False:
-            return await respond(request, chat, data)
+            return await respond(request, chat, _writer(data))
         conversation = [*prior, *data.input_messages()]
         items = data.input_items()
 
@@ -78,7 +87,7 @@ class ResponsesController(Controller):
             except ResponseStoreError:  # the answer still goes out; only its continuation is lost
                 log.exception("storing response %s failed", final.get("id"))
 
-        return await respond(request, chat, data, after=keep)
+        return await respond(request, chat, _writer(data), after=keep)
 
     @get(
         "/{response_id:str}",

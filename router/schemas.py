@@ -3,16 +3,19 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Annotated, Any
+from typing import Annotated, Any, TypeVar
 
 from pydantic import BaseModel, Field, PrivateAttr, ValidationError, field_validator, model_validator
 
 from models import GenerationRequest
+from models.ollama import OllamaChatBody, OllamaGenerateBody
 from models.openai import ChatBody, CompletionBody, ResponsesBody
 
 from .choices import MAX_CHOICES
 from .errors import InvalidRequestError
 from .limits import precheck
+
+_M = TypeVar("_M", bound=BaseModel)
 
 
 class _NodeFields(BaseModel):
@@ -67,7 +70,10 @@ class CompletionRequest(_NodeFields, CompletionBody):
 
 
 # The chat fields a Responses request's fields become, named back in its errors.
-_RESPONSES_NAMES = {"messages": "input", "max_tokens": "max_output_tokens", "response_format": "text.format"}
+_RESPONSES_NAMES = {
+    "messages": "input", "max_tokens": "max_output_tokens", "response_format": "text.format",
+    "response_format.json_schema": "text.format",
+}
 
 
 class ResponsesRequest(_NodeFields, ResponsesBody):
@@ -95,23 +101,62 @@ class ResponsesRequest(_NodeFields, ResponsesBody):
         # the Responses fields win over them.
         fields = {**(self.model_extra or {}), **self.chat_fields(prior), "cache": self.cache, "private": self.private}
         fields["user"] = self.user
-        try:
-            return ChatCompletionRequest.model_validate(fields)
-        except ValidationError as exc:
-            first = exc.errors()[0]
-            loc = [str(p) for p in first["loc"]]
-            if loc[:2] == ["response_format", "json_schema"]:
-                loc = ["text", "format", *loc[2:]]
-            elif loc:
-                loc[0] = _RESPONSES_NAMES.get(loc[0], loc[0])
-            param = ".".join(loc) or None
-            message = str(first["msg"]).removeprefix("Value error, ")
-            raise InvalidRequestError(f"{param}: {message}" if param else message, param=param, code="invalid_value") from None
+        return _validate_as(ChatCompletionRequest, fields, _RESPONSES_NAMES)
 
     @property
     def chat(self) -> ChatCompletionRequest:
         assert self._chat is not None  # set by the validator
         return self._chat
+
+
+def _validate_as(model: type[_M], fields: dict[str, Any], names: dict[str, str]) -> _M:
+    """``fields`` validated as ``model``, the first error named by the field the client wrote
+    (``names``: the OpenAI field's first part -> the client's API's name)."""
+    try:
+        return model.model_validate(fields)
+    except ValidationError as exc:
+        first = exc.errors()[0]
+        loc = [str(p) for p in first["loc"]]
+        if loc[:2] == ["response_format", "json_schema"] and "response_format.json_schema" in names:
+            loc = [names["response_format.json_schema"], *loc[2:]]
+        elif loc:
+            loc[0] = names.get(loc[0], loc[0])
+        param = ".".join(loc) or None
+        message = str(first["msg"]).removeprefix("Value error, ")
+        raise InvalidRequestError(f"{param}: {message}" if param else message, param=param, code="invalid_value") from None
+
+
+# Ollama's names of the OpenAI fields its requests become (options are Ollama's sampling knobs).
+_OLLAMA_NAMES = {
+    "max_tokens": "options.num_predict", "temperature": "options.temperature", "top_p": "options.top_p",
+    "seed": "options.seed", "stop": "options.stop", "presence_penalty": "options.presence_penalty",
+    "frequency_penalty": "options.frequency_penalty", "response_format": "format",
+    "response_format.json_schema": "format", "logprobs": "top_logprobs",
+}
+
+
+class OllamaChatRequest(OllamaChatBody):
+    """``POST /api/chat``; :meth:`openai` is the chat completion it asks for."""
+
+    @model_validator(mode="before")
+    @classmethod
+    def _count_first(cls, data: Any) -> Any:
+        precheck(data)
+        return data
+
+    def openai(self) -> ChatCompletionRequest:
+        return _validate_as(ChatCompletionRequest, self.openai_fields(), _OLLAMA_NAMES)
+
+
+class OllamaGenerateRequest(OllamaGenerateBody):
+    """``POST /api/generate``; :meth:`openai` is the chat completion (or, ``raw``, the text
+    completion) it asks for."""
+
+    def openai(self) -> ChatCompletionRequest | CompletionRequest:
+        names = {**_OLLAMA_NAMES, "messages": "prompt"}
+        if self.raw:
+            return _validate_as(CompletionRequest, self.openai_fields(), names)
+        return _validate_as(ChatCompletionRequest, self.openai_fields(), names)
 
 
 def dump_extra(body: BaseModel) -> dict[str, Any]:

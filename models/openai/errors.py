@@ -16,6 +16,8 @@ log = logging.getLogger(__name__)
 
 # Headers a server adds to every error response of a request (the node: where it was routed).
 ExtraHeaders = Callable[[Request[Any, Any, Any], str], dict[str, str]]
+# Another API's error body for a request, from OpenAI's (the node's Ollama API: ``{"error": message}``).
+Reshape = Callable[[Request[Any, Any, Any], dict[str, Any]], dict[str, Any]]
 
 
 def error_body(message: str, err_type: str, param: str | None = None, code: str | None = None) -> dict[str, Any]:
@@ -38,8 +40,11 @@ def _param(key: str | None) -> str | None:
     return ".".join(parts) or None
 
 
-def exception_handlers(extra_headers: ExtraHeaders | None = None) -> dict[type[Exception], Any]:
-    """Litestar exception handlers that answer every error with an OpenAI error body.
+def exception_handlers(
+    extra_headers: ExtraHeaders | None = None, reshape: Reshape | None = None
+) -> dict[type[Exception], Any]:
+    """Litestar exception handlers that answer every error with an OpenAI error body (or what
+    ``reshape`` makes of it for the request's API).
 
     ``extra_headers(request, reason)`` adds headers to each error response; ``reason`` is the
     error's code (or a short name of the failure).
@@ -55,6 +60,8 @@ def exception_handlers(extra_headers: ExtraHeaders | None = None) -> dict[type[E
         out = dict(headers or {})
         if extra_headers is not None:
             out.update(extra_headers(request, reason))
+        if reshape is not None:
+            body = reshape(request, body)
         return Response(body, status_code=status, headers=out, media_type=MediaType.JSON)
 
     def edgeroute_error(request: Request[Any, Any, Any], exc: EdgerouteError) -> Response[Any]:

@@ -1,0 +1,111 @@
+"""Ollama's answers: a stream of JSON lines (``application/x-ndjson``) or one JSON object.
+
+Each line of ``/api/chat`` carries a piece of the assistant's ``message``, of ``/api/generate``
+a piece of ``response``; the last has ``done: true``, ``done_reason`` and the counts and
+timings (nanoseconds). An error after the first line is a line ``{"error": ...}``, which
+Ollama's clients raise.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from collections.abc import Sequence
+from datetime import UTC, datetime
+from typing import Any, Literal
+
+from ..generation import TokenLogprob, Usage
+
+Endpoint = Literal["chat", "generate"]
+MEDIA_TYPE = "application/x-ndjson"
+
+
+def created_at() -> str:
+    """Now, as Ollama writes it (RFC 3339, UTC, with a ``Z``)."""
+    return datetime.now(UTC).isoformat(timespec="microseconds").replace("+00:00", "Z")
+
+
+def error_body(message: str) -> dict[str, str]:
+    """Ollama's error body (its clients read ``error`` as the message)."""
+    return {"error": message}
+
+
+def line(body: dict[str, Any]) -> bytes:
+    return json.dumps(body, ensure_ascii=False).encode() + b"\n"
+
+
+def _one(entry: TokenLogprob) -> dict[str, Any]:
+    return {"token": entry.token, "logprob": entry.logprob, "bytes": list(entry.raw)}
+
+
+def logprob_list(entries: Sequence[TokenLogprob]) -> list[dict[str, Any]]:
+    return [{**_one(e), "top_logprobs": [_one(t) for t in e.top]} for e in entries]
+
+
+class NdjsonWriter:
+    """One answer in Ollama's shape (the same calls as :class:`~models.openai.stream.ChunkWriter`)."""
+
+    media_type = MEDIA_TYPE
+
+    def __init__(self, endpoint: Endpoint, model: str, *, logprobs: bool = False) -> None:
+        self.endpoint = endpoint
+        self.model = model
+        self.logprobs = logprobs
+        self._started = time.perf_counter_ns()
+        self._first: int | None = None  # when the first text came: the prompt was read by then
+
+    def _piece(self, text: str, entries: Sequence[TokenLogprob] = ()) -> dict[str, Any]:
+        body: dict[str, Any] = {"model": self.model, "created_at": created_at()}
+        if self.endpoint == "chat":
+            body["message"] = {"role": "assistant", "content": text}
+        else:
+            body["response"] = text
+        if self.logprobs and entries:
+            body["logprobs"] = logprob_list(entries)
+        return body
+
+    def _done(self, body: dict[str, Any], finish_reason: str, usage: Usage) -> dict[str, Any]:
+        now = time.perf_counter_ns()
+        first = self._first if self._first is not None else now
+        body.update(
+            done=True,
+            done_reason=finish_reason if finish_reason in ("stop", "length") else "stop",
+            total_duration=now - self._started,
+            load_duration=0,  # the node's models are loaded at start
+            prompt_eval_count=usage.prompt_tokens,
+            prompt_eval_duration=first - self._started,
+            eval_count=usage.completion_tokens,
+            eval_duration=now - first,
+        )
+        return body
+
+    def opening(self, n: int = 1) -> bytes:
+        return b""
+
+    def text(self, text: str, logprobs: Sequence[TokenLogprob] = (), index: int = 0) -> bytes:
+        if self._first is None:
+            self._first = time.perf_counter_ns()
+        return line({**self._piece(text, logprobs), "done": False})
+
+    def finish(self, finish_reason: str, usage: Usage, index: int = 0, last: bool = True) -> bytes:
+        return line(self._done(self._piece(""), finish_reason, usage))
+
+    def error(self, message: str, err_type: str = "server_error", code: str | None = None) -> bytes:
+        return line(error_body(message))
+
+    def whole(self, text: str, finish_reason: str, usage: Usage, logprobs: Sequence[TokenLogprob] = ()) -> dict[str, Any]:
+        """The answer when ``stream`` is false: the whole text in one object."""
+        if self._first is None:
+            self._first = self._started  # a whole answer's split is not seen: all of it counts as eval
+        return self._done(self._piece(text, logprobs), finish_reason, usage)
+
+
+def loaded(endpoint: Endpoint, model: str, unload: bool = False) -> dict[str, Any]:
+    """The answer to an empty prompt or conversation: Ollama's way to load (or unload) a model."""
+    body: dict[str, Any] = {"model": model, "created_at": created_at()}
+    if endpoint == "chat":
+        body["message"] = {"role": "assistant", "content": ""}
+    else:
+        body["response"] = ""
+    body.update(done=True, done_reason="unload" if unload else "load")
+    return body

@@ -1,0 +1,207 @@
+"""Ollama's native API under ``/api``: ``chat``, ``generate``, ``embed`` (and the older
+``embeddings``), ``tags``, ``ps``, ``show`` and ``version``, so that Ollama's clients (its
+Python and JavaScript libraries, LiteLLM's ``ollama_chat/``, tools that take an Ollama URL)
+use the node as they use Ollama.
+
+A chat or generate request is answered as the OpenAI request it amounts to
+(:mod:`models.ollama`, :func:`router.api.respond`): routing, the cache, fallback, the caps and
+the key are the ones ``/v1`` has; only the shape differs (JSON lines, ``{"error": ...}``).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from datetime import UTC, datetime
+from typing import Any
+
+from litestar import Controller, Request, Response, get, post
+from litestar.datastructures import State
+
+from models import EMBEDDING_DEFAULT, GenerationRequest, ModelSpec, registry
+from models.ollama import (
+    CatalogEntry,
+    NdjsonWriter,
+    OllamaEmbedBody,
+    OllamaShowBody,
+    loaded,
+    model_name,
+    running,
+    show,
+    tags,
+)
+
+from models.openai import api_key_guard
+
+from . import openapi
+from .api import BEARER, REQUEST_ID_HEADER, MakeWriter, rate_guard, request_id_guard, respond
+from .errors import InvalidRequestError
+from .limits import check_inputs
+from .node import Node
+from .schemas import ChatCompletionRequest, CompletionRequest, OllamaChatRequest, OllamaGenerateRequest
+
+# The Ollama release whose API this one follows (clients check it for features).
+OLLAMA_VERSION = "0.12.11"
+
+
+def _writer(endpoint: str, name: str, logprobs: bool) -> MakeWriter:
+    def make(body: ChatCompletionRequest | CompletionRequest, gen: GenerationRequest) -> NdjsonWriter:
+        return NdjsonWriter("chat" if endpoint == "chat" else "generate", name, logprobs=logprobs)
+
+    return make
+
+
+def _stamp(path: Any) -> str:
+    mtime = path.stat().st_mtime if path.is_file() else 0.0
+    return datetime.fromtimestamp(mtime, UTC).isoformat(timespec="seconds").replace("+00:00", "Z")
+
+
+def _file_entry(model_id: str, spec: ModelSpec, capabilities: tuple[str, ...], ctx: int | None) -> CatalogEntry:
+    present = spec.path.is_file()
+    return CatalogEntry(
+        model_id=model_id, capabilities=capabilities, family=spec.architecture,
+        format="gguf" if spec.path.suffix == ".gguf" else "safetensors",
+        size=spec.path.stat().st_size if present else 0, modified_at=_stamp(spec.path), digest=spec.sha256,
+        quantization=spec.quantization, context_length=ctx, description=spec.description,
+    )
+
+
+def catalog(node: Node) -> list[CatalogEntry]:
+    """Every model id the node answers to, as Ollama lists models: the routes, the edge model,
+    the cloud models, and the embedding model when it is loaded."""
+    spec = node.edge.spec
+    edge = _file_entry(node.edge_model, spec, ("completion",), node.settings.edge.n_ctx)
+    routes = [
+        CatalogEntry(model_id=route, capabilities=("completion",), description=f"edgeroute's {route} route")
+        for route in ("auto", "edge", "cloud")
+        if route in node.model_ids()
+    ]
+    clouds = [
+        CatalogEntry(model_id=m, capabilities=("completion",), description="a model of the cloud pool")
+        for m in node.cloud_models()
+        if m != node.edge_model
+    ]
+    entries = [*routes, edge, *clouds]
+    if node.embedder is not None:
+        embed_spec = registry(node.settings.models_dir)[EMBEDDING_DEFAULT]
+        entries.append(_file_entry(EMBEDDING_DEFAULT, embed_spec, ("embedding",), embed_spec.context_length))
+    return entries
+
+
+def _entry(node: Node, model: str | None) -> CatalogEntry:
+    if model is None:
+        raise InvalidRequestError("model is required", param="model")
+    for entry in catalog(node):
+        if entry.model_id == model:
+            return entry
+    raise node.unknown_model(model)
+
+
+def _load_answer(node: Node, endpoint: str, name: str, unload: bool) -> Response[Any]:
+    """An empty prompt or conversation loads the model in Ollama: here it is loaded already."""
+    if model_name(name) not in node.model_ids():
+        raise node.unknown_model(model_name(name))
+    return Response(loaded("chat" if endpoint == "chat" else "generate", name, unload))
+
+
+class OllamaController(Controller):
+    path = "/api"
+    tags = ["ollama"]
+    guards = [request_id_guard, api_key_guard]
+    security = [{BEARER: []}]
+
+    @post(
+        "/chat",
+        guards=[rate_guard],
+        summary="Ollama's chat (streamed as JSON lines unless stream is false)",
+        status_code=200,
+        responses=openapi.ollama_answers(openapi.OllamaAnswer, *openapi.COMPLETION_ERRORS),
+        operation_class=openapi.NdjsonOperation,
+    )
+    async def chat(self, request: Request[Any, Any, State], data: OllamaChatRequest) -> Response[Any]:
+        if not data.messages:
+            return _load_answer(request.app.state.node, "chat", data.model, data.unloads)
+        return await respond(request, data.openai(), _writer("chat", data.model, bool(data.logprobs)))
+
+    @post(
+        "/generate",
+        guards=[rate_guard],
+        summary="Ollama's generate: the prompt in the model's template, or as it is with raw",
+        status_code=200,
+        responses=openapi.ollama_answers(openapi.OllamaAnswer, *openapi.COMPLETION_ERRORS),
+        operation_class=openapi.NdjsonOperation,
+    )
+    async def generate(self, request: Request[Any, Any, State], data: OllamaGenerateRequest) -> Response[Any]:
+        if not data.prompt and not data.system:
+            return _load_answer(request.app.state.node, "generate", data.model, data.unloads)
+        return await respond(request, data.openai(), _writer("generate", data.model, bool(data.logprobs)))
+
+    @post(
+        "/embed",
+        guards=[rate_guard],
+        summary="Ollama's embed: one embedding per input",
+        status_code=200,
+        responses=openapi.ollama_answers(openapi.OllamaEmbeddings, *openapi.COMPLETION_ERRORS),
+    )
+    async def embed(self, request: Request[Any, Any, State], data: OllamaEmbedBody) -> Response[Any]:
+        started = time.perf_counter_ns()
+        vectors, tokens = await _embed(request, data)
+        body = {
+            "model": data.model, "embeddings": vectors, "total_duration": time.perf_counter_ns() - started,
+            "load_duration": 0, "prompt_eval_count": tokens,
+        }
+        return Response(body, headers={REQUEST_ID_HEADER: request.state.request_id})
+
+    @post(
+        "/embeddings",
+        guards=[rate_guard],
+        summary="Ollama's older embeddings: the embedding of prompt",
+        status_code=200,
+        responses=openapi.ollama_answers(openapi.OllamaEmbedding, *openapi.COMPLETION_ERRORS),
+    )
+    async def embeddings(self, request: Request[Any, Any, State], data: OllamaEmbedBody) -> Response[Any]:
+        vectors, _ = await _embed(request, data)
+        return Response({"embedding": vectors[0] if vectors else []}, headers={REQUEST_ID_HEADER: request.state.request_id})
+
+    @get("/tags", summary="The models a client may ask for, as Ollama lists them", responses=openapi.ollama_answers(openapi.OllamaTags, 401, 503))
+    async def list_models(self, request: Request[Any, Any, State]) -> dict[str, Any]:
+        return tags(catalog(request.app.state.node))
+
+    @get("/ps", summary="The models loaded on the box", responses=openapi.ollama_answers(openapi.OllamaTags, 401, 503))
+    async def loaded_models(self, request: Request[Any, Any, State]) -> dict[str, Any]:
+        node: Node = request.app.state.node
+        return running([e for e in catalog(node) if e.format])
+
+    @post("/show", summary="One model's details", status_code=200, responses=openapi.ollama_answers(openapi.OllamaShow, 400, 401, 404, 408, 413, 503))
+    async def show_model(self, request: Request[Any, Any, State], data: OllamaShowBody) -> dict[str, Any]:
+        return show(_entry(request.app.state.node, data.model_id()))
+
+    @get("/version", summary="The Ollama API version this one follows", responses=openapi.ollama_answers(openapi.OllamaVersion, 401, 503))
+    async def version(self) -> dict[str, str]:
+        return {"version": OLLAMA_VERSION}
+
+
+async def _embed(request: Request[Any, Any, State], data: OllamaEmbedBody) -> tuple[list[list[float]], int]:
+    """Each text's embedding by the node's embedder (an empty input loads it: no embeddings)."""
+    node: Node = request.app.state.node
+    embedder = node.embedding_model(model_name(data.model))
+    texts = [t for t in data.texts() if t]
+    if not texts:
+        return [], 0
+    check_inputs(texts, node.settings.limits)
+    if data.dimensions is not None and data.dimensions != embedder.dim:
+        raise InvalidRequestError(
+            f"dimensions must be {embedder.dim} for {data.model} (its embeddings cannot be shortened)",
+            param="dimensions", code="invalid_value",
+        )
+    if not data.truncate:
+        cut = await asyncio.to_thread(embedder.truncated, texts)
+        if any(cut):
+            raise InvalidRequestError(
+                f"input {cut.index(True)} is longer than the embedding model's context ({embedder.max_tokens} tokens) "
+                "and truncate is false", param="input", code="input_too_long",
+            )
+    tenant = request.state.get("tenant", "default")
+    vectors = await asyncio.gather(*(embedder.embed(text, tenant) for text in texts))
+    tokens = sum(await asyncio.to_thread(embedder.count_tokens, texts))
+    return [vec.astype(float).tolist() for vec in vectors], tokens
