@@ -16,6 +16,8 @@ from typing import Any
 import numpy as np
 
 from ._grammar import Candidates, Constrained
+from models import REPEAT_WINDOW
+
 from .config import EdgeSettings
 from .errors import EngineLoadError, GenerationError
 
@@ -239,6 +241,17 @@ def penalties_sampler(frequency: float, presence: float, window: int, seen: list
     return sampler
 
 
+def repeat_sampler(penalty: float, prompt: list[int]) -> Any:
+    """llama.cpp's repeat penalty over the last REPEAT_WINDOW tokens, primed with the prompt's
+    (its server accepts the prompt into the sampler likewise)."""
+    import llama_cpp
+
+    sampler = llama_cpp.llama_sampler_init_penalties(REPEAT_WINDOW, REPEAT_WINDOW, penalty, 0.0, 0.0)
+    for token in prompt[-REPEAT_WINDOW:]:
+        llama_cpp.llama_sampler_accept(sampler, token)
+    return sampler
+
+
 def logit_bias_sampler(n_vocab: int, bias: tuple[tuple[int, float], ...]) -> Any:
     """OpenAI's ``logit_bias``: each listed token's logit raised or lowered by its bias."""
     import llama_cpp
@@ -255,11 +268,12 @@ def sampler_chain(
     min_p: float,
     *,
     penalties: Any = None,
+    repeat: Any = None,
     bias: Any = None,
 ) -> Any:
     """A fresh sampler for one request: greedy at temperature 0, else the chain ``Llama`` builds.
 
-    ``bias`` and ``penalties`` (samplers, owned by the chain from here on) go first, so every
+    ``bias``, ``penalties`` and ``repeat`` (samplers, owned by the chain from here on) go first, so every
     later step sees the biased, penalized logits. The scheduler samples plain greedy requests with
     :meth:`Runtime.argmax` instead (the same tokens); the greedy chain stays for greedy ones with
     penalties, and for the test that says so. A grammar is kept beside the chain
@@ -269,7 +283,7 @@ def sampler_chain(
 
     chain = llama_cpp.llama_sampler_chain_init(llama_cpp.llama_sampler_chain_default_params())
     add = llama_cpp.llama_sampler_chain_add
-    for first in (bias, penalties):
+    for first in (bias, penalties, repeat):
         if first is not None:
             add(chain, first)
     if temperature <= 0.0:

@@ -27,7 +27,7 @@ from ._fair import (
 from ._grammar import Constrained, advance, grammar_sampler
 from models.logprobs import token_logprob
 
-from ._runtime import Runtime, free_sampler, logit_bias_sampler, penalties_sampler, sampler_chain
+from ._runtime import Runtime, free_sampler, logit_bias_sampler, penalties_sampler, repeat_sampler, sampler_chain
 from ._sequence import Job, Outbox, Slot
 from .config import EdgeSettings
 from .errors import GenerationError
@@ -246,11 +246,15 @@ class Scheduler:
         if params.penalized:
             window = len(job.answer_so_far) + job.max_tokens
             penalties = penalties_sampler(params.frequency_penalty, params.presence_penalty, window, job.answer_so_far)
+        # llama.cpp's server's repeat penalty: the last REPEAT_WINDOW tokens, the prompt's included.
+        repeat = repeat_sampler(params.repeat_penalty, job.tokens) if params.repeat_penalty != 1.0 else None
         bias = logit_bias_sampler(self._rt.vocab.n_vocab, params.logit_bias) if params.logit_bias else None
-        if params.temperature > 0.0 or penalties is not None or bias is not None:
+        if params.temperature > 0.0 or penalties is not None or repeat is not None or bias is not None:
             sampler = sampler_chain(
-                params.temperature, params.top_p, job.seed, self._settings.top_k, self._settings.min_p,
-                penalties=penalties, bias=bias,
+                params.temperature, params.top_p, job.seed,
+                self._settings.top_k if params.top_k is None else params.top_k,
+                self._settings.min_p if params.min_p is None else params.min_p,
+                penalties=penalties, repeat=repeat, bias=bias,
             )
         if grammar is not None:
             sampler = Constrained(grammar, sampler)

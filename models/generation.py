@@ -12,6 +12,10 @@ from typing import Protocol, runtime_checkable
 JSON_OBJECT = '{"type":"object"}'  # ``response_format: json_object`` as a schema: any JSON object
 
 
+# Tokens the repeat penalty looks back over (llama.cpp's and Ollama's default repeat_last_n).
+REPEAT_WINDOW = 64
+
+
 @dataclass(frozen=True, slots=True)
 class SamplingParams:
     """Generation parameters that change the answer."""
@@ -25,6 +29,14 @@ class SamplingParams:
     # generated, and by presence_penalty once if it was at all.
     frequency_penalty: float = 0.0
     presence_penalty: float = 0.0
+    # llama.cpp's and vLLM's sampler extensions: the ``top_k`` most likely tokens kept (0 or less:
+    # all), and none below ``min_p`` times the best one's probability; None: the engine's default.
+    top_k: int | None = None
+    min_p: float | None = None
+    # llama.cpp's repeat_penalty (vLLM's repetition_penalty): the logit of a token among the last
+    # REPEAT_WINDOW of the prompt and answer is divided by it when positive, multiplied when
+    # negative; 1.0: none.
+    repeat_penalty: float = 1.0
     # OpenAI's logit_bias: (token id, bias added to its logit) pairs, by token id; the ids are
     # the engine's own tokenizer's.
     logit_bias: tuple[tuple[int, float], ...] = ()
@@ -37,6 +49,7 @@ class SamplingParams:
 
     @property
     def penalized(self) -> bool:
+        """OpenAI's penalties (over the whole answer) are set."""
         return self.frequency_penalty != 0.0 or self.presence_penalty != 0.0
 
     @property

@@ -131,7 +131,8 @@ _OLLAMA_NAMES = {
     "max_tokens": "options.num_predict", "temperature": "options.temperature", "top_p": "options.top_p",
     "seed": "options.seed", "stop": "options.stop", "presence_penalty": "options.presence_penalty",
     "frequency_penalty": "options.frequency_penalty", "response_format": "format",
-    "response_format.json_schema": "format", "logprobs": "top_logprobs",
+    "response_format.json_schema": "format", "logprobs": "top_logprobs", "top_k": "options.top_k",
+    "min_p": "options.min_p", "repeat_penalty": "options.repeat_penalty",
 }
 
 

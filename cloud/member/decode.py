@@ -3,9 +3,12 @@
 from __future__ import annotations
 
 import os
+from collections import deque
 from collections.abc import Sequence as Sequence_
 from pathlib import Path
 from typing import Any
+
+from models import REPEAT_WINDOW
 
 from ..errors import WeightsError
 
@@ -70,19 +73,51 @@ class Sequence:
         return self._forward([token])
 
 
-def choose_token(logits: Any, temperature: float, top_p: float, generator: Any) -> int:
-    """Greedy at temperature 0, else nucleus sampling from a seeded generator."""
+def choose_token(
+    logits: Any, temperature: float, top_p: float, generator: Any, top_k: int | None = None, min_p: float | None = None
+) -> int:
+    """Greedy at temperature 0, else sampling from a seeded generator among the ``top_k`` most
+    likely tokens (0 or less, or None: all), the nucleus ``top_p``, and those at least ``min_p``
+    times as likely as the best."""
     import torch
 
     if temperature <= 0.0:
         return int(torch.argmax(logits))
-    probs = torch.softmax(logits.float().cpu() / temperature, dim=-1)
+    scaled = logits.float().cpu() / temperature
+    if top_k is not None and 0 < top_k < scaled.shape[-1]:
+        kth = torch.topk(scaled, top_k).values[-1]
+        scaled = scaled.masked_fill(scaled < kth, float("-inf"))
+    probs = torch.softmax(scaled, dim=-1)
+    if min_p:
+        probs = probs.masked_fill(probs < min_p * probs.max(), 0.0)
     if top_p < 1.0:
         sorted_probs, order = torch.sort(probs, descending=True)
         beyond = torch.cumsum(sorted_probs, dim=-1) - sorted_probs > top_p
         sorted_probs[beyond] = 0.0
         probs = torch.zeros_like(probs).scatter_(0, order, sorted_probs)
     return int(torch.multinomial(probs, 1, generator=generator))
+
+
+class Repeat:
+    """llama.cpp's repeat penalty: a token among the last ``REPEAT_WINDOW`` (the prompt's tail
+    first) has its logit divided by ``penalty`` when positive, multiplied when negative."""
+
+    def __init__(self, penalty: float, prompt: Sequence_[int]) -> None:
+        self._penalty = penalty
+        self._recent: deque[int] = deque(prompt[-REPEAT_WINDOW:], maxlen=REPEAT_WINDOW)
+
+    def apply(self, logits: Any) -> Any:
+        import torch
+
+        out = logits.float().clone()
+        ids = torch.tensor(sorted({t for t in self._recent if 0 <= t < out.shape[-1]}), dtype=torch.long)
+        if len(ids):
+            picked = out[ids]
+            out[ids] = torch.where(picked > 0, picked / self._penalty, picked * self._penalty)
+        return out
+
+    def count(self, token: int) -> None:
+        self._recent.append(token)
 
 
 class Penalties:

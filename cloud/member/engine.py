@@ -24,7 +24,7 @@ from models.worker import Job, ModelWorker
 
 from ..config import MemberServerSettings
 from ..errors import BadRequestError, OverloadedError, RankFailureError
-from .decode import Penalties, Sequence, add_bias, choose_token
+from .decode import Penalties, Repeat, Sequence, add_bias, choose_token
 from .grammar import Grammar, Grammars
 from .group import Command, Lockstep
 from .metrics import MemberMetrics
@@ -49,6 +49,9 @@ class Plan:
     seen: tuple[int, ...] = ()  # a continuation's answer so far, which the penalties count
     logprobs: int | None = None  # log probabilities wanted, with this many alternatives a token
     logit_bias: tuple[tuple[int, float], ...] = ()
+    top_k: int | None = None  # None: all tokens (the member's default)
+    min_p: float | None = None
+    repeat_penalty: float = 1.0
 
 
 @dataclass(frozen=True, slots=True)
@@ -153,6 +156,7 @@ class TorchEngine(ModelWorker[Plan]):
         return Plan(
             tuple(ids), wanted, params.temperature, params.top_p, params.seed, params.stop, grammar,
             params.frequency_penalty, params.presence_penalty, seen, params.logprobs, params.logit_bias,
+            params.top_k, params.min_p, params.repeat_penalty,
         )
 
     # -- requests --------------------------------------------------------------------------
@@ -224,6 +228,7 @@ class TorchEngine(ModelWorker[Plan]):
         penalties = None
         if plan.frequency_penalty or plan.presence_penalty:
             penalties = Penalties(plan.frequency_penalty, plan.presence_penalty, plan.seen, len(self._tok))
+        repeat = Repeat(plan.repeat_penalty, plan.ids) if plan.repeat_penalty != 1.0 else None
         self._group.send(Command("generate", plan.ids))
         seq = Sequence(self._model)
         logits = seq.prefill(list(plan.ids))
@@ -245,11 +250,13 @@ class TorchEngine(ModelWorker[Plan]):
                 logits = add_bias(logits, plan.logit_bias)
             if penalties is not None:
                 logits = penalties.apply(logits)
+            if repeat is not None:
+                logits = repeat.apply(logits)
             if matcher is not None:
                 if logits is raw and plan.logprobs is not None:
                     logits = logits.clone()  # log probabilities are the model's, before the mask
                 matcher.mask(logits)  # end-of-sequence only once the JSON is complete
-            token = choose_token(logits, plan.temperature, plan.top_p, generator)
+            token = choose_token(logits, plan.temperature, plan.top_p, generator, plan.top_k, plan.min_p)
             if token in self._eos:
                 finish = "stop"
                 break
@@ -257,6 +264,8 @@ class TorchEngine(ModelWorker[Plan]):
                 matcher.accept(token)
             if penalties is not None:
                 penalties.count(token)
+            if repeat is not None:
+                repeat.count(token)
             n_out += 1
             if plan.logprobs is not None:
                 held.append(token_logprob(raw.float().cpu().numpy(), token, plan.logprobs, self._piece))

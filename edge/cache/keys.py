@@ -53,6 +53,12 @@ def _params(params: SamplingParams) -> dict[str, Any]:
         fields["logit_bias"] = [list(pair) for pair in params.logit_bias]
     if params.json_schema is not None:
         fields["json_schema"] = params.json_schema
+    if not greedy and params.top_k is not None:
+        fields["top_k"] = params.top_k
+    if not greedy and params.min_p is not None:
+        fields["min_p"] = float(params.min_p)
+    if params.repeat_penalty != 1.0:
+        fields["repeat_penalty"] = float(params.repeat_penalty)
     return fields
 
 

@@ -15,9 +15,8 @@ from typing import Annotated, Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 # Ollama's sampling defaults where a request leaves them out (its Modelfile defaults): an Ollama
-# client that sends no temperature gets the answers it gets from Ollama, not OpenAI's 1.0.
-DEFAULT_TEMPERATURE = 0.8
-DEFAULT_TOP_P = 0.9
+# client that sends no options gets Ollama's sampler, not OpenAI's temperature 1.0.
+DEFAULTS: dict[str, float] = {"temperature": 0.8, "top_p": 0.9, "top_k": 40, "min_p": 0.0, "repeat_penalty": 1.1}
 LATEST = ":latest"
 
 
@@ -33,8 +32,8 @@ def tag_name(model_id: str) -> str:
 
 class Options(BaseModel):
     """``options``: the sampling ones are honoured; the runtime's (``num_ctx``, ``num_gpu``,
-    ``num_thread``...) and sampler knobs the node sets once for all (``top_k``, ``min_p``,
-    ``repeat_penalty``, ``mirostat``...) are accepted and ignored, as Ollama ignores options a
+    ``num_thread``...) and samplers the node does not have (``mirostat``, ``typical_p``, a
+    ``repeat_last_n`` other than 64...) are accepted and ignored, as Ollama ignores options a
     model has no use for."""
 
     model_config = ConfigDict(extra="allow")
@@ -46,16 +45,14 @@ class Options(BaseModel):
     stop: str | list[str] | None = None
     presence_penalty: float | None = None
     frequency_penalty: float | None = None
-    # Typed so that a wrong type is a 400 like Ollama's, though the value is not used.
     top_k: int | None = None
     min_p: float | None = None
     repeat_penalty: float | None = None
-    num_ctx: int | None = None
+    num_ctx: int | None = None  # typed so that a wrong type is a 400 like Ollama's, though not used
 
     def openai_fields(self) -> dict[str, Any]:
         fields: dict[str, Any] = {
-            "temperature": DEFAULT_TEMPERATURE if self.temperature is None else self.temperature,
-            "top_p": DEFAULT_TOP_P if self.top_p is None else self.top_p,
+            name: default if getattr(self, name) is None else getattr(self, name) for name, default in DEFAULTS.items()
         }
         # Ollama: -1 generates until the model stops, -2 until the context is full; the node's
         # own cap on new tokens bounds both.

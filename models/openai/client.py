@@ -44,6 +44,14 @@ def request_body(request: GenerationRequest, model: str, *, stream: bool = True)
         body["presence_penalty"] = params.presence_penalty
     if params.logit_bias:
         body["logit_bias"] = {str(token): bias for token, bias in params.logit_bias}
+    # Extensions vLLM and llama.cpp's server read (each under its own name for the repeat
+    # penalty); sent only when the request set them.
+    if params.top_k is not None:
+        body["top_k"] = params.top_k
+    if params.min_p is not None:
+        body["min_p"] = params.min_p
+    if params.repeat_penalty != 1.0:
+        body["repeat_penalty"] = body["repetition_penalty"] = params.repeat_penalty
     if params.logprobs is not None:
         if request.messages is None:
             body["logprobs"] = params.logprobs

@@ -107,12 +107,25 @@ class SamplingBody(BaseModel):
     stream: bool = False
     stream_options: StreamOptions | None = None
     response_format: ResponseFormat | None = None
+    # llama.cpp's server's and vLLM's sampler extensions (not OpenAI's); repetition_penalty is
+    # vLLM's name of repeat_penalty.
+    top_k: Annotated[int, Field(ge=-1, le=1_000_000)] | None = None
+    min_p: Annotated[float, Field(ge=0.0, le=1.0)] | None = None
+    repeat_penalty: Annotated[float, Field(gt=0.0, le=10.0)] | None = None
+    repetition_penalty: Annotated[float, Field(gt=0.0, le=10.0)] | None = None
 
     @model_validator(mode="after")
     def _bias_keys_are_token_ids(self) -> SamplingBody:
         for key in self.logit_bias or {}:
             if not key.isdigit() or len(key) > 9:
                 raise ValueError(f"logit_bias keys are token ids (0 or more, as strings); got {key[:20]!r}")
+        return self
+
+    @model_validator(mode="after")
+    def _one_repeat_penalty(self) -> SamplingBody:
+        both = (self.repeat_penalty, self.repetition_penalty)
+        if None not in both and both[0] != both[1]:
+            raise ValueError("repeat_penalty and repetition_penalty are one setting (llama.cpp's and vLLM's names): send one")
         return self
 
     def stops(self) -> tuple[str, ...]:
@@ -129,6 +142,9 @@ class SamplingBody(BaseModel):
             presence_penalty=self.presence_penalty or 0.0,
             logit_bias=tuple(sorted((int(k), float(v)) for k, v in (self.logit_bias or {}).items() if v)),
             json_schema=self.response_format.schema_text() if self.response_format else None,
+            top_k=self.top_k,
+            min_p=self.min_p,
+            repeat_penalty=self.repeat_penalty or self.repetition_penalty or 1.0,
         )
 
     @property

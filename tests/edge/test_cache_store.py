@@ -90,3 +90,20 @@ def test_a_response_schema_and_penalties_are_part_of_both_keys_and_absent_leave_
     assert len({semantic_parts(k).scope for k in variants}) == 6
     assert set(request_record(plain)["params"]) == {"max_tokens", "temperature", "top_p", "seed", "stop"}  # keys did not move
     assert request_record(shaped)["params"]["json_schema"] == JSON_OBJECT
+
+
+def test_the_sampler_extensions_key_what_they_can_change() -> None:
+    from dataclasses import replace
+
+    greedy = chat("Name a colour.")  # temperature 0
+    sampled = replace(greedy, params=replace(greedy.params, temperature=0.7, seed=1))
+
+    def with_(key: CacheKey, **fields: object) -> CacheKey:
+        return replace(key, params=replace(key.params, **fields))
+
+    # Greedy decoding ignores top_k and min_p; the repeat penalty changes even a greedy answer.
+    assert exact_key(with_(greedy, top_k=5, min_p=0.2)) == exact_key(greedy)
+    assert exact_key(with_(greedy, repeat_penalty=1.1)) != exact_key(greedy)
+    keys = {exact_key(k) for k in (sampled, with_(sampled, top_k=5), with_(sampled, min_p=0.2), with_(sampled, top_k=6))}
+    assert len(keys) == 4
+    assert request_record(with_(greedy, repeat_penalty=1.1))["params"]["repeat_penalty"] == 1.1

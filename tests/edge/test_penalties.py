@@ -1,4 +1,5 @@
-"""OpenAI's frequency and presence penalties on the edge: llama.cpp's penalties sampler."""
+"""OpenAI's frequency and presence penalties on the edge (llama.cpp's penalties sampler), and
+llama.cpp's server's sampler extensions: repeat_penalty, top_k, min_p."""
 
 from __future__ import annotations
 
@@ -9,7 +10,7 @@ from collections.abc import Iterator
 import pytest
 
 from edge import EdgeSettings, LlamaEngine
-from edge._runtime import free_sampler, penalties_sampler
+from edge._runtime import free_sampler, penalties_sampler, repeat_sampler
 from models import EDGE_DEFAULT, GenerationRequest, SamplingParams, collect, default_models_dir, resolve
 
 
@@ -29,6 +30,15 @@ def test_each_earlier_use_lowers_a_token_by_frequency_and_any_use_by_presence() 
     sampler = penalties_sampler(0.5, 0.25, 64, [5, 5, 7])
     try:
         assert _applied(sampler, {5: 1.0, 7: 1.0, 9: 1.0}) == {5: 1.0 - 2 * 0.5 - 0.25, 7: 1.0 - 0.5 - 0.25, 9: 1.0}
+    finally:
+        free_sampler(sampler)
+
+
+def test_the_repeat_penalty_divides_a_recent_positive_logit_and_multiplies_a_negative_one() -> None:
+    # Token 3 opened a prompt longer than the window: out of reach.
+    sampler = repeat_sampler(2.0, [3] + [9] * 62 + [5, 7])
+    try:
+        assert _applied(sampler, {3: 1.0, 5: 1.0, 7: -1.0, 8: 1.0}) == {3: 1.0, 5: 0.5, 7: -2.0, 8: 1.0}
     finally:
         free_sampler(sampler)
 
@@ -74,3 +84,29 @@ async def test_logit_bias_forces_and_bans_tokens_and_an_unknown_id_is_refused(en
     with pytest.raises(LogitBiasError) as caught:
         await answer({10**8: 5.0})
     assert caught.value.param == "logit_bias"
+
+
+@pytest.mark.slow
+async def test_a_repeat_penalty_stops_a_greedy_answer_repeating_itself(engine: LlamaEngine) -> None:
+    async def words(penalty: float) -> list[str]:
+        params = SamplingParams(temperature=0.0, max_tokens=30, repeat_penalty=penalty)
+        done = await collect(engine.stream(GenerationRequest(params=params, prompt="yes, yes, yes, yes, yes,")))
+        return done.text.lower().replace(",", " ").split()
+
+    plain, penalized = await words(1.0), await words(1.5)
+    top = max(plain.count(w) for w in plain)
+    assert top >= 10
+    assert max(penalized.count(w) for w in penalized) < top / 2
+
+
+@pytest.mark.slow
+async def test_top_k_1_and_min_p_1_sample_only_the_most_likely_token(engine: LlamaEngine) -> None:
+    async def text(**fields: float) -> str:
+        params = SamplingParams(max_tokens=16, **fields)  # type: ignore[arg-type]
+        return (await collect(engine.stream(GenerationRequest(params=params, prompt="The three primary colors are")))).text
+
+    greedy = await text(temperature=0.0)
+    hot = [await text(temperature=1.8, seed=seed) for seed in (1, 2, 3)]
+    assert len(set(hot)) > 1 and greedy not in hot  # sampled hot, the answers differ
+    assert {await text(temperature=1.8, seed=seed, top_k=1) for seed in (1, 2, 3)} == {greedy}
+    assert {await text(temperature=1.8, seed=seed, min_p=1.0) for seed in (1, 2, 3)} == {greedy}

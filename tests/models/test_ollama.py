@@ -36,8 +36,8 @@ def test_names_with_the_default_tag_are_the_node_ids_and_listed_with_it() -> Non
 def test_a_chat_body_becomes_the_chat_completion_with_ollamas_defaults() -> None:
     body = OllamaChatBody.model_validate({"model": "edge:latest", "messages": [{"role": "user", "content": "hi"}]})
     assert body.openai_fields() == {
-        "model": "edge", "stream": True, "n": 1, "temperature": 0.8, "top_p": 0.9,
-        "messages": [{"role": "user", "content": "hi"}],
+        "model": "edge", "stream": True, "n": 1, "temperature": 0.8, "top_p": 0.9, "top_k": 40, "min_p": 0.0,
+        "repeat_penalty": 1.1, "messages": [{"role": "user", "content": "hi"}],
     }
 
 
@@ -46,13 +46,15 @@ def test_options_become_the_openai_sampling_fields() -> None:
         "model": "auto", "stream": False, "messages": [{"role": "user", "content": "hi"}],
         "options": {
             "temperature": 0, "top_p": 0.5, "seed": 7, "num_predict": 12, "stop": ["\n"], "presence_penalty": 0.5,
-            "frequency_penalty": 0.25, "num_ctx": 4096, "top_k": 20, "num_thread": 2,
+            "frequency_penalty": 0.25, "num_ctx": 4096, "top_k": 20, "min_p": 0.1, "repeat_penalty": 1.3,
+            "num_thread": 2, "mirostat": 1,
         },
         "format": "json", "logprobs": True, "top_logprobs": 3, "cache": False,
     })
     fields = body.openai_fields()
     assert fields == {
-        "cache": False, "model": "auto", "stream": False, "n": 1, "temperature": 0, "top_p": 0.5, "seed": 7,
+        "cache": False, "model": "auto", "stream": False, "n": 1, "temperature": 0, "top_p": 0.5, "top_k": 20,
+        "min_p": 0.1, "repeat_penalty": 1.3, "seed": 7,
         "max_tokens": 12, "stop": ["\n"], "presence_penalty": 0.5, "frequency_penalty": 0.25,
         "response_format": {"type": "json_object"}, "messages": [{"role": "user", "content": "hi"}],
         "logprobs": True, "top_logprobs": 3,

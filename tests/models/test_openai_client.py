@@ -66,6 +66,16 @@ def test_penalties_are_sent_only_when_set_and_read_back() -> None:
     assert "frequency_penalty" not in plain and "presence_penalty" not in plain and "logit_bias" not in plain
 
 
+def test_sampler_extensions_are_sent_only_when_set_under_llama_cpp_s_and_vllm_s_names() -> None:
+    params = SamplingParams(top_k=20, min_p=0.05, repeat_penalty=1.2)
+    _, body = request_body(GenerationRequest(params, messages=({"role": "user", "content": "hi"},)), "m")
+    assert (body["top_k"], body["min_p"], body["repeat_penalty"], body["repetition_penalty"]) == (20, 0.05, 1.2, 1.2)
+    assert ChatBody.model_validate(body).sampling() == params
+    _, plain = request_body(GenerationRequest(SamplingParams(), prompt="x"), "m")
+    assert not {"top_k", "min_p", "repeat_penalty", "repetition_penalty"} & set(plain)
+    assert ChatBody.model_validate({"model": "m", "messages": [{"role": "user", "content": "x"}], "repetition_penalty": 1.3}).sampling().repeat_penalty == 1.3
+
+
 def test_prompt_continuation_appends_the_prefix() -> None:
     path, body = request_body(
         GenerationRequest(SamplingParams(), prompt="Once", assistant_prefix=" upon"), "m"

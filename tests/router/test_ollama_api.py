@@ -28,6 +28,8 @@ pytestmark = pytest.mark.slow
 
 GREEDY = {"temperature": 0, "num_predict": 12}
 NO_CACHE = {"cache": False}  # an unknown field passes on to the OpenAI request, as on /v1
+# Ollama's sampler defaults, which an Ollama request without options gets: the same on /v1.
+OLLAMA_SAMPLER = {"top_p": 0.9, "top_k": 40, "min_p": 0.0, "repeat_penalty": 1.1}
 
 
 @pytest.fixture()
@@ -53,7 +55,7 @@ def test_a_chat_is_the_v1_answer_to_the_same_request(client: ollama.Client, oai:
     )
     theirs = oai.chat.completions.create(
         model="smollm2-135m-instruct", messages=[{"role": "system", "content": "Be brief."}, {"role": "user", "content": ask}],
-        temperature=0, top_p=0.9, max_tokens=12, extra_body=NO_CACHE,
+        temperature=0, max_tokens=12, extra_body={**NO_CACHE, **OLLAMA_SAMPLER},
     )
     assert mine.model == "smollm2-135m-instruct:latest" and mine.done
     assert mine.message.role == "assistant" and mine.message.content == theirs.choices[0].message.content
@@ -85,7 +87,9 @@ def test_the_stream_is_json_lines_and_streams_by_default(node_url: str) -> None:
 
 def test_raw_generate_is_the_text_completion_and_templated_generate_the_chat(client: ollama.Client, oai: openai.OpenAI) -> None:
     raw = client.generate(model="edge", prompt="Once upon a time", raw=True, options=GREEDY, stream=False)
-    text = oai.completions.create(model="edge", prompt="Once upon a time", temperature=0, top_p=0.9, max_tokens=12, extra_body=NO_CACHE)
+    text = oai.completions.create(
+        model="edge", prompt="Once upon a time", temperature=0, max_tokens=12, extra_body={**NO_CACHE, **OLLAMA_SAMPLER}
+    )
     assert raw.response == text.choices[0].text and raw.done and raw.context is None
     templated = client.generate(model="edge", system="Be brief.", prompt="What is 2+2?", options=GREEDY, stream=False)
     chat = client.chat(
@@ -154,7 +158,7 @@ def test_an_empty_conversation_loads_the_model(client: ollama.Client) -> None:
 
 def test_a_v1_answer_in_the_cache_answers_the_same_ollama_request(node_url: str) -> None:
     ask = "Which planet is known as the red planet? (ollama cache test)"
-    first = httpx.post(node_url + "/v1/chat/completions", json={"model": "edge", "messages": [{"role": "user", "content": ask}], "temperature": 0, "top_p": 0.9, "max_tokens": 6}, timeout=120)
+    first = httpx.post(node_url + "/v1/chat/completions", json={"model": "edge", "messages": [{"role": "user", "content": ask}], "temperature": 0, "max_tokens": 6, **OLLAMA_SAMPLER}, timeout=120)
     again = httpx.post(node_url + "/api/chat", json={"model": "edge", "messages": [{"role": "user", "content": ask}], "options": {"temperature": 0, "num_predict": 6}, "stream": False}, timeout=120)
     assert (first.status_code, again.status_code) == (200, 200)
     assert [first.headers["x-edgeroute-route"], again.headers["x-edgeroute-route"]] == ["edge", "cache-exact"]
