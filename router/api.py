@@ -18,10 +18,11 @@ from collections.abc import AsyncIterator, Awaitable, Callable, Coroutine
 from pathlib import Path
 from typing import Annotated, Any, TypeVar
 
-from litestar import Controller, Request, Response, get, post
+from litestar import Controller, MediaType, Request, Response, get, head, post
 from litestar.connection import ASGIConnection
 from litestar.datastructures import State
 from litestar.handlers.base import BaseRouteHandler
+from litestar.openapi.datastructures import ResponseSpec
 from litestar.params import Parameter
 from litestar.response import Stream
 
@@ -280,11 +281,11 @@ class OpenAIController(Controller):
         return await _embeddings(request, data)
 
     @get(
-        "/models", summary="List the model ids a client may send", responses=openapi.answers(openapi.ModelList, 401, 503)
+        "/models", summary="List the model ids a client may send (the embedding model's too)", responses=openapi.answers(openapi.ModelList, 401, 503)
     )
     async def models(self, request: Request[Any, Any, State]) -> dict[str, Any]:
         node: Node = request.app.state.node
-        return {"object": "list", "data": [_model_entry(m) for m in node.model_ids()]}
+        return {"object": "list", "data": [_model_entry(m) for m in node.listed_models()]}
 
     # ``path``: a cloud model id may hold a slash ("org/model"), which the SDK sends unescaped.
     # Litestar documents a path parameter as format "uri"; a model id is a plain string.
@@ -299,13 +300,31 @@ class OpenAIController(Controller):
     ) -> dict[str, Any]:
         node: Node = request.app.state.node
         wanted = str(model_id).lstrip("/")
-        if wanted not in node.model_ids():
+        if wanted not in node.listed_models():
             raise node.unknown_model(wanted)
         return _model_entry(wanted)
 
 
 def _model_entry(model_id: str) -> dict[str, Any]:
     return {"id": model_id, "object": "model", "created": 0, "owned_by": "edgeroute"}
+
+
+# Ollama's clients probe the root (its CLI's heartbeat is ``HEAD /``); a person who opens it
+# learns where things are.
+@get(
+    "/",
+    summary="A plain-text line saying the node runs and where its APIs are",
+    tags=["ops"],
+    media_type=MediaType.TEXT,
+    responses={200: ResponseSpec(str, description="The line", generate_examples=False, media_type=MediaType.TEXT)},
+)
+async def root() -> str:
+    return "edgeroute is running: OpenAI's API at /v1, Ollama's at /api, the dashboard at /dashboard\n"
+
+
+@head("/", include_in_schema=False)
+async def root_head() -> None:
+    return None
 
 
 # ``/health`` too: llama.cpp's server and vLLM answer there, and probes written for them ask it.

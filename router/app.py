@@ -17,7 +17,7 @@ from models.ollama import error_body as ollama_error
 from models.openai import API_KEYS, KEY_FAILURES, exception_handlers
 
 from .admission import AdmissionMiddleware, Drain
-from .api import BEARER, REQUEST_ID_HEADER, OpenAIController, healthz
+from .api import BEARER, REQUEST_ID_HEADER, OpenAIController, healthz, root, root_head
 from .node import open_node
 from .ollama_api import OllamaController
 from .pipeline import Routing
@@ -81,7 +81,7 @@ def create_api_app(settings: Settings, *, plugins: Sequence[PluginProtocol] = ()
         limits=settings.limits,
     )
     return Litestar(
-        route_handlers=[OpenAIController, ResponsesController, OllamaController, TokenizerController, healthz],
+        route_handlers=[OpenAIController, ResponsesController, OllamaController, TokenizerController, healthz, root, root_head],
         plugins=list(plugins),
         lifespan=[lifespan],
         middleware=[admission],

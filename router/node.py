@@ -61,12 +61,19 @@ class Node:
         ids = ["auto", "edge", "cloud", self.edge_model]
         return ids + [m for m in self.cloud_models() if m not in ids]
 
+    def listed_models(self) -> list[str]:
+        """What ``/v1/models`` lists: :meth:`model_ids`, and the embedding model when it is loaded."""
+        return self.model_ids() + ([EMBEDDING_DEFAULT] if self.embedder is not None else [])
+
     def unknown_model(self, model: str) -> InvalidRequestError:
-        """The error (a 404) for a model id this node does not serve; it lists the valid ones."""
+        """The error (a 404) for a model id this node does not generate with; it lists the valid
+        ones (an embedding model is a 404 too, as OpenAI answers a chat request to one)."""
         valid = ", ".join(self.model_ids())
-        return InvalidRequestError(
-            f"the model {model!r} does not exist; valid models: {valid}", param="model", code="model_not_found"
-        )
+        if model == EMBEDDING_DEFAULT and self.embedder is not None:
+            message = f"the model {model!r} is an embedding model: it answers /v1/embeddings only; valid models here: {valid}"
+        else:
+            message = f"the model {model!r} does not exist; valid models: {valid}"
+        return InvalidRequestError(message, param="model", code="model_not_found")
 
     def embedding_model(self, model: str) -> Embedder:
         """The embedder serving ``model`` at ``/v1/embeddings`` (the node has one), or a 404."""

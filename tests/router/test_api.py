@@ -101,10 +101,25 @@ def test_streamed_stop_sequence_is_never_leaked(client: openai.OpenAI) -> None:
     assert text == " 6, 7, 8,"
 
 
+def test_the_root_says_the_node_runs_and_where_its_apis_are(node_url: str) -> None:
+    answer = httpx.get(node_url + "/", timeout=10)
+    assert answer.status_code == 200 and answer.headers["content-type"].startswith("text/plain")
+    assert answer.text.startswith("edgeroute is running") and "/v1" in answer.text and "/api" in answer.text
+    assert httpx.head(node_url + "/", timeout=10).status_code == 200  # Ollama's CLI's heartbeat
+
+
 def test_models_lists_the_aliases(client: openai.OpenAI) -> None:
     ids = [m.id for m in client.models.list()]
-    assert ids[:3] == ["auto", "edge", "cloud"]
-    assert "smollm2-135m-instruct" in ids
+    assert ids == ["auto", "edge", "cloud", "smollm2-135m-instruct", "all-minilm-l6-v2"]
+
+
+def test_the_listed_embedding_model_answers_embeddings_and_says_so_to_a_chat(client: openai.OpenAI) -> None:
+    assert len(client.embeddings.create(model="all-minilm-l6-v2", input="hi").data[0].embedding) == 384
+    with pytest.raises(openai.NotFoundError) as caught:
+        client.chat.completions.create(model="all-minilm-l6-v2", messages=[{"role": "user", "content": "hi"}])
+    error = caught.value.body
+    assert isinstance(error, dict) and (error["code"], error["param"]) == ("model_not_found", "model")
+    assert "'all-minilm-l6-v2' is an embedding model: it answers /v1/embeddings only" in error["message"]
 
 
 def test_models_retrieve_answers_each_listed_id_and_404s_an_unknown_one(client: openai.OpenAI) -> None:

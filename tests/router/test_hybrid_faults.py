@@ -163,7 +163,8 @@ def test_model_aliases_steer_and_the_body_privacy_flag_keeps_a_request_home(tmp_
         with hy.node(tmp_path, [member.settings("cloudy", model="big-model")]) as (base, app):
             client = openai.OpenAI(base_url=base + "/v1", api_key="x", max_retries=0, timeout=120)
             ids = [m.id for m in client.models.list()]
-            assert ids == ["auto", "edge", "cloud", "smollm2-135m-instruct", "big-model"]
+            # The embedding model last: this node loads it for the complexity policy.
+            assert ids == ["auto", "edge", "cloud", "smollm2-135m-instruct", "big-model", "all-minilm-l6-v2"]
             hi = [{"role": "user", "content": "Say hi."}]
             to_cloud = client.chat.completions.with_raw_response.create(model="big-model", messages=hi, max_tokens=4)
             assert (to_cloud.headers["x-edgeroute-route"], to_cloud.headers["x-edgeroute-reason"]) == ("cloud", "hint-cloud")

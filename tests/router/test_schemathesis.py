@@ -70,7 +70,7 @@ def test_every_operation_answers_as_documented(fuzz_node: str) -> None:
     schema = schemathesis.openapi.from_url(fuzz_node + "/openapi/openapi.json")
     operations = [result.ok() for result in schema.get_all_operations()]
     assert sorted(op.label for op in operations) == [
-        "DELETE /v1/responses/{response_id}", "GET /api/ps", "GET /api/tags", "GET /api/version", "GET /health", "GET /healthz", "GET /v1/models",
+        "DELETE /v1/responses/{response_id}", "GET /", "GET /api/ps", "GET /api/tags", "GET /api/version", "GET /health", "GET /healthz", "GET /v1/models",
         "GET /v1/models/{model_id}", "GET /v1/responses/{response_id}", "GET /v1/responses/{response_id}/input_items",
         "POST /api/chat", "POST /api/embed", "POST /api/embeddings", "POST /api/generate", "POST /api/show",
         "POST /detokenize", "POST /tokenize",
