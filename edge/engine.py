@@ -57,6 +57,11 @@ class LlamaEngine:
         self._scheduler = Scheduler(self._rt, settings)
         self._longest_piece = self._vocab.longest_piece()
 
+    @property
+    def chat_template(self) -> str:
+        """The model's own chat template (Jinja), as its GGUF carries it; "" for a base model."""
+        return str(self._rt.metadata.get("tokenizer.chat_template") or "")
+
     # -- the public interface --------------------------------------------------------------
 
     def load(self, fair_key: str | None = None) -> EngineLoad:

@@ -156,10 +156,13 @@ class AdmissionMiddleware(ASGIMiddleware):
         return body
 
 
+# llama.cpp's server's own endpoints (and vLLM's tokenizer's), at the root.
+_ROOT_API = frozenset({"/tokenize", "/detokenize", "/completion", "/completions", "/props"})
+
+
 def is_api(path: str) -> bool:
-    """The API's paths: ``/v1/...``, Ollama's ``/api/...`` and the tokenizer's (llama.cpp's and
-    vLLM's, at the root)."""
-    return path.startswith(("/v1/", "/api/")) or path in ("/tokenize", "/detokenize")
+    """The API's paths: ``/v1/...``, Ollama's ``/api/...`` and llama.cpp's at the root."""
+    return path.startswith(("/v1/", "/api/")) or path in _ROOT_API
 
 
 def _content_length(scope: Scope) -> int | None:

@@ -186,8 +186,7 @@ async def respond(
             yield b"".join(out)
 
     headers = {**routing.headers(), REQUEST_ID_HEADER: rid, "cache-control": "no-cache", "x-accel-buffering": "no"}
-    media_type = writer.media_type if isinstance(writer, NdjsonWriter) else "text/event-stream"
-    return Stream(events(), media_type=media_type, headers=headers)
+    return Stream(events(), media_type=writer.media_type, headers=headers)
 
 
 async def _embeddings(request: Request[Any, Any, State], body: EmbeddingsBody) -> Response[Any]:

@@ -19,6 +19,7 @@ from models.openai import API_KEYS, KEY_FAILURES, exception_handlers
 from .admission import AdmissionMiddleware, Drain
 from .api import BEARER, REQUEST_ID_HEADER, OpenAIController, healthz, root, root_head
 from .node import open_node
+from .llamacpp_api import LlamaCppController
 from .ollama_api import OllamaController
 from .pipeline import Routing
 from .settings import Settings
@@ -81,7 +82,7 @@ def create_api_app(settings: Settings, *, plugins: Sequence[PluginProtocol] = ()
         limits=settings.limits,
     )
     return Litestar(
-        route_handlers=[OpenAIController, ResponsesController, OllamaController, TokenizerController, healthz, root, root_head],
+        route_handlers=[OpenAIController, ResponsesController, OllamaController, LlamaCppController, TokenizerController, healthz, root, root_head],
         plugins=list(plugins),
         lifespan=[lifespan],
         middleware=[admission],

@@ -222,7 +222,7 @@ class Health(BaseModel):
     cloud: CloudHealth | None = None
 
 
-_WHY = {
+WHY = {
     400: "Invalid request: a malformed body, a field out of range, over a size cap, nested too deep, "
     "longer than the model's context",
     401: "Missing or wrong API key (when the node has keys)",
@@ -238,7 +238,7 @@ _WHY = {
 
 def errors(*statuses: int) -> dict[int, ResponseSpec]:
     """OpenAI error bodies for ``statuses``."""
-    return {s: ResponseSpec(ErrorBody, description=_WHY[s], generate_examples=False) for s in statuses}
+    return {s: ResponseSpec(ErrorBody, description=WHY[s], generate_examples=False) for s in statuses}
 
 
 def answers(body: type[BaseModel], *statuses: int) -> dict[int, ResponseSpec]:
@@ -272,108 +272,3 @@ class StreamingOperation(Operation):
             ok.content["text/event-stream"] = OpenAPIMediaType(schema=event)
             ok.description = "The answer: JSON, or server-sent events when `stream` is true"
 
-
-# Ollama's native API (/api): its bodies, its error body, and JSON lines when it streams.
-
-
-class OllamaError(BaseModel):
-    """Ollama's error body, for every error status of its operations."""
-
-    error: str
-
-
-class OllamaMessage(BaseModel):
-    role: Literal["assistant"]
-    content: str
-
-
-class OllamaAnswer(BaseModel):
-    """A whole answer (``stream: false``), or a stream's last line: ``message`` for /api/chat,
-    ``response`` for /api/generate. Durations are nanoseconds."""
-
-    model: str
-    created_at: str
-    message: OllamaMessage | None = None
-    response: str | None = None
-    done: bool
-    done_reason: str | None = None
-    total_duration: int | None = None
-    load_duration: int | None = None
-    prompt_eval_count: int | None = None
-    prompt_eval_duration: int | None = None
-    eval_count: int | None = None
-    eval_duration: int | None = None
-    logprobs: list[TokenLogprobBody] | None = None
-
-
-class OllamaEmbeddings(BaseModel):
-    model: str
-    embeddings: list[list[float]]
-    total_duration: int
-    load_duration: int
-    prompt_eval_count: int
-
-
-class OllamaEmbedding(BaseModel):
-    embedding: list[float]
-
-
-class OllamaDetails(BaseModel):
-    parent_model: str
-    format: str
-    family: str
-    families: list[str] | None
-    parameter_size: str
-    quantization_level: str
-
-
-class OllamaModel(BaseModel):
-    name: str
-    model: str
-    modified_at: str
-    size: int
-    digest: str
-    details: OllamaDetails
-    expires_at: str | None = None  # /api/ps
-    size_vram: int | None = None
-    context_length: int | None = None
-
-
-class OllamaTags(BaseModel):
-    models: list[OllamaModel]
-
-
-class OllamaShow(BaseModel):
-    modelfile: str
-    parameters: str
-    template: str
-    details: OllamaDetails
-    model_info: dict[str, Any]
-    capabilities: list[str]
-    modified_at: str
-
-
-class OllamaVersion(BaseModel):
-    version: str
-
-
-def ollama_answers(body: type[BaseModel], *statuses: int) -> dict[int, ResponseSpec]:
-    """An Ollama operation's answers: ``body``, and Ollama's error body for ``statuses``."""
-    spec = {s: ResponseSpec(OllamaError, description=_WHY[s], generate_examples=False) for s in statuses}
-    return {200: ResponseSpec(body, description="The answer", generate_examples=False), **spec}
-
-
-@dataclass
-class NdjsonOperation(Operation):
-    """An Ollama operation that answers JSON, or JSON lines (``application/x-ndjson``) while
-    ``stream`` is true, its default."""
-
-    def __post_init__(self) -> None:
-        ok: Any = (self.responses or {}).get("200")
-        if ok is not None and ok.content is not None:
-            line = Schema(
-                type=OpenAPIType.OBJECT,
-                description="a piece of the answer (done false), the last line (done true), or an error body",
-            )
-            ok.content["application/x-ndjson"] = OpenAPIMediaType(schema=line)
-            ok.description = "The answer: JSON lines while `stream` is true (the default), else one JSON object"

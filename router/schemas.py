@@ -8,6 +8,7 @@ from typing import Annotated, Any, TypeVar
 from pydantic import BaseModel, Field, PrivateAttr, ValidationError, field_validator, model_validator
 
 from models import GenerationRequest
+from models.llamacpp import LlamaCompletionBody
 from models.ollama import OllamaChatBody, OllamaGenerateBody
 from models.openai import ChatBody, CompletionBody, ResponsesBody
 
@@ -158,6 +159,20 @@ class OllamaGenerateRequest(OllamaGenerateBody):
         if self.raw:
             return _validate_as(CompletionRequest, self.openai_fields(), names)
         return _validate_as(ChatCompletionRequest, self.openai_fields(), names)
+
+
+# llama.cpp's names of the OpenAI fields its /completion body becomes.
+_LLAMA_NAMES = {
+    "max_tokens": "n_predict", "logprobs": "n_probs", "response_format": "json_schema",
+    "response_format.json_schema": "json_schema",
+}
+
+
+class LlamaCompletionRequest(LlamaCompletionBody):
+    """llama.cpp's ``POST /completion``; :meth:`openai` is the text completion it asks for."""
+
+    def openai(self) -> CompletionRequest:
+        return _validate_as(CompletionRequest, self.openai_fields(), _LLAMA_NAMES)
 
 
 def dump_extra(body: BaseModel) -> dict[str, Any]:

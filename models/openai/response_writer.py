@@ -41,6 +41,8 @@ class ResponseWriter:
     output item; a named one streams its arguments as they are generated.
     """
 
+    media_type = "text/event-stream"
+
     def __init__(
         self, model: str, settings: dict[str, Any], *, call: ForcedCall | None = None, logprobs: bool = False
     ) -> None:

@@ -43,6 +43,8 @@ class ChunkWriter:
     own finish goes out when it ends, the usage and ``[DONE]`` once the last has.
     """
 
+    media_type = "text/event-stream"
+
     def __init__(
         self,
         kind: Kind,

@@ -27,3 +27,14 @@ def node_url(node_app) -> Iterator[str]:  # type: ignore[no-untyped-def]
 @pytest.fixture(scope="session")
 def data_path(node_app) -> Path:  # type: ignore[no-untyped-def]
     return Path(node_app.state.node.settings.data_dir)
+
+
+@pytest.fixture(scope="session")
+def keyed_node(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
+    """An edge-only node with one tenant key (``key-a``), cache off: where the APIs' keys are tested."""
+    settings = load_settings(
+        data_dir=tmp_path_factory.mktemp("keyed"), cloud={"local_member": False}, cache={"enabled": False},
+        server={"api_keys": {"key-a": "team-a"}},
+    )
+    with serve_app(create_app(settings)) as base:
+        yield base

@@ -7,7 +7,6 @@ finished on the edge."""
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -17,12 +16,9 @@ import ollama
 import openai
 import pytest
 
-from dashboard import create_app
 from models import EMBEDDING_DEFAULT
-from router import load_settings
 from tests.cloud.cloud_servers import chat_chunk, sse
 from tests.router.hybrid_helpers import ASK, RecordingServer, decisions, node
-from tests.servers import serve_app
 
 pytestmark = pytest.mark.slow
 
@@ -192,23 +188,13 @@ def test_a_body_that_is_not_json_or_too_big_is_refused_in_ollamas_shape(node_url
     assert big.status_code == 413 and "bytes" in big.json()["error"]
 
 
-@pytest.fixture(scope="module")
-def keyed(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
-    settings = load_settings(
-        data_dir=Path(tmp_path_factory.mktemp("keyed-ollama")), cloud={"local_member": False}, cache={"enabled": False},
-        server={"api_keys": {"key-a": "team-a"}},
-    )
-    with serve_app(create_app(settings)) as base:
-        yield base
-
-
-def test_the_node_s_keys_guard_the_ollama_api(keyed: str) -> None:
+def test_the_node_s_keys_guard_the_ollama_api(keyed_node: str) -> None:
     for path in ("/api/tags", "/api/version"):
-        assert httpx.get(keyed + path, timeout=10).status_code == 401
+        assert httpx.get(keyed_node + path, timeout=10).status_code == 401
     with pytest.raises(ollama.ResponseError) as caught:
-        ollama.Client(host=keyed).chat(model="edge", messages=[{"role": "user", "content": "hi"}], stream=False)
+        ollama.Client(host=keyed_node).chat(model="edge", messages=[{"role": "user", "content": "hi"}], stream=False)
     assert caught.value.status_code == 401 and isinstance(caught.value.error, str)
-    allowed = ollama.Client(host=keyed, headers={"authorization": "Bearer key-a"})
+    allowed = ollama.Client(host=keyed_node, headers={"authorization": "Bearer key-a"})
     assert allowed.chat(model="edge", messages=[{"role": "user", "content": "hi"}], options={"num_predict": 2}, stream=False).done
 
 

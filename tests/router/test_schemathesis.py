@@ -56,6 +56,11 @@ def _short(case: Any) -> None:
             if isinstance(tokens, int) and not isinstance(tokens, bool) and (tokens > 2 or tokens <= 0):
                 options["num_predict"] = 2  # -1 and 0 are Ollama's "no cap": the node's default of 2
         return
+    if isinstance(body, dict) and case.operation.path in ("/completion", "/completions"):
+        tokens = body.get("n_predict")
+        if tokens is None or (isinstance(tokens, int) and not isinstance(tokens, bool) and (tokens > 2 or tokens < 0)):
+            body["n_predict"] = 2  # llama.cpp's default, -1, is "no cap": the node's default of 2
+        return
     if isinstance(body, dict) and case.operation.path not in ("/tokenize", "/detokenize"):
         field = "max_output_tokens" if case.operation.path == "/v1/responses" else "max_tokens"
         tokens = body.get(field)
@@ -70,10 +75,10 @@ def test_every_operation_answers_as_documented(fuzz_node: str) -> None:
     schema = schemathesis.openapi.from_url(fuzz_node + "/openapi/openapi.json")
     operations = [result.ok() for result in schema.get_all_operations()]
     assert sorted(op.label for op in operations) == [
-        "DELETE /v1/responses/{response_id}", "GET /", "GET /api/ps", "GET /api/tags", "GET /api/version", "GET /health", "GET /healthz", "GET /v1/models",
+        "DELETE /v1/responses/{response_id}", "GET /", "GET /api/ps", "GET /api/tags", "GET /api/version", "GET /health", "GET /healthz", "GET /props", "GET /v1/models",
         "GET /v1/models/{model_id}", "GET /v1/responses/{response_id}", "GET /v1/responses/{response_id}/input_items",
         "POST /api/chat", "POST /api/embed", "POST /api/embeddings", "POST /api/generate", "POST /api/show",
-        "POST /detokenize", "POST /tokenize",
+        "POST /completion", "POST /completions", "POST /detokenize", "POST /tokenize",
         "POST /v1/chat/completions", "POST /v1/completions", "POST /v1/embeddings", "POST /v1/responses",
     ]
     ran: list[str] = []
@@ -97,3 +102,4 @@ def test_every_operation_answers_as_documented(fuzz_node: str) -> None:
     assert ran.count("POST /v1/embeddings") == ran.count("POST /v1/responses") == 2 * EXAMPLES
     assert ran.count("POST /tokenize") == ran.count("POST /detokenize") == 2 * EXAMPLES
     assert ran.count("POST /api/chat") == ran.count("POST /api/generate") == ran.count("POST /api/embed") == 2 * EXAMPLES
+    assert ran.count("POST /completion") == 2 * EXAMPLES

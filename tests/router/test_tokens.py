@@ -4,16 +4,11 @@ key, and 4xx for what the node cannot answer."""
 
 from __future__ import annotations
 
-from collections.abc import Iterator
-from pathlib import Path
 from typing import Any
 
 import httpx
 import pytest
 
-from dashboard import create_app
-from router import load_settings
-from tests.servers import serve_app
 
 pytestmark = pytest.mark.slow
 
@@ -74,16 +69,6 @@ def test_what_the_tokenizer_cannot_answer_is_a_clear_4xx(
     assert answer.status_code == status
     error = answer.json()["error"]
     assert error["type"] == "invalid_request_error" and error["param"] == param
-
-
-@pytest.fixture(scope="module")
-def keyed_node(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
-    settings = load_settings(
-        data_dir=Path(tmp_path_factory.mktemp("keyed")), cloud={"local_member": False}, cache={"enabled": False},
-        server={"api_keys": {"key-a": "team-a"}},
-    )
-    with serve_app(create_app(settings)) as base:
-        yield base
 
 
 def test_the_tokenizer_takes_the_api_s_key(keyed_node: str) -> None:

@@ -1,0 +1,107 @@
+"""llama.cpp's server's own completion body (``POST /completion``) and the OpenAI text
+completion it asks for: the prompt as it is, llama.cpp's defaults where a field is left out."""
+
+from __future__ import annotations
+
+from typing import Annotated, Any
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationInfo, field_validator
+
+# llama.cpp's server's defaults (its /props), so a client that sends only a prompt gets its sampler.
+DEFAULTS: dict[str, float] = {"temperature": 0.8, "top_k": 40, "top_p": 0.95, "min_p": 0.05, "repeat_penalty": 1.0}
+_UNSUPPORTED = {
+    "grammar": "GBNF grammars are not supported: send a json_schema",
+    "return_tokens": "generated token ids are not returned by this node (POST /tokenize gives a text's)",
+}
+# llama.cpp's "no seed given" (LLAMA_DEFAULT_SEED), as it reports it in generation_settings.
+RANDOM_SEED = 0xFFFFFFFF
+
+
+class LlamaCompletionBody(BaseModel):
+    """``POST /completion``. Fields for samplers the engines do not have (``mirostat``, ``dry_*``,
+    ``xtc_*``, ``typical_p``) and for llama.cpp's slots and cache (``cache_prompt``, ``id_slot``,
+    ``n_keep``, ``samplers``) are accepted and ignored."""
+
+    model_config = ConfigDict(extra="allow")
+
+    prompt: str
+    model: str = Field("auto", min_length=1, max_length=256)
+    n_predict: int = -1
+    stream: bool = False
+    stop: list[str] = Field(default_factory=list)
+    temperature: float | None = None
+    top_k: int | None = None
+    top_p: float | None = None
+    min_p: float | None = None
+    repeat_penalty: float | None = None
+    presence_penalty: float | None = None
+    frequency_penalty: float | None = None
+    seed: int = -1
+    json_schema: dict[str, Any] | None = None
+    grammar: str = ""
+    n_probs: Annotated[int, Field(ge=0)] = 0
+    logit_bias: list[tuple[int, float | bool]] | dict[str, float | bool] | None = None
+    return_tokens: bool = False
+
+    @field_validator("prompt", mode="before")
+    @classmethod
+    def _text_prompt(cls, value: Any) -> Any:
+        if not isinstance(value, str):
+            raise ValueError("send the prompt as one string (token ids, several prompts and multimodal prompts are not supported)")
+        return value
+
+    @field_validator("n_predict")
+    @classmethod
+    def _generates(cls, value: int) -> int:
+        if value == 0:
+            raise ValueError("n_predict 0 (evaluate the prompt only) is not supported; -1 or a positive number")
+        return value
+
+    @field_validator("grammar", "return_tokens")
+    @classmethod
+    def _unsupported(cls, value: str | bool, info: ValidationInfo) -> str | bool:
+        if value:
+            raise ValueError(_UNSUPPORTED[str(info.field_name)])
+        return value
+
+    def sampler(self) -> dict[str, Any]:
+        """The sampling settings it runs with: its own, else llama.cpp's defaults."""
+        return {name: default if getattr(self, name) is None else getattr(self, name) for name, default in DEFAULTS.items()}
+
+    def bias(self) -> dict[str, float] | None:
+        """``logit_bias`` in OpenAI's shape; a bias of ``false`` bans the token, as llama.cpp's does."""
+        if self.logit_bias is None:
+            return None
+        pairs = self.logit_bias.items() if isinstance(self.logit_bias, dict) else self.logit_bias
+        return {str(token): -100.0 if bias is False else float(bias) for token, bias in pairs}
+
+    def openai_fields(self) -> dict[str, Any]:
+        """The OpenAI text completion it asks for (fields it does not know pass on)."""
+        fields: dict[str, Any] = {**(self.model_extra or {}), **self.sampler()}
+        fields.update(model=self.model, prompt=self.prompt, stream=self.stream, n=1)
+        if self.n_predict > 0:
+            fields["max_tokens"] = self.n_predict
+        if self.stop:
+            fields["stop"] = self.stop
+        if self.seed >= 0 and self.seed != RANDOM_SEED:
+            fields["seed"] = self.seed
+        for name in ("presence_penalty", "frequency_penalty"):
+            if getattr(self, name) is not None:
+                fields[name] = getattr(self, name)
+        if self.json_schema is not None:
+            fields["response_format"] = {"type": "json_schema", "json_schema": {"name": "json_schema", "schema": self.json_schema}}
+        if self.n_probs:
+            fields["logprobs"] = self.n_probs
+        bias = self.bias()
+        if bias:
+            fields["logit_bias"] = bias
+        return fields
+
+    def generation_settings(self, n_ctx: int) -> dict[str, Any]:
+        """``generation_settings`` of its answer, as llama.cpp reports the request's."""
+        return {
+            "n_ctx": n_ctx, "n_predict": self.n_predict, "seed": self.seed if self.seed >= 0 else RANDOM_SEED,
+            **self.sampler(), "repeat_last_n": 64,
+            "presence_penalty": self.presence_penalty or 0.0, "frequency_penalty": self.frequency_penalty or 0.0,
+            "stop": self.stop, "stream": self.stream, "n_probs": self.n_probs,
+        }

@@ -1,0 +1,88 @@
+"""llama.cpp's server's ``/completion`` answers: one JSON object, or server-sent events whose
+``data`` carries a piece of ``content`` with ``stop: false``, then the whole record with
+``stop: true`` (no ``[DONE]``)."""
+
+from __future__ import annotations
+
+import json
+import time
+from collections.abc import Sequence
+from typing import Any
+
+from ..generation import TokenLogprob, Usage
+
+
+def sse(body: dict[str, Any]) -> bytes:
+    return b"data: " + json.dumps(body, ensure_ascii=False).encode() + b"\n\n"
+
+
+def _entry(entry: TokenLogprob) -> dict[str, Any]:
+    # llama.cpp's entries carry the token id too; the engines' log probabilities do not keep it.
+    return {"token": entry.token, "logprob": entry.logprob, "bytes": list(entry.raw)}
+
+
+def probabilities(entries: Sequence[TokenLogprob]) -> list[dict[str, Any]]:
+    """``completion_probabilities``: each generated token with its most likely alternatives."""
+    return [{**_entry(e), "top_logprobs": [_entry(t) for t in e.top]} for e in entries]
+
+
+class LlamaCppWriter:
+    """One ``/completion`` answer (the same calls as :class:`~models.openai.stream.ChunkWriter`)."""
+
+    media_type = "text/event-stream"
+
+    def __init__(self, model: str, prompt: str, settings: dict[str, Any], *, probs: bool = False) -> None:
+        self.model = model
+        self.prompt = prompt
+        self.settings = settings
+        self.probs = probs
+        self._started = time.perf_counter()
+        self._first: float | None = None
+        self._predicted = 0  # pieces sent (a token each, or several held back by a stop string)
+        self._text: list[str] = []
+
+    def _final(
+        self, content: str, finish_reason: str, usage: Usage, entries: Sequence[TokenLogprob] | None
+    ) -> dict[str, Any]:
+        now = time.perf_counter()
+        first = self._first if self._first is not None else self._started
+        prompt_ms, predicted_ms = (first - self._started) * 1000, (now - first) * 1000
+        body: dict[str, Any] = {
+            "index": 0, "content": content, "tokens": [], "id_slot": -1, "stop": True, "model": self.model,
+            "tokens_predicted": usage.completion_tokens, "tokens_evaluated": usage.prompt_tokens,
+            "generation_settings": self.settings, "prompt": self.prompt,
+            "has_new_line": "\n" in "".join(self._text) + content, "truncated": False,
+            # A stop string and the end-of-sequence token both end as "stop": which one is not known here.
+            "stop_type": "limit" if finish_reason == "length" else "eos", "stopping_word": "", "tokens_cached": 0,
+            "timings": {
+                "prompt_n": usage.prompt_tokens, "prompt_ms": prompt_ms,
+                "prompt_per_second": usage.prompt_tokens / (prompt_ms / 1000) if prompt_ms > 0 else None,
+                "predicted_n": usage.completion_tokens, "predicted_ms": predicted_ms,
+                "predicted_per_second": usage.completion_tokens / (predicted_ms / 1000) if predicted_ms > 0 else None,
+            },
+        }
+        if self.probs and entries is not None:  # a stream sent its tokens' with each piece
+            body["completion_probabilities"] = probabilities(entries)
+        return body
+
+    def opening(self, n: int = 1) -> bytes:
+        return b""
+
+    def text(self, text: str, logprobs: Sequence[TokenLogprob] = (), index: int = 0) -> bytes:
+        if self._first is None:
+            self._first = time.perf_counter()
+        self._predicted += 1
+        self._text.append(text)
+        body: dict[str, Any] = {"index": 0, "content": text, "tokens": [], "stop": False, "id_slot": -1, "tokens_predicted": self._predicted}
+        if self.probs:
+            body["completion_probabilities"] = probabilities(logprobs)
+        return sse(body)
+
+    def finish(self, finish_reason: str, usage: Usage, index: int = 0, last: bool = True) -> bytes:
+        return sse(self._final("", finish_reason, usage, None))
+
+    def error(self, message: str, err_type: str = "server_error", code: str | None = None) -> bytes:
+        return sse({"error": {"code": 500, "message": message, "type": err_type}})
+
+    def whole(self, text: str, finish_reason: str, usage: Usage, logprobs: Sequence[TokenLogprob] = ()) -> dict[str, Any]:
+        return self._final(text, finish_reason, usage, logprobs)

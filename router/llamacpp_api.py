@@ -1,0 +1,67 @@
+"""llama.cpp's server's own endpoints beside its OpenAI ones: ``POST /completion`` (also
+``/completions``), the prompt completed as it is, and ``GET /props``, the server's settings.
+
+A ``/completion`` request is answered as the OpenAI text completion it amounts to
+(:mod:`models.llamacpp`, :func:`router.api.respond`): routing, the cache, fallback, caps and
+keys are ``/v1``'s; the tokenizer's endpoints are :mod:`router.tokens`.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from litestar import Controller, Request, Response, get, post
+from litestar.datastructures import State
+
+from models import GenerationRequest
+from models.llamacpp import LlamaCppWriter
+from models.llamacpp.schemas import DEFAULTS, RANDOM_SEED
+from models.openai import api_key_guard
+
+from . import openapi, openapi_native
+from .api import BEARER, MakeWriter, rate_guard, request_id_guard, respond
+from .node import Node
+from .schemas import ChatCompletionRequest, CompletionRequest, LlamaCompletionRequest
+
+
+def _writer(data: LlamaCompletionRequest, n_ctx: int) -> MakeWriter:
+    def make(body: ChatCompletionRequest | CompletionRequest, gen: GenerationRequest) -> LlamaCppWriter:
+        return LlamaCppWriter(data.model, data.prompt, data.generation_settings(n_ctx), probs=data.n_probs > 0)
+
+    return make
+
+
+class LlamaCppController(Controller):
+    path = "/"
+    tags = ["llama.cpp"]
+    guards = [request_id_guard, api_key_guard]
+    security = [{BEARER: []}]
+
+    @post(
+        ["/completion", "/completions"],
+        guards=[rate_guard],
+        summary="llama.cpp's completion: the prompt completed as it is (not OpenAI's shape)",
+        status_code=200,
+        responses=openapi.answers(openapi_native.LlamaCompletion, *openapi.COMPLETION_ERRORS),
+        operation_class=openapi.StreamingOperation,
+    )
+    async def completion(self, request: Request[Any, Any, State], data: LlamaCompletionRequest) -> Response[Any]:
+        node: Node = request.app.state.node
+        return await respond(request, data.openai(), _writer(data, node.edge.n_ctx))
+
+    @get("/props", summary="llama.cpp's server properties: the edge model and its defaults", responses=openapi.answers(openapi_native.LlamaProps, 401, 503))
+    async def props(self, request: Request[Any, Any, State]) -> dict[str, Any]:
+        node: Node = request.app.state.node
+        params = {
+            "n_predict": -1, "seed": RANDOM_SEED, **DEFAULTS, "repeat_last_n": 64, "presence_penalty": 0.0,
+            "frequency_penalty": 0.0, "stop": [], "n_probs": 0,
+        }
+        return {
+            "default_generation_settings": {"n_ctx": node.edge.n_ctx, "params": params},
+            "total_slots": node.settings.edge.slots,
+            "model_alias": node.edge_model,
+            "model_path": str(node.edge.spec.path),
+            "chat_template": node.edge.chat_template,
+            "modalities": {"vision": False, "audio": False},
+            "build_info": "edgeroute",
+        }
