@@ -82,7 +82,7 @@ def _check_caps(node: Node, body: ChatCompletionRequest | CompletionRequest) -> 
     if isinstance(body, ChatCompletionRequest):
         check_messages(list(body.messages), node.settings.limits)
     else:
-        check_prompt(body.prompt_text(), node.settings.limits)
+        check_prompt(body.prompts(), node.settings.limits)
 
 
 async def rate_guard(connection: ASGIConnection[Any, Any, Any, Any], _: BaseRouteHandler) -> None:
@@ -128,9 +128,11 @@ async def respond(
     _check_caps(node, body)
     ctx = request_context(request, body)
     gen = body.to_generation(rid, ctx.tenant)
-    echo = body.prompt_text() if isinstance(body, CompletionRequest) and body.echo else ""
+    prompts = body.prompts() if isinstance(body, CompletionRequest) else []
     writer = make_writer(body, gen)
-    fan = choices.fan_out(gen, ctx, routing, body.n)
+    fan = choices.fan_out(gen, ctx, routing, body.n, prompts if len(prompts) > 1 else ())
+    # What each choice's text starts with: its prompt, with ``echo``.
+    echoes = [prompts[i // body.n] if isinstance(body, CompletionRequest) and body.echo else "" for i in range(len(fan))]
     if not body.stream:
         # Watched from the start: a member generates a whole answer before its one chunk comes.
         done = await _while_connected(request, choices.whole(node, fan))
@@ -138,8 +140,8 @@ async def respond(
         headers[REQUEST_ID_HEADER] = rid
         headers["x-edgeroute-latency-ms"] = f"{(time.perf_counter() - started) * 1000:.1f}"
         if isinstance(writer, ChunkWriter):
-            usage = choices.total_usage([d.usage for d in done])
-            answer = writer.whole_choices([(echo + d.text, d.finish_reason, d.logprobs) for d in done], usage)
+            usage = choices.total_usage([d.usage for d in done], body.n)
+            answer = writer.whole_choices([(e + d.text, d.finish_reason, d.logprobs) for e, d in zip(echoes, done)], usage)
         else:  # one answer (n is 1 there)
             answer = writer.whole(done[0].text, done[0].finish_reason, done[0].usage, done[0].logprobs)
             if after is not None:
@@ -155,8 +157,8 @@ async def respond(
     whole = all(r.routing.cache_hit is not None for r in routed)
 
     async def events() -> AsyncIterator[bytes]:
-        out = [writer.opening(n)] + ([writer.text(echo, (), i) for i in range(n)] if echo else [])
-        usages: list[Usage] = []
+        out = [writer.opening(n)] + [writer.text(e, (), i) for i, e in enumerate(echoes) if e]
+        usages: dict[int, Usage] = {}  # by choice index, as each ends
         merged = choices.merge(routed)
         try:
             async for index, chunk in merged:
@@ -164,9 +166,11 @@ async def respond(
                 if chunk.text:
                     out.append(writer.text(chunk.text, chunk.logprobs, index))
                 if chunk.finish_reason is not None:
-                    usages.append(chunk.usage or Usage(0, 0))
+                    usages[index] = chunk.usage or Usage(0, 0)
                     ended = len(usages) == n
-                    out.append(writer.finish(chunk.finish_reason, choices.total_usage(usages), index, last=ended))
+                    # Only the last finish sends the usage, by then of every choice in order.
+                    usage = choices.total_usage([usages[i] for i in sorted(usages)], body.n if ended else 0)
+                    out.append(writer.finish(chunk.finish_reason, usage, index, last=ended))
                 elif drain is not None and drain.aborting:
                     # The drain deadline passed: end the stream cleanly rather than cut it.
                     out.append(writer.error("the node is shutting down", "server_error", "shutting_down"))

@@ -31,20 +31,30 @@ class Choice:
     routing: Routing
 
 
-def fan_out(gen: GenerationRequest, ctx: RequestContext, routing: Routing, n: int) -> list[Choice]:
-    """The ``n`` generations of a request (``routing`` is choice 0's: the response's headers)."""
+def fan_out(
+    gen: GenerationRequest, ctx: RequestContext, routing: Routing, n: int, prompts: Sequence[str] = ()
+) -> list[Choice]:
+    """The ``n`` generations of a request, or of each of its ``prompts`` (a text completion's),
+    prompt by prompt: choice ``p * n + i`` is prompt ``p``'s ``i``-th (``routing`` is choice 0's:
+    the response's headers). Each prompt's first choice may come from the cache."""
     choices = [Choice(gen, ctx, routing)]
-    for i in range(1, n):
+    for index in range(1, n * max(len(prompts), 1)):
+        p, i = divmod(index, n)
         seed = gen.params.seed
         params = dataclasses.replace(gen.params, seed=None if seed is None else seed + i)
-        choice_gen = dataclasses.replace(gen, params=params, request_id=f"{gen.request_id}-{i}")
-        choices.append(Choice(choice_gen, dataclasses.replace(ctx, cache=False), Routing()))
+        choice_gen = dataclasses.replace(gen, params=params, request_id=f"{gen.request_id}-{index}")
+        if prompts:
+            choice_gen = dataclasses.replace(choice_gen, prompt=prompts[p])
+        choice_ctx = ctx if i == 0 else dataclasses.replace(ctx, cache=False)
+        choices.append(Choice(choice_gen, choice_ctx, Routing()))
     return choices
 
 
-def total_usage(usages: Sequence[Usage]) -> Usage:
-    """The prompt counted once, the completions added up (as OpenAI counts ``n`` choices)."""
-    return Usage(usages[0].prompt_tokens, sum(u.completion_tokens for u in usages))
+def total_usage(usages: Sequence[Usage], n: int = 0) -> Usage:
+    """Each prompt counted once, the completions added up (as OpenAI counts ``n`` choices of
+    each prompt; ``n`` 0: one prompt)."""
+    firsts = usages[:: n or len(usages)]
+    return Usage(sum(u.prompt_tokens for u in firsts), sum(u.completion_tokens for u in usages))
 
 
 async def _all(work: Sequence[Callable[[], Awaitable[T]]], undo: Callable[[T], Awaitable[None]] | None = None) -> list[T]:

@@ -113,9 +113,11 @@ def check_messages(messages: list[object], limits: LimitSettings) -> None:
     _check_total(total, limits)
 
 
-def check_prompt(prompt: str, limits: LimitSettings) -> None:
-    _check_chars(len(prompt), limits.max_message_chars, "prompt")
-    _check_total(len(prompt), limits)
+def check_prompt(prompts: Sequence[str], limits: LimitSettings) -> None:
+    """A text completion's prompts: each as a message, all of them as a request."""
+    for i, prompt in enumerate(prompts):
+        _check_chars(len(prompt), limits.max_message_chars, f"prompt.{i}" if len(prompts) > 1 else "prompt")
+    _check_total(sum(len(p) for p in prompts), limits, "prompt")
 
 
 def check_inputs(texts: Sequence[str], limits: LimitSettings) -> None:

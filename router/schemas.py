@@ -54,8 +54,20 @@ class ChatCompletionRequest(_NodeFields, ChatBody):
 
 
 class CompletionRequest(_NodeFields, CompletionBody):
+    # Several prompts, as OpenAI and vLLM take them: each is completed n times, its choices at
+    # indices prompt * n + i (router.choices); every generation counts against MAX_CHOICES.
+    prompt: str | Annotated[list[str], Field(min_length=1, max_length=MAX_CHOICES)]
     echo: bool = False  # the answer repeats the prompt before the completion
     suffix: str | None = None
+
+    @model_validator(mode="after")
+    def _generations_bounded(self) -> CompletionRequest:
+        if len(self.prompts()) * self.n > MAX_CHOICES:
+            raise ValueError(f"{len(self.prompts())} prompts x n {self.n}: at most {MAX_CHOICES} completions per request")
+        return self
+
+    def prompts(self) -> list[str]:
+        return [self.prompt] if isinstance(self.prompt, str) else list(self.prompt)
 
     @model_validator(mode="after")
     def _no_prompt_logprobs(self) -> CompletionRequest:

@@ -106,7 +106,7 @@ class TokenizerController(Controller):
             tokens = await off_loop(cost, lambda: node.edge.prompt_tokens(gen))
         else:
             text = data.content if data.content is not None else data.prompt or ""
-            check_prompt(text, node.settings.limits)
+            check_prompt([text], node.settings.limits)
             tokens = await off_loop(len(text), lambda: node.edge.tokenize(text, add_bos=data.add_special))
         listed: list[Any] = [{"id": t, "piece": _piece(node, t)} for t in tokens] if data.with_pieces else list(tokens)
         return {"tokens": listed, "count": len(tokens), "max_model_len": node.edge.n_ctx, "model": model}

@@ -108,6 +108,41 @@ def test_n_out_of_bounds_or_on_the_responses_api_is_a_400(node_url: str, path: s
 
 def test_usage_counts_the_prompt_once_and_every_completion() -> None:
     assert total_usage([Usage(10, 3), Usage(10, 5), Usage(10, 0)]) == Usage(10, 8)
+    # Two prompts (10 and 4 tokens), n = 2 each: each prompt once.
+    assert total_usage([Usage(10, 3), Usage(10, 5), Usage(4, 1), Usage(4, 2)], 2) == Usage(14, 11)
+
+
+@pytest.mark.slow
+def test_several_prompts_are_each_completed_n_times_in_prompt_order(client: openai.OpenAI) -> None:
+    prompts = ["The sky is", "One, two, three,"]
+    kwargs: dict[str, Any] = {"model": "edge", "max_tokens": 6, "temperature": 1.0, "extra_body": NO_CACHE}
+    many = client.completions.create(prompt=prompts, n=2, seed=11, **kwargs)
+    alone = [client.completions.create(prompt=p, seed=11 + i, **kwargs) for p in prompts for i in range(2)]
+    assert [c.index for c in many.choices] == [0, 1, 2, 3]
+    assert [c.text for c in many.choices] == [a.choices[0].text for a in alone]
+    assert many.usage is not None and alone[0].usage is not None and alone[2].usage is not None
+    assert many.usage.prompt_tokens == alone[0].usage.prompt_tokens + alone[2].usage.prompt_tokens
+    assert many.usage.completion_tokens == sum(a.usage.completion_tokens for a in alone if a.usage)
+    streamed: dict[int, str] = {}
+    for chunk in client.completions.create(prompt=prompts, n=2, seed=11, stream=True, echo=True, **kwargs):
+        for c in chunk.choices:
+            streamed[c.index] = streamed.get(c.index, "") + c.text
+    assert streamed == {i: prompts[i // 2] + many.choices[i].text for i in range(4)}
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize(
+    ("body", "fragment"),
+    [
+        ({"prompt": ["a"] * 9}, "at most 8 items"),
+        ({"prompt": ["a", "b", "c"], "n": 3}, "3 prompts x n 3: at most 8 completions"),
+        ({"prompt": []}, "at least 1 item"),
+        ({"prompt": [1, 2, 3]}, "valid string"),
+    ],
+)
+def test_too_many_prompts_or_token_ids_are_a_400(node_url: str, body: dict[str, Any], fragment: str) -> None:
+    answer = httpx.post(node_url + "/v1/completions", json={"model": "edge", "max_tokens": 1, **body}, timeout=30)
+    assert answer.status_code == 400 and fragment in answer.json()["error"]["message"]
 
 
 def test_one_choice_failing_to_start_cancels_the_rest_and_undoes_the_started() -> None:
