@@ -3,7 +3,8 @@
 A row keeps the response object (``GET /v1/responses/{id}`` returns it) and the conversation up
 to and including its answer, as chat messages, which a later request's ``previous_response_id``
 continues. Rows are the tenant's own: another tenant's id reads as missing. Rows older than
-``retention_days`` are pruned (OpenAI keeps a response 30 days).
+``retention_days`` are pruned (OpenAI keeps a response 30 days), and a tenant's beyond its newest
+``max_per_tenant``.
 """
 
 from __future__ import annotations
@@ -35,6 +36,9 @@ class ResponsesSettings(BaseModel):
     """``[responses]``: how long stored responses are kept (``store: false`` keeps none)."""
 
     retention_days: float = Field(30.0, gt=0)
+    # A tenant's newest responses kept beyond this are dropped, oldest first: the file is bounded
+    # by tenants x this x the request caps, not by what a client chooses to store in a month.
+    max_per_tenant: int = Field(10_000, ge=1)
     db_file: str = "responses.db"
 
 
@@ -53,10 +57,15 @@ def _m0002_input_items(db: sqlite_utils.Database) -> None:
         db["responses"].add_column("input_items", str, not_null_default="[]")
 
 
+def _m0003_tenant_index(db: sqlite_utils.Database) -> None:
+    db["responses"].create_index(["tenant", "created_at"], if_not_exists=True)
+
+
 # Named and ordered, each applied once (sqlite-utils records them, as the cache's are).
 MIGRATIONS = Migrations("edgeroute.responses")
 MIGRATIONS(name="0001_responses")(_m0001_responses)
 MIGRATIONS(name="0002_input_items")(_m0002_input_items)
+MIGRATIONS(name="0003_tenant_index")(_m0003_tenant_index)
 
 
 class ResponseStore:
@@ -65,6 +74,7 @@ class ResponseStore:
     def __init__(self, path: Path, settings: ResponsesSettings) -> None:
         self.path = path
         self._retention_s = settings.retention_days * 86400
+        self._max_per_tenant = settings.max_per_tenant
         self._lock = threading.Lock()
         self._last_prune = 0.0
         try:
@@ -98,6 +108,11 @@ class ResponseStore:
         def work() -> None:
             with self._db.atomic():
                 self._db["responses"].insert(row, replace=True)
+                self._db.execute(
+                    "DELETE FROM responses WHERE id IN (SELECT id FROM responses WHERE tenant = ?"
+                    " ORDER BY created_at DESC, rowid DESC LIMIT -1 OFFSET ?)",
+                    [tenant, self._max_per_tenant],
+                )
                 if now - self._last_prune > _PRUNE_EVERY_S:
                     self._last_prune = now
                     self._db.execute("DELETE FROM responses WHERE created_at < ?", [now - self._retention_s])

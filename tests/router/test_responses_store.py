@@ -173,7 +173,17 @@ def test_the_store_keeps_tenants_apart_expires_old_rows_and_records_its_migratio
     assert store.get_sync("b", "resp_1") is None and not store.delete_sync("b", "resp_1")
     store._db.execute("UPDATE responses SET created_at = created_at - 2 * 86400")  # two days old
     assert store.get_sync("a", "resp_1") is None
-    assert [m.name for m in responses_store.MIGRATIONS.applied(store._db)] == ["0001_responses", "0002_input_items"]
+    assert [m.name for m in responses_store.MIGRATIONS.applied(store._db)] == ["0001_responses", "0002_input_items", "0003_tenant_index"]
+
+
+def test_a_tenant_keeps_its_newest_responses_up_to_the_cap_and_no_other_tenant_s_go(tmp_path: Path) -> None:
+    store = ResponseStore(tmp_path / "r.db", ResponsesSettings(max_per_tenant=3))
+    store.put_sync("b", {"id": "resp_b", "output": []}, [])
+    for i in range(5):
+        store.put_sync("a", {"id": f"resp_{i}", "output": []}, [])
+    kept = [i for i in range(5) if store.get_sync("a", f"resp_{i}") is not None]
+    assert kept == [2, 3, 4]
+    assert store.get_sync("b", "resp_b") is not None
 
 
 def test_a_database_of_the_first_migration_is_upgraded_in_place(tmp_path: Path) -> None:
@@ -183,4 +193,4 @@ def test_a_database_of_the_first_migration_is_upgraded_in_place(tmp_path: Path) 
     db.conn.close()
     store = ResponseStore(tmp_path / "r.db", ResponsesSettings())
     assert store.input_items_sync("a", "resp_old") == [] and store.get_sync("a", "resp_old") == ({}, [])
-    assert [m.name for m in responses_store.MIGRATIONS.applied(store._db)] == ["0001_responses", "0002_input_items"]
+    assert [m.name for m in responses_store.MIGRATIONS.applied(store._db)] == ["0001_responses", "0002_input_items", "0003_tenant_index"]
