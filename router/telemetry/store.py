@@ -7,13 +7,13 @@ import logging
 import queue
 import threading
 import time
-from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Final
 
 import pysqlite3 as sqlite3
 import sqlite_utils
+from sqlite_utils.migrations import Migrations
 
 from models.files import private_file
 
@@ -67,26 +67,19 @@ def _m0002_cache_outcome(db: sqlite_utils.Database) -> None:
         db["decisions"].add_column("cache_refusal", str)
 
 
-# Applied in this order, each once, recorded by name in ``_migrations``; append, never reorder.
-MIGRATIONS: Final[tuple[tuple[str, Callable[[sqlite_utils.Database], None]], ...]] = (
-    ("0001_decisions", _m0001_decisions),
-    ("0002_cache_outcome", _m0002_cache_outcome),
-)
+def _m0003_drop_old_runner_table(db: sqlite_utils.Database) -> None:
+    # Before sqlite-utils' Migrations recorded them, a runner of our own kept the names here; the
+    # first two steps are idempotent, so an old log simply runs them again.
+    if db["_migrations"].exists():
+        db["_migrations"].drop()
 
 
-def migrate(db: sqlite_utils.Database) -> list[str]:
-    """Apply the migrations this database lacks; return the names applied."""
-    db["_migrations"].create({"name": str, "applied_at": float}, pk="name", if_not_exists=True)
-    done = {row["name"] for row in db["_migrations"].rows}
-    applied = []
-    for name, step in MIGRATIONS:
-        if name in done:
-            continue
-        with db.atomic():
-            step(db)
-            db["_migrations"].insert({"name": name, "applied_at": time.time()})
-        applied.append(name)
-    return applied
+# Named and ordered, each applied once (sqlite-utils records them, as the cache's and the
+# stored responses' are); append, never reorder.
+MIGRATIONS = Migrations("edgeroute.telemetry")
+MIGRATIONS(name="0001_decisions")(_m0001_decisions)
+MIGRATIONS(name="0002_cache_outcome")(_m0002_cache_outcome)
+MIGRATIONS(name="0003_drop_old_runner_table")(_m0003_drop_old_runner_table)
 
 
 def connect(path: Path) -> sqlite_utils.Database:
@@ -97,7 +90,7 @@ def connect(path: Path) -> sqlite_utils.Database:
         db = sqlite_utils.Database(conn)
         db.enable_wal()
         db.execute("PRAGMA synchronous=NORMAL")
-        migrate(db)
+        MIGRATIONS.apply(db)
     except (sqlite3.Error, OSError) as exc:
         raise TelemetryError(
             f"cannot open the telemetry log {path}: {exc}", code="telemetry_unavailable"

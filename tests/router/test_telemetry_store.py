@@ -10,7 +10,7 @@ import pytest
 import sqlite_utils
 
 from router.telemetry import DecisionEvent, TelemetryError, read_decisions
-from router.telemetry.store import MIGRATIONS, DecisionStore, connect, find_decision, migrate
+from router.telemetry.store import MIGRATIONS, DecisionStore, connect, find_decision
 
 
 def make(i: int, **fields: object) -> DecisionEvent:
@@ -30,28 +30,34 @@ def make(i: int, **fields: object) -> DecisionEvent:
 
 def test_migrations_apply_once_in_order(tmp_path: Path) -> None:
     db = connect(tmp_path / "t.db")
-    names = [row["name"] for row in db.query("SELECT name FROM _migrations ORDER BY name")]
-    assert names == [name for name, _ in MIGRATIONS] == ["0001_decisions", "0002_cache_outcome"]
-    assert migrate(db) == []
+    names = [m.name for m in MIGRATIONS.applied(db)]
+    assert names == ["0001_decisions", "0002_cache_outcome", "0003_drop_old_runner_table"]
+    assert MIGRATIONS.pending(db) == []
+    MIGRATIONS.apply(db)  # again: nothing runs twice
+    assert [m.name for m in MIGRATIONS.applied(db)] == names
     assert db.journal_mode == "wal"
     assert {"cache", "cache_refusal", "features", "prompt_preview"} <= set(db["decisions"].columns_dict)
     db.conn.close()
 
 
-def test_old_database_is_upgraded(tmp_path: Path) -> None:
+def test_a_log_of_the_old_runner_is_upgraded_in_place(tmp_path: Path) -> None:
+    # As the node's own runner left it after its first migration: its table of names, the
+    # decisions table without the cache columns, a row.
     path = tmp_path / "old.db"
     db = sqlite_utils.Database(sqlite3.connect(str(path)))
     db["_migrations"].create({"name": str, "applied_at": float}, pk="name")
-    MIGRATIONS[0][1](db)
     db["_migrations"].insert({"name": "0001_decisions", "applied_at": 0.0})
+    MIGRATIONS.apply(db, stop_before="0002_cache_outcome")
+    db.execute("DELETE FROM _sqlite_migrations")  # the old runner never wrote sqlite-utils' record
     old_row = {k: v for k, v in make(1).to_row().items() if k not in ("cache", "cache_refusal")}
     db["decisions"].insert(old_row)
     db.conn.close()
     assert [e.request_id for e in read_decisions(path)] == ["r1"]  # readable before the upgrade
     db = connect(path)
-    assert "cache_refusal" in db["decisions"].columns_dict
+    assert "cache_refusal" in db["decisions"].columns_dict and not db["_migrations"].exists()
+    assert len(MIGRATIONS.applied(db)) == 3
     db.conn.close()
-    assert read_decisions(path)[0].cache is None
+    assert [(e.request_id, e.cache) for e in read_decisions(path)] == [("r1", None)]
 
 
 async def test_writes_are_batched_and_read_back_in_order(tmp_path: Path) -> None:
