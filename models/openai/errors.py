@@ -82,7 +82,9 @@ def exception_handlers(
             if isinstance(item, dict):
                 key = _param(item.get("key"))
                 param = param or key
-                parts.append(f"{key}: {item.get('message')}" if key else str(item.get("message")))
+                # pydantic prefixes a validator's own message; the client needs only the message.
+                text = str(item.get("message")).removeprefix("Value error, ")
+                parts.append(f"{key}: {text}" if key else text)
         message = "; ".join(parts) or str(exc.detail)
         body = error_body(message, "invalid_request_error", param, "invalid_request")
         return respond(request, 400, body, "invalid_request")
