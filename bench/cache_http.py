@@ -6,6 +6,8 @@ Starts an edge-only node, asks one greedy question once (the edge model answers 
 stores it), then asks the same question ``--requests`` times, non-streamed and streamed, and
 reports p50/p99 of the whole request (send to last byte) and checks every reply was a hit.
 ``GET /healthz`` on the same connection is the floor: what any request costs this server and client.
+The same question in Ollama's ``/api/chat`` and llama.cpp's ``/completion`` shapes (each asked
+once first: their default samplers make them other cache entries) measures those writers' cost.
 """
 
 from __future__ import annotations
@@ -27,6 +29,14 @@ from bench.edge_api import start_node
 
 BODY = {"model": "auto", "messages": [{"role": "user", "content": "What is the capital of France?"}],
         "temperature": 0, "max_tokens": 16}
+OLLAMA = {"model": "auto", "messages": BODY["messages"], "options": {"temperature": 0, "num_predict": 16}, "stream": False}
+LLAMA = {"prompt": "The capital of France is", "temperature": 0, "n_predict": 16}
+# name -> (path, body): each answered once by the model before it is timed.
+NATIVE = {
+    "ollama /api/chat": ("/api/chat", OLLAMA),
+    "ollama, streamed": ("/api/chat", {**OLLAMA, "stream": True}),
+    "llama.cpp /completion": ("/completion", LLAMA),
+}
 
 
 def timed(client: httpx.Client, url: str, body: dict[str, object]) -> tuple[float, str]:
@@ -65,10 +75,14 @@ def main() -> None:
                 floor.append((time.perf_counter() - start) * 1000)
             result["healthz"] = {"p50_ms": statistics.median(floor), "p99_ms": float(np.percentile(floor, 99)),
                                  "routes": ["-"]}
-            for name, body in (("non-streamed", BODY), ("streamed", {**BODY, "stream": True})):
+            cases = {"non-streamed": (url, BODY), "streamed": (url, {**BODY, "stream": True})}
+            for name, (path, body) in NATIVE.items():
+                cases[name] = (base + path, body)
+                timed(client, base + path, body)  # the model answers, the cache stores
+            for name, (case_url, body) in cases.items():
                 times, routes = [], set()
                 for _ in range(args.requests):
-                    ms, route = timed(client, url, body)
+                    ms, route = timed(client, case_url, body)
                     times.append(ms)
                     routes.add(route)
                 result[name] = {
@@ -82,10 +96,10 @@ def main() -> None:
     print(f"exact cache hit over HTTP, {args.requests} sequential requests on one keep-alive connection")
     print(f"first request (model answers, cache stores): {result['first']['ms']:.1f} ms, "  # type: ignore[index]
           f"route {result['first']['route']}")  # type: ignore[index]
-    print(f"{'request':<14}{'p50 ms':>9}{'p99 ms':>9}  routes")
-    for name in ("healthz", "non-streamed", "streamed"):
+    print(f"{'request':<24}{'p50 ms':>9}{'p99 ms':>9}  routes")
+    for name in ("healthz", "non-streamed", "streamed", *NATIVE):
         r = result[name]
-        print(f"{name:<14}{r['p50_ms']:>9.2f}{r['p99_ms']:>9.2f}  {','.join(r['routes'])}")  # type: ignore[index]
+        print(f"{name:<24}{r['p50_ms']:>9.2f}{r['p99_ms']:>9.2f}  {','.join(r['routes'])}")  # type: ignore[index]
     args.json.parent.mkdir(parents=True, exist_ok=True)
     args.json.write_text(json.dumps(result, indent=2))
 
