@@ -10,9 +10,11 @@ from __future__ import annotations
 from collections.abc import AsyncIterator, Sequence
 from dataclasses import dataclass, field, replace
 
-from cloud import CloudPool, PoolStream
+from cloud import CloudPool, CloudRequestError, PoolStream
+from edge import EdgeSaturatedError
 from models import Chunk, EdgerouteError, Engine, EngineError, EngineLoad, GenerationRequest, Usage
 
+from .errors import EdgeBusyError, NoCapacityError
 from .policy import Decision, Features
 
 
@@ -95,6 +97,22 @@ async def start(
     if last is not None:
         raise last
     raise EdgerouteError("no target produced an answer", code="no_target")
+
+
+def no_start_error(plan: StreamPlan, exc: EngineError) -> EdgerouteError:
+    """What a request gets when no target gave a first chunk (``exc``: the last one's error).
+
+    A 429 when the edge found the tenant over its fair share of its queue (whatever the cloud
+    said); the request's own 400 when every engine tried refused the request itself (a prompt too
+    long for the edge and for the cloud: retrying cannot help); else a 503, no capacity now.
+    """
+    saturated = next((a.cause for a in plan.attempts if isinstance(a.cause, EdgeSaturatedError)), None)
+    if saturated is not None:
+        return EdgeBusyError(f"edge saturated: {saturated.message}", retry_after=saturated.retry_after)
+    failures = [a.cause for a in plan.attempts if a.outcome == "failed-before-first-token"]
+    if failures and all(isinstance(c, CloudRequestError) for c in failures):
+        return failures[-1]  # type: ignore[return-value]
+    return NoCapacityError(f"neither the edge nor the cloud can take this request now ({exc})", retry_after=2)
 
 
 async def resilient(

@@ -19,11 +19,11 @@ from typing import Any
 
 import numpy as np
 
-from edge import CacheError, CacheHit, CacheKey, EdgeSaturatedError, EmbedderError, LlamaEngine, embedding_text
+from edge import CacheError, CacheHit, CacheKey, EmbedderError, LlamaEngine, embedding_text
 from models import Chunk, EngineError, GenerationRequest, Usage
 
-from .errors import ClientGoneError, EdgeBusyError, NoCapacityError
-from .fallback import StreamPlan, plan_for, resilient, start
+from .errors import ClientGoneError, EdgeBusyError
+from .fallback import StreamPlan, no_start_error, plan_for, resilient, start
 from .limits import Reservation
 from .logs import log_request
 from .offload import check_edge_context, off_loop, prompt_cost
@@ -216,15 +216,10 @@ async def run(node: Node, gen: GenerationRequest, ctx: RequestContext, routing: 
         index, first, rest = await start(plan, gen)
     except EngineError as exc:
         record.failed(exc)
-        saturated = next((a.cause for a in plan.attempts if isinstance(a.cause, EdgeSaturatedError)), None)
-        if saturated is not None:
-            # The tenant is over its fair share of the edge's queue: a deliberate 429 (whatever
-            # the cloud said), retried after the wait the edge expects.
-            routing.refusal = "edge-saturated"
-            raise EdgeBusyError(f"edge saturated: {saturated.message}", retry_after=saturated.retry_after) from exc
-        raise NoCapacityError(
-            f"neither the edge nor the cloud can take this request now ({exc})", retry_after=2
-        ) from exc
+        error = no_start_error(plan, exc)
+        if isinstance(error, EdgeBusyError):
+            routing.refusal = "edge-saturated"  # the tenant is over its fair share of the edge's queue
+        raise error from exc
     except Exception as exc:
         record.failed(exc)
         raise

@@ -43,6 +43,23 @@ def test_member_killed_mid_stream_continues_on_the_other_member_from_the_partial
         survivor.close()
 
 
+def test_a_prompt_too_long_for_the_edge_and_the_cloud_is_their_400_not_a_503(tmp_path: Path) -> None:
+    refusal = {"error": {"message": "this model's maximum context length is 2048 tokens", "type": "invalid_request_error",
+                         "param": "messages", "code": "context_length_exceeded"}}
+    small = hy.RecordingServer([("send", json.dumps(refusal).encode())], status="400 Bad Request", content_type="application/json")
+    try:
+        with hy.node(tmp_path, [small.settings("small")]) as (base, app):
+            long = [{"role": "user", "content": "word " * 3000}]  # beyond the edge's 2,048 too
+            answer = httpx.post(base + "/v1/chat/completions", json={"model": "auto", "messages": long}, timeout=60)
+            assert answer.status_code == 400, answer.text
+            error = answer.json()["error"]
+            assert (error["code"], error["param"], error["type"]) == ("context_length_exceeded", "messages", "invalid_request_error")
+            assert "maximum context length is 2048" in error["message"] and "retry-after" not in answer.headers
+            assert len(small.access_log) == 1  # asked once: a refusal of the request is not retried
+    finally:
+        small.close()
+
+
 def test_429_before_the_first_token_moves_to_the_other_member(tmp_path: Path) -> None:
     limited = hy.RecordingServer([("send", b'{"error": "slow down"}')], status="429 Too Many Requests",
                               content_type="application/json")
