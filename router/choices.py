@@ -41,7 +41,8 @@ def fan_out(
     for index in range(1, n * max(len(prompts), 1)):
         p, i = divmod(index, n)
         seed = gen.params.seed
-        params = dataclasses.replace(gen.params, seed=None if seed is None else seed + i)
+        # seed + i, kept a 64-bit signed integer as the API bounds a seed (wrapping at the top).
+        params = dataclasses.replace(gen.params, seed=None if seed is None else (seed + i + 2**63) % 2**64 - 2**63)
         choice_gen = dataclasses.replace(gen, params=params, request_id=f"{gen.request_id}-{index}")
         if prompts:
             choice_gen = dataclasses.replace(choice_gen, prompt=prompts[p])

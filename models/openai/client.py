@@ -32,6 +32,10 @@ def request_body(request: GenerationRequest, model: str, *, stream: bool = True)
         body["stream_options"] = {"include_usage": True}
     body["temperature"] = params.temperature
     body["top_p"] = params.top_p
+    if params.top_p == 0.0:
+        # Only the most likely token: greedy, as llama.cpp (the edge) samples it; vLLM and the
+        # member refuse top_p 0 itself.
+        body["temperature"], body["top_p"] = 0.0, 1.0
     if params.max_tokens is not None:
         body["max_tokens"] = params.max_tokens
     if params.stop:

@@ -103,7 +103,8 @@ class SamplingBody(BaseModel):
     presence_penalty: Annotated[float, Field(ge=-2.0, le=2.0)] | None = None
     logit_bias: Annotated[dict[str, Annotated[float, Field(ge=-100.0, le=100.0)]], Field(max_length=1024)] | None = None
     stop: str | Annotated[list[str], Field(max_length=4)] | None = None
-    seed: int | None = None
+    # A 64-bit signed integer, as vLLM bounds it: a member's torch generator takes no more.
+    seed: Annotated[int, Field(ge=-(2**63), le=2**63 - 1)] | None = None
     stream: bool = False
     stream_options: StreamOptions | None = None
     response_format: ResponseFormat | None = None

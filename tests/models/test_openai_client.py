@@ -76,6 +76,11 @@ def test_sampler_extensions_are_sent_only_when_set_under_llama_cpp_s_and_vllm_s_
     assert ChatBody.model_validate({"model": "m", "messages": [{"role": "user", "content": "x"}], "repetition_penalty": 1.3}).sampling().repeat_penalty == 1.3
 
 
+def test_top_p_0_is_sent_as_greedy_decoding() -> None:
+    _, body = request_body(GenerationRequest(SamplingParams(temperature=1.2, top_p=0.0, seed=3), prompt="x"), "m")
+    assert (body["temperature"], body["top_p"], body["seed"]) == (0.0, 1.0, 3)
+
+
 def test_prompt_continuation_appends_the_prefix() -> None:
     path, body = request_body(
         GenerationRequest(SamplingParams(), prompt="Once", assistant_prefix=" upon"), "m"

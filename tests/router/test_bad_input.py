@@ -45,6 +45,7 @@ def assert_error(resp: httpx.Response, status: int, param: str | None, fragment:
         ({**OK, "logit_bias": {"5": 101}}, "logit_bias.5", "less than or equal to 100"),
         ({**OK, "logit_bias": {"yes": 1}}, None, "logit_bias keys are token ids"),
         ({**OK, "top_k": -2}, "top_k", "greater than or equal to -1"),
+        ({**OK, "seed": 2**63}, "seed", "less than or equal to 9223372036854775807"),
         ({**OK, "min_p": 1.5}, "min_p", "less than or equal to 1"),
         ({**OK, "repeat_penalty": 0}, "repeat_penalty", "greater than 0"),
         ({**OK, "repeat_penalty": 1.1, "repetition_penalty": 1.2}, None, "one setting"),

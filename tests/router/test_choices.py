@@ -106,6 +106,16 @@ def test_n_out_of_bounds_or_on_the_responses_api_is_a_400(node_url: str, path: s
     assert answer.status_code == 400 and answer.json()["error"]["param"] == "n"
 
 
+def test_choice_seeds_stay_64_bit_signed_integers() -> None:
+    from models import GenerationRequest, SamplingParams
+    from router.pipeline import RequestContext, Routing
+    from router.choices import fan_out
+
+    gen = GenerationRequest(SamplingParams(seed=2**63 - 1), prompt="x")
+    seeds = [c.gen.params.seed for c in fan_out(gen, RequestContext(tenant="t"), Routing(), 3)]
+    assert seeds == [2**63 - 1, -(2**63), -(2**63) + 1]
+
+
 def test_usage_counts_the_prompt_once_and_every_completion() -> None:
     assert total_usage([Usage(10, 3), Usage(10, 5), Usage(10, 0)]) == Usage(10, 8)
     # Two prompts (10 and 4 tokens), n = 2 each: each prompt once.
