@@ -21,6 +21,7 @@ from litestar.datastructures import State
 from models import EMBEDDING_DEFAULT, GenerationRequest, ModelSpec, registry
 from models.ollama import (
     CatalogEntry,
+    Endpoint,
     NdjsonWriter,
     OllamaEmbedBody,
     OllamaShowBody,
@@ -44,9 +45,9 @@ from .schemas import ChatCompletionRequest, CompletionRequest, OllamaChatRequest
 OLLAMA_VERSION = "0.12.11"
 
 
-def _writer(endpoint: str, name: str, logprobs: bool) -> MakeWriter:
+def _writer(endpoint: Endpoint, name: str, logprobs: bool) -> MakeWriter:
     def make(body: ChatCompletionRequest | CompletionRequest, gen: GenerationRequest) -> NdjsonWriter:
-        return NdjsonWriter("chat" if endpoint == "chat" else "generate", name, logprobs=logprobs)
+        return NdjsonWriter(endpoint, name, logprobs=logprobs)
 
     return make
 
@@ -97,11 +98,11 @@ def _entry(node: Node, model: str | None) -> CatalogEntry:
     raise node.unknown_model(model)
 
 
-def _load_answer(node: Node, endpoint: str, name: str, unload: bool) -> Response[Any]:
+def _load_answer(node: Node, endpoint: Endpoint, name: str, unload: bool) -> Response[Any]:
     """An empty prompt or conversation loads the model in Ollama: here it is loaded already."""
     if model_name(name) not in node.model_ids():
         raise node.unknown_model(model_name(name))
-    return Response(loaded("chat" if endpoint == "chat" else "generate", name, unload))
+    return Response(loaded(endpoint, name, unload))
 
 
 class OllamaController(Controller):

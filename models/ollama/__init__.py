@@ -11,11 +11,12 @@ from .schemas import (
     model_name,
     tag_name,
 )
-from .writer import MEDIA_TYPE, NdjsonWriter, created_at, error_body, loaded
+from .writer import MEDIA_TYPE, Endpoint, NdjsonWriter, created_at, error_body, loaded
 
 __all__ = [
     "MEDIA_TYPE",
     "CatalogEntry",
+    "Endpoint",
     "NdjsonWriter",
     "OllamaChatBody",
     "OllamaEmbedBody",

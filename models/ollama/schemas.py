@@ -12,7 +12,7 @@ from __future__ import annotations
 import json
 from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator
+from pydantic import BaseModel, ConfigDict, Field, ValidationInfo, field_validator
 
 # Ollama's sampling defaults where a request leaves them out (its Modelfile defaults): an Ollama
 # client that sends no options gets Ollama's sampler, not OpenAI's temperature 1.0.
@@ -78,15 +78,10 @@ class ToolCall(BaseModel):
     function: ToolCallFunction
 
 
-class ChatMessage(BaseModel):
-    model_config = ConfigDict(extra="allow")
+class _TextOnly(BaseModel):
+    """``images``: refused, whichever body carries them."""
 
-    role: Literal["system", "user", "assistant", "tool"]
-    content: str = ""
     images: list[str] | None = None
-    tool_calls: list[ToolCall] | None = None
-    tool_name: str | None = None
-    thinking: str | None = None  # an earlier answer's reasoning: not read back, as Ollama does not
 
     @field_validator("images")
     @classmethod
@@ -94,6 +89,16 @@ class ChatMessage(BaseModel):
         if value:
             raise ValueError("images are not accepted: this node's models read text only")
         return value
+
+
+class ChatMessage(_TextOnly):
+    model_config = ConfigDict(extra="allow")
+
+    role: Literal["system", "user", "assistant", "tool"]
+    content: str = ""
+    tool_calls: list[ToolCall] | None = None
+    tool_name: str | None = None
+    thinking: str | None = None  # an earlier answer's reasoning: not read back, as Ollama does not
 
     def openai(self) -> dict[str, Any]:
         message: dict[str, Any] = {"role": self.role, "content": self.content}
@@ -178,7 +183,15 @@ class OllamaChatBody(_Generating):
         return fields
 
 
-class OllamaGenerateBody(_Generating):
+_NO_TEMPLATE = "not supported by this node (its models have neither fill-in-the-middle nor a replaceable template)"
+_UNSUPPORTED = {
+    "suffix": _NO_TEMPLATE,
+    "template": _NO_TEMPLATE,
+    "context": "continuing from token context is not supported: send the conversation to /api/chat",
+}
+
+
+class OllamaGenerateBody(_TextOnly, _Generating):
     """``POST /api/generate``: the prompt in the model's chat template (with ``system``), or as
     it is with ``raw``."""
 
@@ -188,27 +201,12 @@ class OllamaGenerateBody(_Generating):
     suffix: str | None = None
     template: str | None = None
     context: list[int] | None = None
-    images: list[str] | None = None
 
-    @field_validator("suffix", "template")
+    @field_validator("suffix", "template", "context")
     @classmethod
-    def _unsupported(cls, value: str | None) -> str | None:
+    def _unsupported(cls, value: str | list[int] | None, info: ValidationInfo) -> str | list[int] | None:
         if value:
-            raise ValueError("not supported by this node (its models have neither fill-in-the-middle nor a replaceable template)")
-        return value
-
-    @field_validator("context")
-    @classmethod
-    def _no_context(cls, value: list[int] | None) -> list[int] | None:
-        if value:
-            raise ValueError("continuing from token context is not supported: send the conversation to /api/chat")
-        return value
-
-    @field_validator("images")
-    @classmethod
-    def _text_only(cls, value: list[str] | None) -> list[str] | None:
-        if value:
-            raise ValueError("images are not accepted: this node's models read text only")
+            raise ValueError(_UNSUPPORTED[str(info.field_name)])
         return value
 
     def openai_fields(self) -> dict[str, Any]:

@@ -50,14 +50,17 @@ def http(member: LocalMember) -> Iterator[httpx.Client]:
 
 
 @pytest.mark.slow
-def test_a_frequency_penalty_stops_a_greedy_answer_repeating_itself(http: httpx.Client, member: LocalMember) -> None:
+@pytest.mark.parametrize("penalty", [{"frequency_penalty": 2.0}, {"repetition_penalty": 1.5}])  # OpenAI's; vLLM's
+def test_a_penalty_stops_a_greedy_answer_repeating_itself(
+    http: httpx.Client, member: LocalMember, penalty: dict[str, float]
+) -> None:
     def words(**penalty: float) -> list[str]:
         body = {"model": member.model, "prompt": "yes, yes, yes, yes, yes,", "max_tokens": 30, "temperature": 0, **penalty}
         resp = http.post("/v1/completions", json=body)
         assert resp.status_code == 200, resp.text
         return str(resp.json()["choices"][0]["text"]).lower().replace(",", " ").split()
 
-    plain, penalized = words(), words(frequency_penalty=2.0)
+    plain, penalized = words(), words(**penalty)
     top = max(plain.count(w) for w in plain)
     assert top >= 10  # the model does repeat one word, unpenalized
     assert max(penalized.count(w) for w in penalized) < top / 2
@@ -80,17 +83,3 @@ def test_logit_bias_forces_a_token_and_an_unknown_id_is_a_400(http: httpx.Client
     assert text(logit_bias={str(yes): 100}).json()["choices"][0]["text"] == " yes yes yes"
     refused = text(logit_bias={"99999999": 1})
     assert refused.status_code == 400 and refused.json()["error"]["param"] == "logit_bias"
-
-
-@pytest.mark.slow
-def test_a_repeat_penalty_stops_a_greedy_answer_repeating_itself(http: httpx.Client, member: LocalMember) -> None:
-    def words(**penalty: float) -> list[str]:
-        body = {"model": member.model, "prompt": "yes, yes, yes, yes, yes,", "max_tokens": 30, "temperature": 0, **penalty}
-        resp = http.post("/v1/completions", json=body)
-        assert resp.status_code == 200, resp.text
-        return str(resp.json()["choices"][0]["text"]).lower().replace(",", " ").split()
-
-    plain, penalized = words(), words(repetition_penalty=1.5)  # vLLM's name
-    top = max(plain.count(w) for w in plain)
-    assert top >= 10
-    assert max(penalized.count(w) for w in penalized) < top / 2

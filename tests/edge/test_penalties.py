@@ -51,13 +51,14 @@ def engine() -> Iterator[LlamaEngine]:
 
 
 @pytest.mark.slow
-async def test_a_frequency_penalty_stops_a_greedy_answer_repeating_itself(engine: LlamaEngine) -> None:
+@pytest.mark.parametrize("penalty", [{"frequency_penalty": 2.0}, {"repeat_penalty": 1.5}])  # OpenAI's; llama.cpp's
+async def test_a_penalty_stops_a_greedy_answer_repeating_itself(engine: LlamaEngine, penalty: dict[str, float]) -> None:
     async def words(**penalty: float) -> list[str]:
         params = SamplingParams(temperature=0.0, max_tokens=30, **penalty)
         done = await collect(engine.stream(GenerationRequest(params=params, prompt="yes, yes, yes, yes, yes,")))
         return done.text.lower().replace(",", " ").split()
 
-    plain, penalized = await words(), await words(frequency_penalty=2.0)
+    plain, penalized = await words(), await words(**penalty)
     top = max(plain.count(w) for w in plain)
     assert top >= 10  # the model does repeat one word, unpenalized
     assert max(penalized.count(w) for w in penalized) < top / 2
@@ -84,19 +85,6 @@ async def test_logit_bias_forces_and_bans_tokens_and_an_unknown_id_is_refused(en
     with pytest.raises(LogitBiasError) as caught:
         await answer({10**8: 5.0})
     assert caught.value.param == "logit_bias"
-
-
-@pytest.mark.slow
-async def test_a_repeat_penalty_stops_a_greedy_answer_repeating_itself(engine: LlamaEngine) -> None:
-    async def words(penalty: float) -> list[str]:
-        params = SamplingParams(temperature=0.0, max_tokens=30, repeat_penalty=penalty)
-        done = await collect(engine.stream(GenerationRequest(params=params, prompt="yes, yes, yes, yes, yes,")))
-        return done.text.lower().replace(",", " ").split()
-
-    plain, penalized = await words(1.0), await words(1.5)
-    top = max(plain.count(w) for w in plain)
-    assert top >= 10
-    assert max(penalized.count(w) for w in penalized) < top / 2
 
 
 @pytest.mark.slow
