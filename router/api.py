@@ -106,7 +106,7 @@ MakeWriter = Callable[[ChatCompletionRequest | CompletionRequest, GenerationRequ
 
 def openai_writer(body: ChatCompletionRequest | CompletionRequest, gen: GenerationRequest) -> ChunkWriter:
     """The writer of /v1/chat/completions and /v1/completions."""
-    call = body.forced_call() if isinstance(body, ChatCompletionRequest) else None
+    call = body.tool_use() if isinstance(body, ChatCompletionRequest) else None
     kind: Kind = "chat" if isinstance(body, ChatCompletionRequest) else "text"
     return ChunkWriter(kind, gen.model, include_usage=body.include_usage, call=call, logprobs=gen.params.logprobs is not None)
 

@@ -47,7 +47,8 @@ OLLAMA_VERSION = "0.12.11"
 
 def _writer(endpoint: Endpoint, name: str, logprobs: bool) -> MakeWriter:
     def make(body: ChatCompletionRequest | CompletionRequest, gen: GenerationRequest) -> NdjsonWriter:
-        return NdjsonWriter(endpoint, name, logprobs=logprobs)
+        tools = body.tool_use() if isinstance(body, ChatCompletionRequest) else None
+        return NdjsonWriter(endpoint, name, logprobs=logprobs, tools=tools)
 
     return make
 

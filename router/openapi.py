@@ -49,7 +49,7 @@ class ToolCallBody(BaseModel):
 
 class AssistantMessage(BaseModel):
     role: Literal["assistant"]
-    content: str | None  # None for a forced function call (then ``tool_calls``)
+    content: str | None  # None for a function call (then ``tool_calls``)
     refusal: None = None
     tool_calls: list[ToolCallBody] | None = None
 
@@ -126,7 +126,7 @@ class OutputMessage(BaseModel):
 
 
 class OutputFunctionCall(BaseModel):
-    """A forced function call (``tool_choice`` ``"required"`` or a named function)."""
+    """A function call (``tool_choice`` ``"auto"``, ``"required"`` or a named function)."""
 
     id: str
     type: Literal["function_call"]

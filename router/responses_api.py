@@ -39,7 +39,7 @@ def _store(request: Request[Any, Any, State]) -> tuple[ResponseStore, str]:
 
 def _writer(data: ResponsesRequest) -> MakeWriter:
     def make(body: ChatCompletionRequest | CompletionRequest, gen: GenerationRequest) -> ResponseWriter:
-        call = body.forced_call() if isinstance(body, ChatCompletionRequest) else None
+        call = body.tool_use() if isinstance(body, ChatCompletionRequest) else None
         return ResponseWriter(gen.model, data.echo(), call=call, logprobs=gen.params.logprobs is not None)
 
     return make

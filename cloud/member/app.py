@@ -50,7 +50,7 @@ def create_member_app(
 
     async def respond(kind: Kind, body: MemberChatBody | MemberCompletionBody, plan: Plan) -> Response[Any]:
         job = engine.submit(plan)
-        call = body.forced_call() if isinstance(body, MemberChatBody) else None
+        call = body.tool_use() if isinstance(body, MemberChatBody) else None
         writer = ChunkWriter(
             kind, body.model, include_usage=body.include_usage, call=call, logprobs=plan.logprobs is not None
         )

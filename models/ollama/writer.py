@@ -3,7 +3,8 @@
 Each line of ``/api/chat`` carries a piece of the assistant's ``message``, of ``/api/generate``
 a piece of ``response``; the last has ``done: true``, ``done_reason`` and the counts and
 timings (nanoseconds). An error after the first line is a line ``{"error": ...}``, which
-Ollama's clients raise.
+Ollama's clients raise. Given ``tools``, the model may call one: the call comes whole, as
+``message.tool_calls`` with its arguments as an object, in the line before the last.
 """
 
 from __future__ import annotations
@@ -15,6 +16,7 @@ from datetime import UTC, datetime
 from typing import Any, Literal
 
 from ..generation import TokenLogprob, Usage
+from ..openai.tools import ReplyStream, ToolUse
 
 Endpoint = Literal["chat", "generate"]
 MEDIA_TYPE = "application/x-ndjson"
@@ -47,10 +49,12 @@ class NdjsonWriter:
 
     media_type = MEDIA_TYPE
 
-    def __init__(self, endpoint: Endpoint, model: str, *, logprobs: bool = False) -> None:
+    def __init__(self, endpoint: Endpoint, model: str, *, logprobs: bool = False, tools: ToolUse | None = None) -> None:
         self.endpoint = endpoint
         self.model = model
-        self.logprobs = logprobs
+        self.tools = tools if endpoint == "chat" and tools is not None and tools.auto else None
+        self.logprobs = logprobs and self.tools is None
+        self._reply = ReplyStream()
         self._started = time.perf_counter_ns()
         self._first: int | None = None  # when the first text came: the prompt was read by then
 
@@ -82,13 +86,33 @@ class NdjsonWriter:
     def opening(self, n: int = 1) -> bytes:
         return b""
 
+    def _called(self, text: str) -> dict[str, Any] | None:
+        """The message of an answer that is a whole call, else None."""
+        calls = self.tools.calls(text) if self.tools is not None else None
+        if calls is None:
+            return None
+        fn = calls[0]["function"]
+        call = {"function": {"name": fn["name"], "arguments": json.loads(fn["arguments"])}}
+        return {"role": "assistant", "content": "", "tool_calls": [call]}
+
     def text(self, text: str, logprobs: Sequence[TokenLogprob] = (), index: int = 0) -> bytes:
         if self._first is None:
             self._first = time.perf_counter_ns()
+        if self.tools is not None:
+            text = self._reply.feed(text)
+            if not text:
+                return b""
         return line({**self._piece(text, logprobs), "done": False})
 
     def finish(self, finish_reason: str, usage: Usage, index: int = 0, last: bool = True) -> bytes:
-        return line(self._done(self._piece(""), finish_reason, usage))
+        out = b""
+        if self.tools is not None:
+            called = self._called(self._reply.text)
+            if called is not None:
+                out = line({**self._piece(""), "message": called, "done": False})
+            elif rest := self._reply.rest(self.tools):
+                out = line({**self._piece(rest), "done": False})
+        return out + line(self._done(self._piece(""), finish_reason, usage))
 
     def error(self, message: str, err_type: str = "server_error", code: str | None = None) -> bytes:
         return line(error_body(message))
@@ -97,6 +121,11 @@ class NdjsonWriter:
         """The answer when ``stream`` is false: the whole text in one object."""
         if self._first is None:
             self._first = self._started  # a whole answer's split is not seen: all of it counts as eval
+        if self.tools is not None:
+            called = self._called(text)
+            if called is not None:
+                return self._done({**self._piece(""), "message": called}, finish_reason, usage)
+            text = self.tools.reply(text)
         return self._done(self._piece(text, logprobs), finish_reason, usage)
 
 

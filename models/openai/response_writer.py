@@ -16,7 +16,7 @@ from typing import Any
 
 from ..generation import TokenLogprob, Usage
 from .logprobs import chat_block
-from .tools import ForcedCall
+from .tools import ReplyStream, ToolUse
 
 
 def _id(prefix: str) -> str:
@@ -37,14 +37,15 @@ class ResponseWriter:
     """One response in the Responses API's shape (same calls as :class:`~models.openai.stream.ChunkWriter`).
 
     ``settings`` are the request's own (``instructions``, ``text``, ``tools`` ...), repeated in
-    the response object as OpenAI does. A forced function call is answered as a ``function_call``
-    output item; a named one streams its arguments as they are generated.
+    the response object as OpenAI does. A function call is answered as a ``function_call``
+    output item; a named one streams its arguments as they are generated. With ``"auto"`` the
+    message item opens once the answer is known to be a text reply.
     """
 
     media_type = "text/event-stream"
 
     def __init__(
-        self, model: str, settings: dict[str, Any], *, call: ForcedCall | None = None, logprobs: bool = False
+        self, model: str, settings: dict[str, Any], *, call: ToolUse | None = None, logprobs: bool = False
     ) -> None:
         self.model = model
         self.settings = settings
@@ -57,6 +58,8 @@ class ResponseWriter:
         self._text: list[str] = []
         self._entries: list[TokenLogprob] = []
         self._call_id = "call_" + uuid.uuid4().hex[:24]
+        self._reply = ReplyStream() if call is not None and call.auto else None
+        self._opened = False  # the message item (``"auto"`` opens it late, or never)
         self.final: dict[str, Any] | None = None  # the finished response object, once there is one
 
     # -- the response object and its items --------------------------------------------------
@@ -92,12 +95,15 @@ class ResponseWriter:
         }
 
     def _output(self, text: str, status: str, entries: Sequence[TokenLogprob] = ()) -> list[dict[str, Any]]:
-        """The answer's output items: the call when it is a whole one, else the text."""
+        """The answer's output items: the call when it is a whole one, else the text (an
+        ``"auto"`` reply's own; a forced call cut by max_output_tokens: the text is all there is)."""
         if self.call is not None:
             calls = self.call.calls(text)
-            if calls is not None:  # else cut by max_output_tokens: the text is all there is
+            if calls is not None:
                 fn = calls[0]["function"]
                 return [self._function_call(status, fn["name"], fn["arguments"])]
+            if self.call.auto:
+                return [self._message(status, self.call.reply(text), entries)]
         return [self._message(status, text, entries)]
 
     def whole(self, text: str, finish_reason: str, usage: Usage, logprobs: Sequence[TokenLogprob] = ()) -> dict[str, Any]:
@@ -128,22 +134,31 @@ class ResponseWriter:
         return out + self._open_message()
 
     def _open_message(self) -> bytes:
+        self._opened = True
         out = self._event("response.output_item.added", output_index=0, item=self._message("in_progress", None))
         return out + self._event(
             "response.content_part.added", item_id=self.item_id, output_index=0, content_index=0, part=self._part("")
         )
 
-    def text(self, text: str, logprobs: Sequence[TokenLogprob] = (), index: int = 0) -> bytes:
-        self._text.append(text)
-        self._entries.extend(logprobs)
-        if self.call is not None and not self._streams_call():
-            return b""
-        if self._streams_call():
-            return self._event("response.function_call_arguments.delta", item_id="fc_" + self.item_id[4:], output_index=0, delta=text)
+    def _delta(self, text: str, logprobs: Sequence[TokenLogprob] = ()) -> bytes:
         return self._event(
             "response.output_text.delta", item_id=self.item_id, output_index=0, content_index=0,
             delta=text, logprobs=self._logprobs(logprobs),
         )
+
+    def text(self, text: str, logprobs: Sequence[TokenLogprob] = (), index: int = 0) -> bytes:
+        self._text.append(text)
+        self._entries.extend(logprobs)
+        if self._reply is not None:
+            reply = self._reply.feed(text)
+            if not reply:
+                return b""
+            return (b"" if self._opened else self._open_message()) + self._delta(reply)
+        if self.call is not None and not self._streams_call():
+            return b""
+        if self._streams_call():
+            return self._event("response.function_call_arguments.delta", item_id="fc_" + self.item_id[4:], output_index=0, delta=text)
+        return self._delta(text, logprobs)
 
     def finish(self, finish_reason: str, usage: Usage, index: int = 0, last: bool = True) -> bytes:
         status = _status(finish_reason)
@@ -160,15 +175,15 @@ class ResponseWriter:
                 name=item["name"], arguments=item["arguments"],
             )
         else:
-            if self.call is not None and not self._streams_call():
-                out += self._open_message() + self._event(
-                    "response.output_text.delta", item_id=self.item_id, output_index=0, content_index=0,
-                    delta=text, logprobs=[],
-                )
             part = item["content"][0]
+            rest = self._reply.rest(self.call) if self._reply is not None and self.call is not None else part["text"]
+            if not self._opened:  # a call's text (cut short), or an "auto" reply not yet sent
+                out += self._open_message() + self._delta(rest)
+            elif self._reply is not None and rest:
+                out += self._delta(rest)
             out += self._event(
                 "response.output_text.done", item_id=self.item_id, output_index=0, content_index=0,
-                text=text, logprobs=part["logprobs"],
+                text=part["text"], logprobs=part["logprobs"],
             )
             out += self._event("response.content_part.done", item_id=self.item_id, output_index=0, content_index=0, part=part)
         out += self._event("response.output_item.done", output_index=0, item=item)

@@ -13,7 +13,7 @@ from typing import Annotated, Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from ..generation import JSON_OBJECT, SamplingParams
-from .tools import ForcedCall, NamedToolChoice, ToolChoice, ToolDef, forced_call
+from .tools import NamedToolChoice, ToolChoice, ToolDef, ToolUse, tool_use
 
 Role = Literal["system", "developer", "user", "assistant", "tool"]
 MAX_TOKENS_LIMIT = 1_000_000  # beyond any context window: a bigger number is a client bug
@@ -186,36 +186,37 @@ class ChatBody(SamplingBody):
             raise ValueError(f"tool_choice names the function {choice.function.name!r}, which is not in tools")
         if choice == "required" and not names:
             raise ValueError("tool_choice 'required' needs at least one tool in tools")
-        call = self.forced_call()
+        use = self.tool_use()
         try:
-            too_big = call is not None and len(call.schema()) > MAX_SCHEMA_CHARS
+            too_big = use is not None and len(use.schema()) > MAX_SCHEMA_CHARS
         except RecursionError as exc:
             raise ValueError("tools: a function's parameters are nested too deeply") from exc
         if too_big:
-            raise ValueError(f"tools: the forced call's parameters are over {MAX_SCHEMA_CHARS} characters as JSON")
+            raise ValueError(f"tools: the functions' parameters are over {MAX_SCHEMA_CHARS} characters as JSON")
         return self
 
-    def forced_call(self) -> ForcedCall | None:
-        """The function call ``tool_choice`` forces (``"required"`` or a named function), if any."""
-        return forced_call(self.tools, self.tool_choice)
+    def tool_use(self) -> ToolUse | None:
+        """How the answer may or must call ``tools`` (None: it answers in text)."""
+        reply_schema = self.response_format.schema_text() if self.response_format is not None else None
+        return tool_use(self.tools, self.tool_choice, reply_schema)
 
     def sampling(self) -> SamplingParams:
         params = super().sampling()
         if self.logprobs:
             params = dataclasses.replace(params, logprobs=self.top_logprobs or 0)
-        call = self.forced_call()
-        return params if call is None else dataclasses.replace(params, json_schema=call.schema())
+        use = self.tool_use()
+        return params if use is None else dataclasses.replace(params, json_schema=use.schema())
 
     def plain_messages(self) -> tuple[dict[str, str], ...]:
-        """The messages as role and text (content parts joined); a forced call's instruction
-        joins the system message (or opens the conversation as one)."""
+        """The messages as role and text (content parts joined); the tools' instruction joins the
+        system message (or opens the conversation as one)."""
         messages = [{"role": m.role, "content": m.text()} for m in self.messages]
-        call = self.forced_call()
-        if call is not None:
+        use = self.tool_use()
+        if use is not None:
             if messages[0]["role"] in ("system", "developer"):
-                messages[0] = {"role": messages[0]["role"], "content": messages[0]["content"] + "\n\n" + call.instruction()}
+                messages[0] = {"role": messages[0]["role"], "content": messages[0]["content"] + "\n\n" + use.instruction()}
             else:
-                messages.insert(0, {"role": "system", "content": call.instruction()})
+                messages.insert(0, {"role": "system", "content": use.instruction()})
         return tuple(messages)
 
 

@@ -11,7 +11,7 @@ from typing import Any, Literal
 from ..generation import TokenLogprob, Usage
 from .errors import error_body
 from .logprobs import chat_block, text_block
-from .tools import ForcedCall
+from .tools import ReplyStream, ToolUse
 
 Kind = Literal["chat", "text"]
 
@@ -52,7 +52,7 @@ class ChunkWriter:
         *,
         include_usage: bool = False,
         rid: str | None = None,
-        call: ForcedCall | None = None,
+        call: ToolUse | None = None,
         logprobs: bool = False,
     ) -> None:
         self.kind = kind
@@ -60,9 +60,11 @@ class ChunkWriter:
         self.include_usage = include_usage
         self.rid = rid or new_id(kind)
         self.created = int(time.time())
-        # A forced function call: the generated text is the call's JSON, sent as ``tool_calls``.
+        # Tools: the generated text is a call's JSON, sent as ``tool_calls`` (or, with
+        # ``"auto"``, perhaps the envelope of a text reply).
         self.call = call if kind == "chat" else None
         self._streamed: dict[int, list[str]] = {}  # ``"required"``: a call is sent whole, once it parses
+        self._replies: dict[int, ReplyStream] = {}  # ``"auto"``: each choice's answer so far
         self.logprobs = logprobs and self.call is None
         self._offset: dict[int, int] = {}  # characters of a text completion sent so far (its ``text_offset``)
 
@@ -111,7 +113,7 @@ class ChunkWriter:
             return b""
         out = b""
         for index in range(n):
-            if self.call is not None:
+            if self.call is not None and not self.call.auto:
                 delta: dict[str, Any] = {"role": "assistant", "content": None}
                 if self.call.named is not None:
                     first = self.call.calls("")[0]  # type: ignore[index]
@@ -122,6 +124,9 @@ class ChunkWriter:
         return out
 
     def text(self, text: str, logprobs: Sequence[TokenLogprob] = (), index: int = 0) -> bytes:
+        if self.call is not None and self.call.auto:
+            reply = self._replies.setdefault(index, ReplyStream()).feed(text)
+            return self._event([self._choice(reply, None, index=index)]) if reply else b""
         if self.call is not None:
             if self.call.named is None:
                 self._streamed.setdefault(index, []).append(text)
@@ -132,7 +137,15 @@ class ChunkWriter:
     def finish(self, finish_reason: str, usage: Usage, index: int = 0, last: bool = True) -> bytes:
         """Choice ``index``'s end; the ``last`` to end also sends the usage (of all choices) and ``[DONE]``."""
         out = b""
-        if self.call is not None:
+        if self.call is not None and self.call.auto:
+            answer = self._replies.pop(index, None) or ReplyStream()
+            calls = self.call.calls(answer.text)
+            if calls is not None:
+                out += self._call_delta({"tool_calls": [{"index": 0, **calls[0]}]}, index)
+            elif rest := answer.rest(self.call):
+                out += self._event([self._choice(rest, None, index=index)])
+            finish_reason = _call_finish(finish_reason, calls is not None)
+        elif self.call is not None:
             streamed = "".join(self._streamed.get(index, ()))
             calls = self.call.calls(streamed) if self.call.named is None else None
             if calls is not None:
@@ -180,12 +193,15 @@ class ChunkWriter:
         message: dict[str, Any] = {"role": "assistant", "content": text, "refusal": None}
         if self.call is not None:
             calls = self.call.calls(text)
-            if calls is not None:  # else cut by max_tokens: the text is all there is
+            if calls is not None:
                 message.update(content=None, tool_calls=calls)
+            elif self.call.auto:
+                message["content"] = self.call.reply(text)
+            # else a forced call cut by max_tokens: the text is all there is
             finish_reason = _call_finish(finish_reason, calls is not None)
         return {"index": index, "message": message, "logprobs": block, "finish_reason": finish_reason}
 
 
 def _call_finish(finish_reason: str, called: bool) -> str:
-    """A forced call that was written out whole ends as ``tool_calls``, as OpenAI's do."""
+    """A call that was written out whole ends as ``tool_calls``, as OpenAI's do."""
     return "tool_calls" if called and finish_reason == "stop" else finish_reason

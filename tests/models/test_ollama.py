@@ -9,6 +9,8 @@ import pytest
 from pydantic import ValidationError
 
 from models import TokenLogprob, Usage
+from models.openai.schemas import ChatBody
+from models.openai.tools import ToolUse
 from models.ollama import (
     CatalogEntry,
     NdjsonWriter,
@@ -161,6 +163,30 @@ def test_a_generate_answer_carries_response_and_log_probabilities() -> None:
         "top_logprobs": [{"token": "a", "logprob": -0.1, "bytes": [97]}, {"token": "b", "logprob": -2.0, "bytes": [98]}],
     }]
     assert body["prompt_eval_duration"] == 0  # a whole answer's split is not seen
+
+
+def _tools() -> ToolUse:
+    use = OllamaChatBody.model_validate({"model": "m", "messages": [{"role": "user", "content": "hi"}], "tools": [
+        {"type": "function", "function": {"name": "get_weather", "parameters": {"type": "object"}}}
+    ]}).openai_fields()
+    tools = ChatBody.model_validate(use).tool_use()
+    assert tools is not None and tools.auto
+    return tools
+
+
+def test_given_tools_a_call_comes_whole_with_object_arguments_and_a_reply_as_text() -> None:
+    writer = NdjsonWriter("chat", "m", tools=_tools())
+    raw = writer.text('{"tool_call": {"name": "get_weather", ') + writer.text('"arguments": {"city": "Oslo"}}}')
+    assert raw == b""
+    first, last = [json.loads(x) for x in writer.finish("stop", Usage(3, 9)).splitlines()]
+    assert first["message"] == {"role": "assistant", "content": "", "tool_calls": [{"function": {"name": "get_weather", "arguments": {"city": "Oslo"}}}]}
+    assert (first["done"], last["done"], last["message"]) == (False, True, {"role": "assistant", "content": ""})
+    writer = NdjsonWriter("chat", "m", tools=_tools())
+    lines = [json.loads(x) for x in (writer.text('{"response": "Sun') + writer.text('ny."}') + writer.finish("stop", Usage(3, 4))).splitlines()]
+    assert [x["message"]["content"] for x in lines] == ["Sun", "ny.", ""] and "tool_calls" not in lines[0]["message"]
+    whole = NdjsonWriter("chat", "m", tools=_tools()).whole('{"tool_call": {"name": "get_weather", "arguments": {}}}', "stop", Usage(1, 1))
+    assert whole["message"]["tool_calls"] == [{"function": {"name": "get_weather", "arguments": {}}}] and whole["done_reason"] == "stop"
+    assert NdjsonWriter("chat", "m", tools=_tools()).whole('{"response": "Hi"}', "stop", Usage(1, 1))["message"]["content"] == "Hi"
 
 
 def test_an_error_after_the_first_line_is_an_error_line() -> None:

@@ -13,7 +13,7 @@ from models.generation import TokenLogprob, Usage
 from models.openai.response_writer import ResponseWriter
 from models.openai.responses import ResponsesBody
 from models.openai.schemas import ChatBody
-from models.openai.tools import ForcedCall, FunctionDef
+from models.openai.tools import FunctionDef, ToolUse
 
 TOOL = {"type": "function", "name": "get_weather", "parameters": {"type": "object", "properties": {"city": {"type": "string"}}}}
 
@@ -70,7 +70,7 @@ def test_the_request_s_settings_become_the_chat_body_s() -> None:
     params = chat.sampling()
     assert (params.max_tokens, params.temperature, params.top_p, params.logprobs) == (7, 0.5, 0.9, 3)
     assert params.json_schema == '{"type":"object","properties":{"city":{"type":"string"}}}'
-    assert chat.forced_call() == ForcedCall((FunctionDef(name="get_weather", parameters=TOOL["parameters"]),), "get_weather")
+    assert chat.tool_use() == ToolUse((FunctionDef(name="get_weather", parameters=TOOL["parameters"]),), "get_weather")
 
 
 def test_text_format_json_schema_is_the_chat_response_format() -> None:
@@ -133,18 +133,43 @@ def test_a_stream_opens_each_part_streams_deltas_and_ends_incomplete_when_cut() 
 
 def test_a_named_call_streams_its_arguments_and_a_required_one_comes_whole() -> None:
     tool = FunctionDef(name="f", parameters={"type": "object"})
-    named = ResponseWriter("m", {}, call=ForcedCall((tool,), "f"))
+    named = ResponseWriter("m", {}, call=ToolUse((tool,), "f"))
     sent = events(named.opening() + named.text('{"a":') + named.text("1}") + named.finish("stop", Usage(1, 2)))
     assert [e["type"] for e in sent][2:] == [
         "response.output_item.added", "response.function_call_arguments.delta", "response.function_call_arguments.delta",
         "response.function_call_arguments.done", "response.output_item.done", "response.completed",
     ]
     assert sent[-3]["arguments"] == '{"a":1}' and sent[-2]["item"]["name"] == "f"
-    required = ResponseWriter("m", {}, call=ForcedCall((tool,)))
+    required = ResponseWriter("m", {}, call=ToolUse((tool,)))
     sent = events(required.opening() + required.text('{"name":"f",') + required.text('"arguments":{"a": 1}}') + required.finish("stop", Usage(1, 2)))
     item = sent[-1]["response"]["output"][0]
     assert (item["type"], item["name"], item["arguments"]) == ("function_call", "f", '{"a":1}')
     assert [e["type"] for e in sent].count("response.function_call_arguments.delta") == 1
+
+
+def test_an_auto_answer_opens_its_message_once_it_is_a_reply_or_comes_as_a_call() -> None:
+    auto = ToolUse((FunctionDef(name="f", parameters={"type": "object"}),), auto=True)
+    writer = ResponseWriter("m", {}, call=auto)
+    raw = writer.opening() + writer.text('{"response": ') + writer.text('"Hel') + writer.text('lo"}')
+    sent = events(raw + writer.finish("stop", Usage(1, 2)))
+    assert [e["type"] for e in sent] == [
+        "response.created", "response.in_progress", "response.output_item.added", "response.content_part.added",
+        "response.output_text.delta", "response.output_text.delta", "response.output_text.done",
+        "response.content_part.done", "response.output_item.done", "response.completed",
+    ]
+    assert [e["delta"] for e in sent[4:6]] == ["Hel", "lo"] and sent[6]["text"] == "Hello"
+    assert sent[-1]["response"]["output"][0]["content"][0]["text"] == "Hello"
+    writer = ResponseWriter("m", {}, call=auto)
+    raw = writer.opening() + writer.text('{"tool_call": {"name": "f", "arguments": {"a": [1]}}}')
+    sent = events(raw + writer.finish("stop", Usage(1, 2)))
+    assert [e["type"] for e in sent][2:] == [
+        "response.output_item.added", "response.function_call_arguments.delta",
+        "response.function_call_arguments.done", "response.output_item.done", "response.completed",
+    ]
+    item = sent[-1]["response"]["output"][0]
+    assert (item["type"], item["name"], item["arguments"]) == ("function_call", "f", '{"a":[1]}')
+    whole = ResponseWriter("m", {}, call=auto).whole('{"response": "Hi"}', "stop", Usage(1, 2))
+    assert whole["output"][0]["content"][0]["text"] == "Hi"
 
 
 def test_a_failure_after_the_headers_ends_the_stream_with_error_and_failed() -> None:
@@ -158,7 +183,7 @@ def test_a_failure_after_the_headers_ends_the_stream_with_error_and_failed() -> 
 def test_a_response_s_output_items_can_be_sent_back_as_input() -> None:
     tool = FunctionDef(name="f", parameters={"type": "object"})
     said = ResponseWriter("m", {}, logprobs=True).whole("Hi there.", "stop", Usage(1, 2), [TokenLogprob("Hi", -0.1, b"Hi")])
-    called = ResponseWriter("m", {}, call=ForcedCall((tool,), "f")).whole('{"a":1}', "stop", Usage(1, 2))
+    called = ResponseWriter("m", {}, call=ToolUse((tool,), "f")).whole('{"a":1}', "stop", Usage(1, 2))
     call = called["output"][0]
     items = [
         {"role": "user", "content": "hello"}, *said["output"], {"role": "user", "content": "call f"}, *called["output"],

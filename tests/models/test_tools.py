@@ -1,5 +1,6 @@
-"""Forced function calls in the OpenAI wire format: the schema they generate under, and how the
-generated text becomes ``tool_calls`` (whole and streamed), including an answer cut short."""
+"""Function calls in the OpenAI wire format: the schema an answer generates under for each
+``tool_choice``, and how the generated text becomes ``tool_calls`` or an ``auto`` reply (whole and
+streamed), including an answer cut short."""
 
 from __future__ import annotations
 
@@ -20,8 +21,14 @@ def body(choice: object) -> ChatBody:
     return ChatBody.model_validate({"model": "m", "messages": USER, "tools": TOOLS, "tool_choice": choice})
 
 
-def test_only_required_or_a_named_function_forces_a_call() -> None:
-    assert body("auto").forced_call() is None and body("none").forced_call() is None
+def test_only_none_or_no_tools_answer_in_plain_text() -> None:
+    assert body("none").tool_use() is None
+    assert ChatBody.model_validate({"model": "m", "messages": USER}).tool_use() is None
+    assert body(None).tool_use() == body("auto").tool_use()  # OpenAI's default with tools
+    assert body("auto").tool_use().auto is True  # type: ignore[union-attr]
+
+
+def test_required_or_a_named_function_forces_a_call() -> None:
     named = body({"type": "function", "function": {"name": "a"}})
     assert named.sampling().json_schema == '{"type":"object","properties":{"x":{"type":"integer"}}}'
     required = json.loads(body("required").sampling().json_schema or "")
@@ -32,7 +39,7 @@ def test_only_required_or_a_named_function_forces_a_call() -> None:
 
 
 def test_whole_answers_become_one_call_or_stay_text_when_cut() -> None:
-    required = body("required").forced_call()
+    required = body("required").tool_use()
     whole = ChunkWriter("chat", "m", call=required).whole('{"name":"a","arguments":{"x": 1}}', "stop", Usage(1, 2))
     [call] = whole["choices"][0]["message"]["tool_calls"]
     assert (call["function"], whole["choices"][0]["finish_reason"]) == ({"name": "a", "arguments": '{"x":1}'}, "tool_calls")
@@ -46,7 +53,7 @@ def _events(stream: bytes) -> list[dict]:
 
 
 def test_a_streamed_required_call_is_sent_once_whole_and_a_cut_one_as_text() -> None:
-    required = body("required").forced_call()
+    required = body("required").tool_use()
     writer = ChunkWriter("chat", "m", call=required)
     out = writer.opening() + writer.text('{"name":"b",') + writer.text('"arguments":{}}') + writer.finish("stop", Usage(1, 2))
     events = _events(out)
@@ -60,7 +67,7 @@ def test_a_streamed_required_call_is_sent_once_whole_and_a_cut_one_as_text() -> 
 
 
 def test_interleaved_choices_keep_their_own_calls_and_only_the_last_finish_closes_the_stream() -> None:
-    writer = ChunkWriter("chat", "m", call=body("required").forced_call(), include_usage=True)
+    writer = ChunkWriter("chat", "m", call=body("required").tool_use(), include_usage=True)
     out = writer.opening(2) + writer.text('{"name":"a",', index=0) + writer.text('{"name":"b",', index=1)
     out += writer.text('"arguments":{"x":1}}', index=0) + writer.finish("stop", Usage(5, 3), index=0, last=False)
     assert not out.endswith(b"data: [DONE]\n\n")
@@ -80,3 +87,60 @@ def test_text_offsets_of_log_probabilities_count_within_each_choice() -> None:
         Usage(1, 3),
     )
     assert [c["logprobs"]["text_offset"] for c in first["choices"]] == [[0, 1], [0]]
+
+
+def test_auto_generates_either_a_call_or_a_reply_envelope() -> None:
+    schema = json.loads(body("auto").sampling().json_schema or "")
+    call, reply = schema["anyOf"]
+    assert call["required"] == ["tool_call"] and [c["properties"]["name"] for c in call["properties"]["tool_call"]["anyOf"]] == [{"const": "a"}, {"const": "b"}]
+    assert reply == {"type": "object", "properties": {"response": {"type": "string"}}, "required": ["response"], "additionalProperties": False}
+    with_format = ChatBody.model_validate(
+        {"model": "m", "messages": USER, "tools": TOOLS, "response_format": {"type": "json_object"}}
+    )
+    assert json.loads(with_format.sampling().json_schema or "")["anyOf"][1]["properties"]["response"] == {"type": "object"}
+    system = body("auto").plain_messages()[0]["content"]
+    assert system.startswith("Be brief.\n\nYou can call these functions:\n- a (arguments:") and '{"response":' in system
+
+
+def test_a_whole_auto_answer_is_a_call_or_the_reply_inside_its_envelope() -> None:
+    auto = body("auto").tool_use()
+    called = ChunkWriter("chat", "m", call=auto).whole('{"tool_call": {"name": "a", "arguments": {"x": 2}}}', "stop", Usage(1, 2))
+    [call] = called["choices"][0]["message"]["tool_calls"]
+    assert (call["function"], called["choices"][0]["finish_reason"]) == ({"name": "a", "arguments": '{"x":2}'}, "tool_calls")
+    assert called["choices"][0]["message"]["content"] is None
+    replied = ChunkWriter("chat", "m", call=auto).whole('{"response": "Hi \\"you\\"\\n"}', "stop", Usage(1, 2))
+    assert replied["choices"][0]["message"] == {"role": "assistant", "content": 'Hi "you"\n', "refusal": None}
+    assert replied["choices"][0]["finish_reason"] == "stop"
+    cut = ChunkWriter("chat", "m", call=auto).whole('{"response": "Hi th', "length", Usage(1, 2))
+    assert (cut["choices"][0]["message"]["content"], cut["choices"][0]["finish_reason"]) == ("Hi th", "length")
+    # Cut before the envelope says what it is, or text that is no envelope: the text as it is.
+    for text in ('{"tool_call": {"name": "a", "argu', "plain words"):
+        assert ChunkWriter("chat", "m", call=auto).whole(text, "length", Usage(1, 2))["choices"][0]["message"]["content"] == text
+
+
+def test_an_auto_reply_streams_as_it_grows_and_a_call_comes_whole() -> None:
+    auto = body("auto").tool_use()
+    writer = ChunkWriter("chat", "m", call=auto)
+    pieces = ['{"resp', 'onse": "Ca', "f\\u00", 'e9 \\ud83d', '\\ude00 ok"', "}"]
+    events = _events(writer.opening() + b"".join(writer.text(p) for p in pieces) + writer.finish("stop", Usage(1, 2)))
+    assert events[0]["choices"][0]["delta"] == {"role": "assistant", "content": ""}
+    assert [e["choices"][0]["delta"].get("content") for e in events[1:-1]] == ["Ca", "f", "é ", "😀 ok"]
+    assert events[-1]["choices"][0]["finish_reason"] == "stop"
+    writer = ChunkWriter("chat", "m", call=auto)
+    pieces = ['{"tool_call": {"name": "b", ', '"arguments": {}}}']
+    events = _events(writer.opening() + b"".join(writer.text(p) for p in pieces) + writer.finish("stop", Usage(1, 2)))
+    assert len(events) == 3 and events[1]["choices"][0]["delta"]["tool_calls"][0]["function"] == {"name": "b", "arguments": "{}"}
+    assert events[-1]["choices"][0]["finish_reason"] == "tool_calls"
+    writer = ChunkWriter("chat", "m", call=auto)
+    events = _events(writer.opening() + writer.text('{"tool_call": {"na') + writer.finish("length", Usage(1, 2)))
+    assert events[1]["choices"][0]["delta"] == {"content": '{"tool_call": {"na'} and events[-1]["choices"][0]["finish_reason"] == "length"
+
+
+def test_a_json_reply_under_response_format_is_sent_whole_at_the_end() -> None:
+    auto = ChatBody.model_validate(
+        {"model": "m", "messages": USER, "tools": TOOLS, "response_format": {"type": "json_object"}}
+    ).tool_use()
+    writer = ChunkWriter("chat", "m", call=auto)
+    out = writer.opening() + writer.text('{"response": {"k": ') + writer.text('[1, 2]}}')
+    events = _events(out + writer.finish("stop", Usage(1, 2)))
+    assert [e["choices"][0]["delta"].get("content") for e in events[1:-1]] == ['{"k":[1,2]}']

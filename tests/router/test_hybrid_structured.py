@@ -74,6 +74,44 @@ def test_a_forced_call_broken_mid_stream_is_finished_on_the_edge_as_one_call(tmp
         stall.close()
 
 
+@pytest.mark.parametrize(
+    ("sent_before", "kind"),
+    [('{"response":"The weather in', "reply"), ('{"tool_call":{"name":"get_weather","arguments":{"city":"Par', "call")],
+)
+def test_an_auto_answer_broken_mid_stream_is_finished_on_the_edge_in_the_branch_it_took(
+    tmp_path: Path, sent_before: str, kind: str
+) -> None:
+    stall = RecordingServer([("send", sse(chat_chunk(sent_before[:9]))), ("send", sse(chat_chunk(sent_before[9:]))), ("sleep", 30)])
+    weather = {
+        "type": "function",
+        "function": {
+            "name": "get_weather",
+            "parameters": {"type": "object", "properties": {"city": {"type": "string", "maxLength": 30}}, "required": ["city"]},
+        },
+    }
+    try:
+        with node(tmp_path, [stall.settings("stall")]) as (base, app):
+            body = {"model": "cloud", "messages": ASK, "stream": True, "max_tokens": 24, "temperature": 0, "tools": [weather]}
+            _, lines = sse_lines(base, body)
+            events = [json.loads(x) for x in lines[:-1]]
+            deltas = [e["choices"][0]["delta"] for e in events]
+            content = "".join(d.get("content") or "" for d in deltas)
+            parts = [t for d in deltas for t in d.get("tool_calls") or ()]
+            finish = events[-1]["choices"][0]["finish_reason"]
+            if kind == "reply":
+                assert content.startswith("The weather in") and not parts and finish in ("stop", "length")
+            else:
+                [call] = parts
+                assert (content, call["function"]["name"], finish) == ("", "get_weather", "tool_calls")
+                assert json.loads(call["function"]["arguments"])["city"].startswith("Par")
+            assert decisions(app)[-1].fallback == "cloud->edge"
+            sent = stall.access_log[0]  # the member got the choice's schema and instruction, not the tools
+            assert [b["required"] for b in sent["response_format"]["json_schema"]["schema"]["anyOf"]] == [["tool_call"], ["response"]]
+            assert "tools" not in sent and "get_weather" in sent["messages"][0]["content"]
+    finally:
+        stall.close()
+
+
 def test_logprobs_come_through_from_a_member(tmp_path: Path) -> None:
     """llama.cpp's own server as the member: its log probabilities reach the client, whole and streamed."""
     from tests.cloud.cloud_servers import llama_server, llama_settings, running

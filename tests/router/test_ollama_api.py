@@ -109,6 +109,32 @@ def test_a_schema_format_gets_matching_json(client: ollama.Client) -> None:
     assert list(parsed) == ["city"] and isinstance(parsed["city"], str)
 
 
+WEATHER = {
+    "type": "function",
+    "function": {
+        "name": "get_weather", "description": "The weather in a city.",
+        "parameters": {"type": "object", "properties": {"city": {"type": "string", "maxLength": 40}}, "required": ["city"]},
+    },
+}
+
+
+@pytest.mark.parametrize("ask", ["Is it raining in Berlin today?", "What is the capital of France?"])
+def test_given_tools_the_model_calls_one_or_replies_the_same_whole_and_streamed(client: ollama.Client, ask: str) -> None:
+    kwargs: dict[str, Any] = {"tools": [WEATHER], "options": {"temperature": 0, "num_predict": 40}}
+    whole = _chat(client, ask, **kwargs)
+    lines = list(_chat(client, ask, stream=True, **kwargs))
+    calls = [c for line in lines for c in line.message.tool_calls or ()]
+    streamed = ("".join(line.message.content or "" for line in lines), [(c.function.name, dict(c.function.arguments)) for c in calls])
+    if whole.message.tool_calls:
+        [call] = whole.message.tool_calls
+        assert call.function.name == "get_weather" and list(call.function.arguments) == ["city"]
+        assert whole.message.content == "" and whole.done_reason == "stop"
+    else:
+        assert whole.message.content and not whole.message.content.startswith('{"response"')
+    assert streamed == (whole.message.content, [(c.function.name, dict(c.function.arguments)) for c in whole.message.tool_calls or ()])
+    assert lines[-1].done and not any(line.done for line in lines[:-1])
+
+
 def test_log_probabilities_come_with_each_token(client: ollama.Client) -> None:
     answer = _chat(client, "Say hello.", stream=False, options=GREEDY, logprobs=True, top_logprobs=2)
     assert answer.logprobs is not None and len(answer.logprobs) == answer.eval_count

@@ -117,6 +117,25 @@ def test_a_forced_call_is_a_function_call_item_and_its_result_can_be_sent_back(c
     assert follow.output[0].type == "message" and follow.output_text
 
 
+@pytest.mark.parametrize("ask", ["Is it raining in Berlin today?", "What is the capital of France?"])
+def test_with_tools_the_output_is_a_function_call_or_a_message_the_same_streamed(client: openai.OpenAI, ask: str) -> None:
+    kwargs: dict[str, Any] = {
+        "model": "edge", "input": ask, "tools": [WEATHER], "temperature": 0, "max_output_tokens": 40, "extra_body": NO_CACHE,
+    }
+    [item] = client.responses.create(**kwargs).output
+    if item.type == "function_call":
+        assert item.name == "get_weather" and list(json.loads(item.arguments)) == ["city"]
+    else:
+        assert item.type == "message" and item.content[0].text and not item.content[0].text.startswith('{"response"')  # type: ignore[union-attr]
+    sent = list(client.responses.create(stream=True, **kwargs))
+    [streamed] = sent[-1].response.output  # type: ignore[union-attr]
+    assert (streamed.type, getattr(streamed, "arguments", None)) == (item.type, getattr(item, "arguments", None))
+    if item.type == "message":
+        deltas = "".join(e.delta for e in sent if e.type == "response.output_text.delta")
+        assert deltas == streamed.content[0].text == item.content[0].text  # type: ignore[union-attr]
+    assert [e.type for e in sent].count("response.output_item.added") == 1
+
+
 def test_a_named_call_streams_its_arguments(client: openai.OpenAI) -> None:
     kwargs: dict[str, Any] = {
         "model": "edge", "input": "What is the weather in Rome?", "tools": [WEATHER],

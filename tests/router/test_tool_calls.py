@@ -1,5 +1,6 @@
-"""Forced function calls (``tool_choice`` ``"required"`` or named) through a real node, driven by
-the openai SDK: the call is generated under its JSON Schema, so it parses and matches."""
+"""Function calls through a real node, driven by the openai SDK: forced (``tool_choice``
+``"required"`` or named) or chosen by the model (``"auto"``, the default with tools); a call is
+generated under its JSON Schema, so it parses and matches."""
 
 from __future__ import annotations
 
@@ -101,13 +102,49 @@ def test_the_sdks_parse_reads_the_arguments_into_the_model(client: openai.OpenAI
     assert isinstance(parsed, Weather)
 
 
-def test_auto_and_none_answer_in_text(client: openai.OpenAI) -> None:
-    for choice in ("auto", "none"):
-        done = client.chat.completions.create(
-            model="edge", messages=ASK, tools=[WEATHER], tool_choice=choice, temperature=0, max_tokens=20  # type: ignore[list-item,arg-type]
-        )
-        assert done.choices[0].message.tool_calls is None
-        assert done.choices[0].message.content
+def test_none_answers_in_text(client: openai.OpenAI) -> None:
+    done = client.chat.completions.create(
+        model="edge", messages=ASK, tools=[WEATHER], tool_choice="none", temperature=0, max_tokens=20  # type: ignore[list-item]
+    )
+    assert done.choices[0].message.tool_calls is None
+    assert done.choices[0].message.content
+
+
+def _answer(message: Any) -> tuple[str, Any]:
+    """What an ``auto`` answer is: a call (its function and arguments) or a text reply."""
+    if message.tool_calls:
+        [call] = message.tool_calls
+        assert message.content in (None, "")
+        arguments = json.loads(call.function.arguments)
+        assert _matches(call.function.name, arguments)
+        return "call", (call.function.name, arguments)
+    assert message.content and not message.content.lstrip().startswith('{"response"')
+    return "reply", message.content
+
+
+@pytest.mark.parametrize("question", ["What is the weather in Paris?", "Add 17 and 25.", "Is it raining in Berlin today?", "Tell me a joke."])
+def test_auto_answers_with_a_matching_call_or_a_plain_reply_the_same_whole_and_streamed(
+    client: openai.OpenAI, question: str
+) -> None:
+    kwargs: dict[str, Any] = {
+        "model": "edge", "messages": [{"role": "user", "content": question}], "tools": [WEATHER, ADD],
+        "temperature": 0, "max_tokens": 60, "extra_body": {"cache": False},  # both generated, not replayed
+    }
+    whole = client.chat.completions.create(**kwargs).choices[0]
+    kind, value = _answer(whole.message)
+    assert whole.finish_reason == ("tool_calls" if kind == "call" else whole.finish_reason)
+    assert kind == "call" or whole.finish_reason in ("stop", "length")
+    content, name, arguments, finish = "", "", "", None
+    for chunk in client.chat.completions.create(stream=True, **kwargs):
+        delta = chunk.choices[0].delta
+        finish = chunk.choices[0].finish_reason or finish
+        content += delta.content or ""
+        for part in delta.tool_calls or ():
+            name += part.function.name or "" if part.function else ""
+            arguments += part.function.arguments or "" if part.function else ""
+    streamed = ("call", (name, json.loads(arguments))) if name else ("reply", content)
+    assert (streamed, finish) == ((kind, value), whole.finish_reason)
+    assert content == (value if kind == "reply" else "")
 
 
 def test_a_conversation_with_a_call_and_its_result_goes_on(client: openai.OpenAI) -> None:
@@ -119,6 +156,8 @@ def test_a_conversation_with_a_call_and_its_result_goes_on(client: openai.OpenAI
         {"role": "tool", "tool_call_id": "call_1", "content": "Sunny, 21 C"},
     ]
     done = client.chat.completions.create(model="edge", messages=history, tools=[WEATHER], temperature=0, max_tokens=20)  # type: ignore[arg-type,list-item]
+    _answer(done.choices[0].message)
+    done = client.chat.completions.create(model="edge", messages=history, temperature=0, max_tokens=20)  # type: ignore[arg-type]
     assert done.choices[0].message.content
 
 
