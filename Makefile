@@ -44,6 +44,7 @@ bench: prepare
 	$(BIN)/python -m bench.edge_api
 	$(BIN)/python -m bench.structured
 	$(BIN)/python -m bench.cache
+	$(BIN)/python -m bench.cache_ood
 	$(BIN)/python -m bench.cache_http
 	$(BIN)/python -m bench.pool
 	$(BIN)/python -m bench.overhead

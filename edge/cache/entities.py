@@ -1,7 +1,7 @@
 """The entity guard: does one question name something (a person, place, product) the other does not?
 
 Entities are capitalized words that are not sentence openers, question words or common words
-(``guards._COMMON``). A name counts as present in the other text when the other text has the
+(``lexicon.COMMON``). A name counts as present in the other text when the other text has the
 same word, written in any case, in singular or plural, or as:
 
 - its acronym, or the acronym's expansion: "United Kingdom" ~ "UK" ~ "U.K.", "United States of

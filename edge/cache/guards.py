@@ -1,8 +1,9 @@
 """Guards against false semantic hits: two prompts close in embedding space that ask different things.
 
 Each guard compares the query with a candidate and names a reason when they differ in a way that
-changes the answer: negation, polarity (antonyms such as on/off), numbers, named entities, or
-the order of two entities ("London to Paris" vs "Paris to London"). A guard only refuses; it
+changes the answer: negation (a negating prefix counts: "unacceptable" against "acceptable"),
+polarity (antonyms such as on/off), numbers, named entities, or the order of two things ("London
+to Paris" vs "Paris to London", "what percent of 80 is 20" vs "of 20 is 80"). A guard only refuses; it
 never accepts. Rules are deliberately simple lexical ones, written to leave paraphrases alone.
 """
 
@@ -14,93 +15,22 @@ from dataclasses import dataclass
 from functools import lru_cache
 
 from . import entities
+from .lexicon import (
+    ADJECTIVE_ENDINGS as _ADJECTIVE_ENDINGS,
+    AXIS as _AXIS,
+    COMMON as _COMMON,
+    NEGATORS as _NEGATORS,
+    NEG_PREFIXES as _NEG_PREFIXES,
+    NOT_NEGATED as _NOT_NEGATED,
+    NUMBER_WORDS as _NUMBER_WORDS,
+    ORDINAL as _ORDINAL,
+    RELATION_WORDS as _RELATION_WORDS,
+    SYMMETRIC as _SYMMETRIC,
+)
 
 REASONS = ("negation", "polarity", "number", "entity", "order")
 
 _TOKEN = re.compile(r"[A-Za-z]+(?:'[A-Za-z]+)?|\d+(?:[.,]\d+)*")
-_NEGATORS = frozenset(
-    "not no never none nobody nothing nowhere neither nor cannot without unable isn't aren't wasn't "
-    "weren't don't doesn't didn't won't wouldn't can't couldn't shouldn't mustn't hasn't haven't hadn't".split()
-)
-# Axes of polarity: words on the two sides of each axis answer opposite questions.
-_POLARITY: tuple[tuple[str, str], ...] = (
-    ("on enable enabled enabling activate activated turnon", "off disable disabled disabling deactivate deactivated turnoff"),
-    ("good better best positive pros advantage advantages benefit benefits",
-     "bad worse worst negative cons disadvantage disadvantages drawback drawbacks"),
-    ("increase increasing raise raising grow growing more higher high maximum max most",
-     "decrease decreasing lower lowering reduce reducing shrink less fewer low minimum min least"),
-    ("start starting begin beginning open opening launch", "stop stopping end ending close closing quit"),
-    ("add adding insert include including", "remove removing delete deleting exclude excluding"),
-    ("install installing", "uninstall uninstalling"),
-    ("connect connecting", "disconnect disconnecting"),
-    ("lock locking", "unlock unlocking"),
-    ("show showing display", "hide hiding"),
-    ("upload uploading", "download downloading"),
-    ("import importing", "export exporting"),
-    ("encrypt encrypting encryption", "decrypt decrypting decryption"),
-    ("buy buying purchase", "sell selling"),
-    ("win winning", "lose losing"),
-    ("true", "false"),
-    ("yes", "no"),
-    ("before", "after"),
-    ("above", "below"),
-    ("hot warm", "cold cool"),
-    ("fast faster fastest quick", "slow slower slowest"),
-    ("big bigger biggest large larger largest", "small smaller smallest little"),
-    ("love", "hate"),
-    ("like likes", "dislike dislikes"),
-    ("allow allowed permit", "deny denied block forbid"),
-    ("accept accepted", "reject rejected"),
-    ("push", "pull"),
-    ("enter", "exit"),
-    ("gain gaining", "lose losing"),
-    ("rich", "poor"),
-    ("cheap cheapest", "expensive"),
-    ("easy easiest", "hard hardest difficult"),
-    ("safe", "dangerous unsafe"),
-    ("legal", "illegal"),
-    ("light", "dark"),
-    ("left", "right"),
-    ("north", "south"),
-    ("east", "west"),
-    ("male men man boy boys", "female women woman girl girls"),
-)
-_AXIS: dict[str, tuple[int, int]] = {}
-for _i, (_pos, _neg) in enumerate(_POLARITY):
-    for _w in _pos.split():
-        _AXIS.setdefault(_w, (_i, +1))
-    for _w in _neg.split():
-        _AXIS.setdefault(_w, (_i, -1))
-
-_NUMBER_WORDS = {
-    w: i
-    for i, w in enumerate(
-        "zero one two three four five six seven eight nine ten eleven twelve thirteen fourteen fifteen "
-        "sixteen seventeen eighteen nineteen twenty".split()
-    )
-}
-_NUMBER_WORDS.update({"thirty": 30, "forty": 40, "fifty": 50, "sixty": 60, "seventy": 70, "eighty": 80,
-                      "ninety": 90, "hundred": 100, "thousand": 1000, "million": 10**6, "billion": 10**9,
-                      "first": 1, "second": 2, "third": 3, "fourth": 4, "fifth": 5, "half": 0.5, "twice": 2,
-                      "double": 2, "triple": 3, "dozen": 12})
-# "one" is mostly a pronoun ("which one", "one should"); "one apple" vs "two apples" still differs.
-del _NUMBER_WORDS["one"]
-_ORDINAL = re.compile(r"^(\d+)(?:st|nd|rd|th)$")
-
-# Capitalized words that are not names: sentence openers, pronouns, question words, common verbs.
-_COMMON = frozenset(
-    """a an the this that these those it its i i'm i've i'd i'll me my we our you your he she they them their
-    his her what whats what's which who whom whose when where why how is are was were be been being am do does
-    did done have has had having can could will would should shall may might must if then than so and or but
-    not no yes please tell explain describe give list write show find make create compare define summarize
-    summarise translate calculate suggest recommend help name let lets let's there here hi hello hey dear
-    ok okay thanks thank any some all each every most many much more less best good better top new old
-    one two three first second also just only even still very really actually generally basically
-    why's how's where's who's is it in on at by for of to from with about as into over after before
-    during between without within under above up down out off again further once why should""".split()
-)
-_RELATION_WORDS = frozenset("to into from than over against toward towards beats".split())
-_SYMMETRIC = frozenset("and or vs versus & , with".split())
 
 
 @dataclass(frozen=True, slots=True)
@@ -176,16 +106,62 @@ def _entities(tokens: tuple[str, ...]) -> list[str]:
     return found
 
 
+def _joined_non(words: tuple[str, ...]) -> set[str]:
+    """The words, "non" joined to the word after it ("non-profit" is "nonprofit")."""
+    out: set[str] = set()
+    i = 0
+    while i < len(words):
+        if words[i] == "non" and i + 1 < len(words):
+            out.add("non" + words[i + 1])
+            i += 2
+        else:
+            out.add(words[i])
+            i += 1
+    return out
+
+
+def _negated_words(mine: tuple[str, ...], other: tuple[str, ...]) -> int:
+    """Words of ``mine`` that are a word of ``other`` with a negating prefix ("unacceptable" against
+    "acceptable"), when ``mine`` lacks the plain word: they count as negations."""
+    own, theirs = _joined_non(mine), _joined_non(other)
+    count = 0
+    for word in own - theirs:
+        if word in _NOT_NEGATED or word in _NEGATORS:
+            continue
+        for prefix in _NEG_PREFIXES:
+            base = word[len(prefix) :].lstrip("-")
+            if not word.startswith(prefix) or len(base) < 4 or base not in theirs or base in own:
+                continue
+            if prefix[0] == "i" and not base.endswith(_ADJECTIVE_ENDINGS):
+                continue
+            count += 1
+            break
+    return count
+
+
+def _numbers_swapped(a: TextSignals, b: TextSignals) -> bool:
+    """The same words with their numbers in another order ("what percent of 80 is 20" / "of 20 is
+    80"); numbers joined symmetrically ("500 and 1000") have no order."""
+    if a.lower == b.lower or sorted(a.lower) != sorted(b.lower):
+        return False
+    ga, gb = _grouped(list(a.lower)), _grouped(list(b.lower))
+    return [w for w in ga if _number(w) is not None] != [w for w in gb if _number(w) is not None]
+
+
 def check(query: str, candidate: str) -> str | None:
     """The first reason the candidate's answer cannot serve the query, or None."""
     a, b = signals(query), signals(candidate)
-    if (a.negations % 2) != (b.negations % 2):
+    negations_a = a.negations + _negated_words(a.lower, b.lower)
+    negations_b = b.negations + _negated_words(b.lower, a.lower)
+    if (negations_a % 2) != (negations_b % 2):
         return "negation"
     for axis in a.polarity.keys() & b.polarity.keys():
         if a.polarity[axis].isdisjoint(b.polarity[axis]):
             return "polarity"
     if a.numbers != b.numbers:
         return "number"
+    if len(a.numbers) > 1 and _numbers_swapped(a, b):
+        return "order"
     if entities.differ(query, candidate, _COMMON | frozenset(_AXIS) | frozenset(_NUMBER_WORDS)):
         return "entity"
     if _reversed(a, b):

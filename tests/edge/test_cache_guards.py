@@ -58,6 +58,11 @@ def test_guard_refuses_the_pair_and_passes_the_paraphrase(stored: str, query: st
         ("Compare Python and Java", "Compare Java and Python"),
         ("What is the capital of France?", "What's France's capital city?"),
         ("How do I learn Python quickly?", "How can I quickly learn Python?"),
+        # A negating prefix against a written "not" is the same negation; "non-" written apart is one word.
+        ("Why am I unhappy at work?", "Why am I not happy at work?"),
+        ("What is a non-profit organization?", "What is a nonprofit organization?"),
+        ("How many calories should I take daily?", "How much daily calorie intake do I need?"),  # no "in-" negation
+        ("How do I decorate a 70s and 80s bedroom?", "How do I decorate an 80s and 70s bedroom?"),  # joined by "and"
     ],
 )
 def test_rephrasings_that_keep_the_meaning_pass_every_guard(a: str, b: str) -> None:
@@ -72,6 +77,12 @@ def test_rephrasings_that_keep_the_meaning_pass_every_guard(a: str, b: str) -> N
         ("What are the pros of remote work?", "What are the cons of remote work?", "polarity"),
         ("How do I increase the volume?", "How do I decrease the volume?", "polarity"),
         ("Does this work without internet?", "Does this work with internet?", "negation"),
+        ("Which contractions are acceptable in essays?", "Which contractions are unacceptable in essays?", "negation"),
+        ("Is it legal to drive barefoot?", "Is it illegal to drive barefoot?", "negation"),
+        ("What is a non-profit organization?", "What is a profit organization?", "negation"),
+        ("What percent of 80 is 20?", "What percent of 20 is 80?", "order"),
+        ("Which islands are in the hurricane belt?", "Which islands are outside the hurricane belt?", "polarity"),
+        ("What are the safest areas of Rio?", "What are the most dangerous areas of Rio?", "polarity"),
     ],
 )
 def test_more_refusals(a: str, b: str, reason: str) -> None:

@@ -1,0 +1,131 @@
+"""The semantic cache on questions unlike QQP's: hand-written pairs of assistant prompts.
+
+    python -m bench.cache_ood [--pairs bench/data/ood_pairs.jsonl]
+
+Every pair is (stored question, asked question, servable by issue 12's criterion, category,
+domain), written by reader sessions (``bench/data/README.md``): paraphrases that may be served and
+near-misses that must not be (a number, a named entity, a common noun or action, a negation, the
+direction, the scope changed), in domains QQP has little of (programming, math, health, cooking,
+travel, customer support, law and tax, grammar, DIY). Each pair is stored in its own tenant, so
+the only candidate is the pair's own stored question; three deciders on the same lookups: cosine
+>= 0.80, cosine >= 0.97, and the shipped setting (floor, guards, calibrated verifier at the
+default error budget). Nothing here was used to train, calibrate or tune the cache.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import shutil
+import tempfile
+import time
+from collections import Counter
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Annotated, Any, Optional
+
+import typer
+
+from bench.cache import REPO, embed_texts, entry, key
+from edge import CacheSettings, EdgeCache, Embedder
+
+DEFAULT = REPO / "bench" / "data" / "ood_pairs.jsonl"
+DECIDERS = ("cosine >= 0.80", "cosine >= 0.97", "shipped")
+
+
+@dataclass(frozen=True, slots=True)
+class Pair:
+    stored: str
+    query: str
+    servable: bool
+    category: str
+    domain: str
+
+
+def load(path: Path) -> list[Pair]:
+    rows = [json.loads(line) for line in path.read_text(encoding="utf-8").splitlines() if line.strip()]
+    return [Pair(r["stored"], r["query"], bool(r["servable"]), r["category"], r["domain"]) for r in rows]
+
+
+async def replay(pairs: list[Pair], embedder: Embedder, work: Path) -> list[dict[str, Any]]:
+    """Each pair's stored question in its own tenant, its query asked: what each decider does."""
+    cache = EdgeCache(work / "ood.db", CacheSettings(), embedder=embedder)
+    stored = [p.stored for p in pairs]
+    entries = [entry(p.stored, str(i), tenant=f"p{i}") for i, p in enumerate(pairs)]
+    cache.db.put_bulk(entries, embed_texts(embedder, stored), now=time.time())
+    rows: list[dict[str, Any]] = []
+    for start in range(0, len(pairs), 32):
+        chunk = list(enumerate(pairs))[start : start + 32]
+        looks = await asyncio.gather(*(cache.candidates(key(p.query, tenant=f"p{i}")) for i, p in chunk))
+        for (_, p), (_, cands) in zip(chunk, looks, strict=True):
+            top = cands[0] if cands else None
+            sim = top.similarity if top is not None else 0.0
+            rows.append({
+                "pair": p, "cosine": sim,
+                "refusal": top.refusal if top is not None else "floor",
+                "probability": top.probability if top is not None else None,
+                "served": {
+                    "cosine >= 0.80": sim >= 0.80, "cosine >= 0.97": sim >= 0.97,
+                    "shipped": top is not None and top.refusal is None,
+                },
+            })
+    threshold = cache.threshold
+    await cache.aclose()
+    for row in rows:
+        row["threshold"] = threshold
+    return rows
+
+
+def summary(rows: list[dict[str, Any]]) -> dict[str, Any]:
+    servable = sum(r["pair"].servable for r in rows)
+    out: dict[str, Any] = {"pairs": len(rows), "servable": servable, "deciders": {}, "categories": {}}
+    for name in DECIDERS:
+        served = [r for r in rows if r["served"][name]]
+        right = sum(r["pair"].servable for r in served)
+        out["deciders"][name] = {
+            "served": len(served), "right": right, "wrong": len(served) - right,
+            "precision": right / len(served) if served else 0.0,
+            "recall_of_servable": right / servable if servable else 0.0,
+        }
+    for cat in dict.fromkeys(r["pair"].category for r in rows):
+        mine = [r for r in rows if r["pair"].category == cat]
+        out["categories"][cat] = {"pairs": len(mine), **{n: sum(r["served"][n] for r in mine) for n in DECIDERS}}
+    refused = Counter(r["refusal"] for r in rows if r["refusal"] is not None)
+    out["refusals"] = dict(refused.most_common())
+    return out
+
+
+def main(
+    pairs: Annotated[Path, typer.Option(help="hand-written pairs (JSONL)")] = DEFAULT,
+    out: Annotated[Path, typer.Option(help="JSON results")] = REPO / "artifacts" / "bench-cache-ood.json",
+    work: Annotated[Optional[Path], typer.Option(help="scratch directory")] = None,
+) -> None:
+    work_dir = Path(tempfile.mkdtemp(prefix="bench-cache-ood-", dir=work))
+    items = load(pairs)
+    rows = asyncio.run(replay(items, Embedder.load(CacheSettings()), work_dir))
+    result = summary(rows)
+    print(f"{result['pairs']} hand-written pairs ({result['servable']} servable), verifier threshold {rows[0]['threshold']:.4f}")
+    print(f"| {'decider':<16} | {'served':>6} | {'wrong':>5} | {'precision':>9} | {'recall of servable':>18} |")
+    for name, r in result["deciders"].items():
+        print(f"| {name:<16} | {r['served']:>6} | {r['wrong']:>5} | {r['precision']:>9.3f} | {r['recall_of_servable']:>18.3f} |")
+    print()
+    print(f"| {'category':<10} | {'pairs':>5} | " + " | ".join(f"{n:>14}" for n in DECIDERS) + " |")
+    for cat, r in result["categories"].items():
+        print(f"| {cat:<10} | {r['pairs']:>5} | " + " | ".join(f"{r[n]:>14}" for n in DECIDERS) + " |")
+    print(f"refusals (shipped): {result['refusals']}")
+    wrong = [r for r in rows if r["served"]["shipped"] and not r["pair"].servable]
+    for r in wrong:
+        p = r["pair"]
+        print(f"  served, not servable ({p.category}, cos {r['cosine']:.3f}, p {r['probability']:.3f}): {p.stored!r} / {p.query!r}")
+    result["served_not_servable"] = [
+        {"stored": r["pair"].stored, "query": r["pair"].query, "category": r["pair"].category, "cosine": r["cosine"], "probability": r["probability"]}
+        for r in wrong
+    ]
+    out.parent.mkdir(parents=True, exist_ok=True)
+    out.write_text(json.dumps(result, indent=2) + "\n")
+    print(f"wrote {out}")
+    shutil.rmtree(work_dir, ignore_errors=True)
+
+
+if __name__ == "__main__":
+    typer.run(main)
