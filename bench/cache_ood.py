@@ -28,6 +28,7 @@ import typer
 
 from bench.cache import REPO, embed_texts, entry, key
 from edge import CacheSettings, EdgeCache, Embedder
+from edge.cache import Verifier
 
 DEFAULT = REPO / "bench" / "data" / "ood_pairs.jsonl"
 DECIDERS = ("cosine >= 0.80", "cosine >= 0.97", "shipped")
@@ -47,9 +48,12 @@ def load(path: Path) -> list[Pair]:
     return [Pair(r["stored"], r["query"], bool(r["servable"]), r["category"], r["domain"]) for r in rows]
 
 
-async def replay(pairs: list[Pair], embedder: Embedder, work: Path) -> list[dict[str, Any]]:
-    """Each pair's stored question in its own tenant, its query asked: what each decider does."""
-    cache = EdgeCache(work / "ood.db", CacheSettings(), embedder=embedder)
+async def replay(
+    pairs: list[Pair], embedder: Embedder, work: Path, verifier: Verifier | None = None
+) -> list[dict[str, Any]]:
+    """Each pair's stored question in its own tenant, its query asked: what each decider does
+    (``verifier``: another one than the shipped)."""
+    cache = EdgeCache(work / "ood.db", CacheSettings(), embedder=embedder, verifier=verifier)
     stored = [p.stored for p in pairs]
     entries = [entry(p.stored, str(i), tenant=f"p{i}") for i, p in enumerate(pairs)]
     cache.db.put_bulk(entries, embed_texts(embedder, stored), now=time.time())
@@ -99,10 +103,12 @@ def main(
     pairs: Annotated[Path, typer.Option(help="hand-written pairs (JSONL)")] = DEFAULT,
     out: Annotated[Path, typer.Option(help="JSON results")] = REPO / "artifacts" / "bench-cache-ood.json",
     work: Annotated[Optional[Path], typer.Option(help="scratch directory")] = None,
+    verifier_dir: Annotated[Optional[Path], typer.Option(help="verifier files [default: the shipped ones]")] = None,
 ) -> None:
     work_dir = Path(tempfile.mkdtemp(prefix="bench-cache-ood-", dir=work))
     items = load(pairs)
-    rows = asyncio.run(replay(items, Embedder.load(CacheSettings()), work_dir))
+    verifier = Verifier.load(verifier_dir) if verifier_dir is not None else None
+    rows = asyncio.run(replay(items, Embedder.load(CacheSettings()), work_dir, verifier))
     result = summary(rows)
     print(f"{result['pairs']} hand-written pairs ({result['servable']} servable), verifier threshold {rows[0]['threshold']:.4f}")
     print(f"| {'decider':<16} | {'served':>6} | {'wrong':>5} | {'precision':>9} | {'recall of servable':>18} |")

@@ -53,3 +53,20 @@ def test_train_extra_hard_is_opt_in_and_shares_no_text_with_the_judged_or_calibr
     assert not {(j.query, j.stored) for j in hard} & {(j.query, j.stored) for j in judged_before}
     texts = {t.lower() for j in [*load_judged(), *load_calibration_extra()] for t in (j.query, j.stored)}
     assert not any(j.query.lower() in texts or j.stored.lower() in texts for j in hard)
+
+
+def test_the_assistant_part_is_opt_in_and_shares_no_text_with_the_benchmark_or_judged_sets() -> None:
+    assistant = load_train_extra(train_extra_dir().parent / "train_extra_assistant")
+    assert len(assistant) == 1711 and sum(j.servable for j in assistant) == 673
+    assert not {(j.query, j.stored) for j in assistant} & {(j.query, j.stored) for j in load_train_extra()}
+
+    def norm(text: str) -> str:
+        return " ".join(text.lower().split()).strip(" ?.!")
+
+    bench_data = Path(__file__).resolve().parents[2] / "bench" / "data"
+    benched = [json.loads(line) for name in ("ood_pairs.jsonl", "ood_val_pairs.jsonl")
+               for line in (bench_data / name).read_text(encoding="utf-8").splitlines()]
+    assert len(benched) == 900
+    texts = {norm(r[k]) for r in benched for k in ("stored", "query")}
+    texts |= {norm(t) for j in [*load_judged(), *load_calibration_extra()] for t in (j.query, j.stored)}
+    assert not any(norm(j.query) in texts or norm(j.stored) in texts for j in assistant)
