@@ -168,3 +168,26 @@ def test_an_object_that_lists_its_properties_gets_no_others(http: httpx.Client, 
     )
     [call] = choice["message"]["tool_calls"]
     assert list(json.loads(call["function"]["arguments"])) == ["city"]
+
+
+@pytest.mark.parametrize("ask", ["What is the weather in Rome?", "How many legs does a dog have?"])
+def test_with_tools_and_no_tool_choice_the_member_calls_or_replies_by_the_same_grammar(
+    http: httpx.Client, member: LocalMember, ask: str
+) -> None:
+    tool = {"type": "function", "function": {"name": "get_weather", "parameters": {
+        "type": "object", "properties": {"city": {"type": "string", "maxLength": 30}}, "required": ["city"]}}}
+    body = {"messages": [{"role": "user", "content": ask}], "temperature": 0, "max_tokens": 40, "tools": [tool]}
+    choice = _chat(http, member, **body)
+    message = choice["message"]
+    if message.get("tool_calls"):
+        [call] = message["tool_calls"]
+        assert (choice["finish_reason"], message["content"], call["function"]["name"]) == ("tool_calls", None, "get_weather")
+        assert list(json.loads(call["function"]["arguments"])) == ["city"]
+    else:
+        assert message["content"] and not message["content"].startswith('{"response"')
+    with http.stream("POST", "/v1/chat/completions", json={"model": member.model, "stream": True, **body}) as resp:
+        events = [json.loads(line[6:]) for line in resp.iter_lines() if line.startswith("data: {")]
+    deltas = [e["choices"][0]["delta"] for e in events if e["choices"]]
+    streamed_calls = [t["function"] for d in deltas for t in d.get("tool_calls") or ()]
+    assert "".join(d.get("content") or "" for d in deltas) == (message["content"] or "")
+    assert streamed_calls == [c["function"] for c in message.get("tool_calls") or ()]
