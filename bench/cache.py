@@ -63,6 +63,14 @@ def entry(text: str, answer: str, tenant: str = "bench", ek: str | None = None) 
     )
 
 
+def write_result(out: Path, result: dict[str, Any], work_dir: Path) -> None:
+    """The results as JSON at ``out``; the scratch directory removed."""
+    out.parent.mkdir(parents=True, exist_ok=True)
+    out.write_text(json.dumps(result, indent=2) + "\n")
+    print(f"wrote {out}")
+    shutil.rmtree(work_dir, ignore_errors=True)
+
+
 def pct(xs: list[float], q: float) -> float:
     return float(np.percentile(np.asarray(xs) * 1000.0, q))
 
@@ -320,10 +328,7 @@ def main(
               f"{r['near_duplicate_found']:>7.2f}{r['file_mb']:>9.0f}")
     print(f"embedding p50/p99 {timings['embed_p50_ms']:.2f}/{timings['embed_p99_ms']:.2f} ms; "
           f"verifier (3 candidates, one run) p50/p99 {timings['verifier_p50_ms']:.2f}/{timings['verifier_p99_ms']:.2f} ms")
-    out.parent.mkdir(parents=True, exist_ok=True)
-    out.write_text(json.dumps(result, indent=2) + "\n")
-    print(f"wrote {out}")
-    shutil.rmtree(work_dir, ignore_errors=True)
+    write_result(out, result, work_dir)
 
 
 if __name__ == "__main__":

@@ -16,7 +16,6 @@ from __future__ import annotations
 
 import asyncio
 import json
-import shutil
 import tempfile
 import time
 from collections import Counter
@@ -26,7 +25,7 @@ from typing import Annotated, Any, Optional
 
 import typer
 
-from bench.cache import REPO, embed_texts, entry, key
+from bench.cache import REPO, embed_texts, entry, key, write_result
 from edge import CacheSettings, EdgeCache, Embedder
 from edge.cache import Verifier
 
@@ -127,10 +126,7 @@ def main(
         {"stored": r["pair"].stored, "query": r["pair"].query, "category": r["pair"].category, "cosine": r["cosine"], "probability": r["probability"]}
         for r in wrong
     ]
-    out.parent.mkdir(parents=True, exist_ok=True)
-    out.write_text(json.dumps(result, indent=2) + "\n")
-    print(f"wrote {out}")
-    shutil.rmtree(work_dir, ignore_errors=True)
+    write_result(out, result, work_dir)
 
 
 if __name__ == "__main__":

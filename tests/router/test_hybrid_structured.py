@@ -20,6 +20,13 @@ SCHEMA = {
     "required": ["answer"],
     "additionalProperties": False,
 }
+WEATHER = {
+    "type": "function",
+    "function": {
+        "name": "get_weather",
+        "parameters": {"type": "object", "properties": {"city": {"type": "string", "maxLength": 30}}, "required": ["city"]},
+    },
+}
 
 
 def test_a_json_answer_broken_mid_stream_is_finished_on_the_edge_as_json(tmp_path: Path) -> None:
@@ -45,18 +52,11 @@ def test_a_json_answer_broken_mid_stream_is_finished_on_the_edge_as_json(tmp_pat
 
 def test_a_forced_call_broken_mid_stream_is_finished_on_the_edge_as_one_call(tmp_path: Path) -> None:
     stall = RecordingServer([("send", sse(chat_chunk('{"city"'))), ("send", sse(chat_chunk(':"Par'))), ("sleep", 30)])
-    weather = {
-        "type": "function",
-        "function": {
-            "name": "get_weather",
-            "parameters": {"type": "object", "properties": {"city": {"type": "string", "maxLength": 30}}, "required": ["city"]},
-        },
-    }
     try:
         with node(tmp_path, [stall.settings("stall")]) as (base, app):
             body = {
                 "model": "cloud", "messages": ASK, "stream": True, "max_tokens": 24, "temperature": 0,
-                "tools": [weather], "tool_choice": {"type": "function", "function": {"name": "get_weather"}},
+                "tools": [WEATHER], "tool_choice": {"type": "function", "function": {"name": "get_weather"}},
             }
             _, lines = sse_lines(base, body)
             events = [json.loads(x) for x in lines[:-1]]
@@ -67,7 +67,7 @@ def test_a_forced_call_broken_mid_stream_is_finished_on_the_edge_as_one_call(tmp
             assert events[-1]["choices"][0]["finish_reason"] == "tool_calls"
             assert decisions(app)[-1].fallback == "cloud->edge"
             sent = stall.access_log[0]  # the member got the call's schema and instruction, not the tools
-            assert sent["response_format"]["json_schema"]["schema"] == weather["function"]["parameters"]
+            assert sent["response_format"]["json_schema"]["schema"] == WEATHER["function"]["parameters"]
             assert sent["messages"][0]["role"] == "system" and "get_weather" in sent["messages"][0]["content"]
             assert "tools" not in sent
     finally:
@@ -82,16 +82,9 @@ def test_an_auto_answer_broken_mid_stream_is_finished_on_the_edge_in_the_branch_
     tmp_path: Path, sent_before: str, kind: str
 ) -> None:
     stall = RecordingServer([("send", sse(chat_chunk(sent_before[:9]))), ("send", sse(chat_chunk(sent_before[9:]))), ("sleep", 30)])
-    weather = {
-        "type": "function",
-        "function": {
-            "name": "get_weather",
-            "parameters": {"type": "object", "properties": {"city": {"type": "string", "maxLength": 30}}, "required": ["city"]},
-        },
-    }
     try:
         with node(tmp_path, [stall.settings("stall")]) as (base, app):
-            body = {"model": "cloud", "messages": ASK, "stream": True, "max_tokens": 24, "temperature": 0, "tools": [weather]}
+            body = {"model": "cloud", "messages": ASK, "stream": True, "max_tokens": 24, "temperature": 0, "tools": [WEATHER]}
             _, lines = sse_lines(base, body)
             events = [json.loads(x) for x in lines[:-1]]
             deltas = [e["choices"][0]["delta"] for e in events]
