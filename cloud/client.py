@@ -218,6 +218,7 @@ class Member:
                     await self._check_status(source.response)
                 events = source.aiter_sse()
                 finish: str | None = None
+                stop_word: str | None = None
                 usage: Usage | None = None
                 n_text = 0
                 while True:
@@ -238,6 +239,7 @@ class Member:
                     delta = parse_event(event.data)
                     usage = delta.usage or usage
                     finish = delta.finish_reason or finish
+                    stop_word = delta.stop_word or stop_word
                     if delta.text:
                         if first_at is None:
                             first_at = time.perf_counter()
@@ -253,7 +255,7 @@ class Member:
             self.outstanding -= 1
             counted = False
             self._succeeded(request.request_id, attempt, started, first_at)
-            yield Chunk("", finish_reason=finish, usage=usage or Usage(0, n_text))
+            yield Chunk("", finish_reason=finish, usage=usage or Usage(0, n_text), stop_word=stop_word)
         except CloudRequestError:
             verdict = True
             self._transition(self.breaker.success())  # the member answered: it is alive
@@ -307,7 +309,8 @@ class Member:
         self._succeeded(request.request_id, attempt, started, None)
         # Members without usage count one token a delta (as streamed); a whole answer is one delta.
         usage = answer.usage or Usage(0, 1 if answer.text else 0)
-        yield Chunk(answer.text, finish_reason=answer.finish_reason, usage=usage, logprobs=answer.logprobs)
+        yield Chunk(answer.text, finish_reason=answer.finish_reason, usage=usage, logprobs=answer.logprobs,
+                    stop_word=answer.stop_word)
 
     def _started(self, request_id: str, attempt: int, started: float, first_at: float) -> None:
         ttft = (first_at - started) * 1000

@@ -200,7 +200,8 @@ class Slot:
         assert job is not None and self.decoder is not None and self.stops is not None
         tail = "" if self.stops.hit else self.stops.flush(self.decoder.flush())
         held = tuple(self.logprobs) if tail else ()  # a stop string's tokens are not the answer's
-        return Chunk(tail, finish_reason=reason, usage=Usage(len(job.tokens), self.n_out), logprobs=held)
+        return Chunk(tail, finish_reason=reason, usage=Usage(len(job.tokens), self.n_out), logprobs=held,
+                     stop_word=self.stops.matched)
 
     def released_logprobs(self) -> tuple[TokenLogprob, ...]:
         """The held log probabilities, handed over with the text just released."""

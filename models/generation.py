@@ -105,12 +105,15 @@ class Chunk:
     """A piece of streamed text; the last chunk of a stream carries ``finish_reason`` and ``usage``.
 
     ``logprobs``: the tokens whose text this chunk releases, when the request asked for them.
+    ``stop_word``: on the last chunk, the stop sequence that ended the answer (None for the
+    end-of-sequence token, a length cut, or an engine that does not say).
     """
 
     text: str
     finish_reason: str | None = None
     usage: Usage | None = None
     logprobs: tuple[TokenLogprob, ...] = ()
+    stop_word: str | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -119,6 +122,7 @@ class Completion:
     finish_reason: str
     usage: Usage
     logprobs: tuple[TokenLogprob, ...] = ()
+    stop_word: str | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -155,11 +159,14 @@ async def collect(chunks: AsyncIterator[Chunk]) -> Completion:
     logprobs: list[TokenLogprob] = []
     finish_reason = "stop"
     usage = Usage(0, 0)
+    stop_word: str | None = None
     async for chunk in chunks:
         parts.append(chunk.text)
         logprobs.extend(chunk.logprobs)
         if chunk.finish_reason is not None:
-            finish_reason = chunk.finish_reason
+            finish_reason, stop_word = chunk.finish_reason, chunk.stop_word
         if chunk.usage is not None:
             usage = chunk.usage
-    return Completion(text="".join(parts), finish_reason=finish_reason, usage=usage, logprobs=tuple(logprobs))
+    return Completion(
+        text="".join(parts), finish_reason=finish_reason, usage=usage, logprobs=tuple(logprobs), stop_word=stop_word
+    )

@@ -14,6 +14,7 @@ class StopMatcher:
         self._stops = tuple(s for s in stops if s)
         self._held = ""
         self.hit = False
+        self.matched: str | None = None  # the stop sequence that ended the text (llama.cpp's stopping_word)
 
     def feed(self, text: str) -> tuple[str, bool]:
         """Return (text safe to emit, whether a stop sequence was reached); nothing after a hit."""
@@ -22,8 +23,9 @@ class StopMatcher:
         if not self._stops:
             return text, False
         buf = self._held + text
-        cut = min((i for i in (buf.find(s) for s in self._stops) if i >= 0), default=-1)
-        if cut >= 0:
+        found = [(i, n, s) for n, s in enumerate(self._stops) if (i := buf.find(s)) >= 0]
+        if found:
+            cut, _, self.matched = min(found)  # the earliest in the text; at a tie, the first listed
             self._held = ""
             self.hit = True
             return buf[:cut], True

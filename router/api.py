@@ -141,9 +141,11 @@ async def respond(
         headers["x-edgeroute-latency-ms"] = f"{(time.perf_counter() - started) * 1000:.1f}"
         if isinstance(writer, ChunkWriter):
             usage = choices.total_usage([d.usage for d in done], body.n)
-            answer = writer.whole_choices([(e + d.text, d.finish_reason, d.logprobs) for e, d in zip(echoes, done)], usage)
+            answer = writer.whole_choices(
+                [(e + d.text, d.finish_reason, d.logprobs, d.stop_word) for e, d in zip(echoes, done)], usage
+            )
         else:  # one answer (n is 1 there)
-            answer = writer.whole(done[0].text, done[0].finish_reason, done[0].usage, done[0].logprobs)
+            answer = writer.whole(done[0].text, done[0].finish_reason, done[0].usage, done[0].logprobs, done[0].stop_word)
             if after is not None:
                 await after(answer)
         return Response(answer, headers=headers)
@@ -170,7 +172,7 @@ async def respond(
                     ended = len(usages) == n
                     # Only the last finish sends the usage, by then of every choice in order.
                     usage = choices.total_usage([usages[i] for i in sorted(usages)], body.n if ended else 0)
-                    out.append(writer.finish(chunk.finish_reason, usage, index, last=ended))
+                    out.append(writer.finish(chunk.finish_reason, usage, index, last=ended, stop_word=chunk.stop_word))
                 elif drain is not None and drain.aborting:
                     # The drain deadline passed: end the stream cleanly rather than cut it.
                     out.append(writer.error("the node is shutting down", "server_error", "shutting_down"))

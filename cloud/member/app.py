@@ -62,7 +62,9 @@ def create_member_app(
                 parts.append(piece.text)
                 logprobs.extend(piece.logprobs)
                 last = piece
-            return Response(writer.whole("".join(parts), last.finish_reason or "stop", _usage(last), logprobs))
+            return Response(
+                writer.whole("".join(parts), last.finish_reason or "stop", _usage(last), logprobs, last.stop_word)
+            )
 
         async def events() -> AsyncIterator[bytes]:
             yield writer.opening()
@@ -71,7 +73,7 @@ def create_member_app(
                     if piece.text:
                         yield writer.text(piece.text, piece.logprobs)
                     if piece.finish_reason is not None:
-                        yield writer.finish(piece.finish_reason, _usage(piece))
+                        yield writer.finish(piece.finish_reason, _usage(piece), stop_word=piece.stop_word)
             except MemberServerError as exc:  # headers are sent: end the stream with an error event
                 yield writer.error(exc.message, code=exc.code)
 

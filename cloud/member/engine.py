@@ -63,6 +63,7 @@ class Piece:
     prompt_tokens: int = 0
     completion_tokens: int = 0
     logprobs: tuple[TokenLogprob, ...] = ()
+    stop_word: str | None = None  # the stop sequence that ended the answer (vLLM's stop_reason)
 
 
 class TorchEngine(ModelWorker[Plan]):
@@ -286,7 +287,7 @@ class TorchEngine(ModelWorker[Plan]):
         if finish is None:
             return
         tail = "" if stops.hit else stops.flush(decoder.flush())
-        job.emit(Piece(tail, finish, len(plan.ids), n_out, tuple(held) if tail else ()))
+        job.emit(Piece(tail, finish, len(plan.ids), n_out, tuple(held) if tail else (), stops.matched))
         done = time.perf_counter()
         self._metrics.finished(
             finish, len(plan.ids), n_out, ttft=(first_at or done) - started, e2e=done - job.queued_at

@@ -42,7 +42,8 @@ class LlamaCppWriter:
         self._text: list[str] = []
 
     def _final(
-        self, content: str, finish_reason: str, usage: Usage, entries: Sequence[TokenLogprob] | None
+        self, content: str, finish_reason: str, usage: Usage, entries: Sequence[TokenLogprob] | None,
+        stop_word: str | None,
     ) -> dict[str, Any]:
         now = time.perf_counter()
         first = self._first if self._first is not None else self._started
@@ -52,8 +53,7 @@ class LlamaCppWriter:
             "tokens_predicted": usage.completion_tokens, "tokens_evaluated": usage.prompt_tokens,
             "generation_settings": self.settings, "prompt": self.prompt,
             "has_new_line": "\n" in "".join(self._text) + content, "truncated": False,
-            # A stop string and the end-of-sequence token both end as "stop": which one is not known here.
-            "stop_type": "limit" if finish_reason == "length" else "eos", "stopping_word": "", "tokens_cached": 0,
+            "stop_type": _stop_type(finish_reason, stop_word), "stopping_word": stop_word or "", "tokens_cached": 0,
             "timings": {
                 "prompt_n": usage.prompt_tokens, "prompt_ms": prompt_ms,
                 "prompt_per_second": usage.prompt_tokens / (prompt_ms / 1000) if prompt_ms > 0 else None,
@@ -78,11 +78,25 @@ class LlamaCppWriter:
             body["completion_probabilities"] = probabilities(logprobs)
         return sse(body)
 
-    def finish(self, finish_reason: str, usage: Usage, index: int = 0, last: bool = True) -> bytes:
-        return sse(self._final("", finish_reason, usage, None))
+    def finish(
+        self, finish_reason: str, usage: Usage, index: int = 0, last: bool = True, stop_word: str | None = None
+    ) -> bytes:
+        return sse(self._final("", finish_reason, usage, None, stop_word))
 
     def error(self, message: str, err_type: str = "server_error", code: str | None = None) -> bytes:
         return sse({"error": {"code": 500, "message": message, "type": err_type}})
 
-    def whole(self, text: str, finish_reason: str, usage: Usage, logprobs: Sequence[TokenLogprob] = ()) -> dict[str, Any]:
-        return self._final(text, finish_reason, usage, logprobs)
+    def whole(
+        self, text: str, finish_reason: str, usage: Usage, logprobs: Sequence[TokenLogprob] = (),
+        stop_word: str | None = None,
+    ) -> dict[str, Any]:
+        return self._final(text, finish_reason, usage, logprobs, stop_word)
+
+
+def _stop_type(finish_reason: str, stop_word: str | None) -> str:
+    """llama.cpp's ``stop_type``: "word" for a stop sequence, "limit" for a length cut, else "eos".
+
+    A cached answer does not keep which stop sequence ended it, so it reads as "eos"."""
+    if finish_reason == "length":
+        return "limit"
+    return "word" if stop_word is not None and finish_reason == "stop" else "eos"

@@ -104,7 +104,9 @@ class NdjsonWriter:
                 return b""
         return line({**self._piece(text, logprobs), "done": False})
 
-    def finish(self, finish_reason: str, usage: Usage, index: int = 0, last: bool = True) -> bytes:
+    def finish(
+        self, finish_reason: str, usage: Usage, index: int = 0, last: bool = True, stop_word: str | None = None
+    ) -> bytes:
         out = b""
         if self.tools is not None:
             called = self._called(self._reply.text)
@@ -117,7 +119,10 @@ class NdjsonWriter:
     def error(self, message: str, err_type: str = "server_error", code: str | None = None) -> bytes:
         return line(error_body(message))
 
-    def whole(self, text: str, finish_reason: str, usage: Usage, logprobs: Sequence[TokenLogprob] = ()) -> dict[str, Any]:
+    def whole(
+        self, text: str, finish_reason: str, usage: Usage, logprobs: Sequence[TokenLogprob] = (),
+        stop_word: str | None = None,
+    ) -> dict[str, Any]:
         """The answer when ``stream`` is false: the whole text in one object."""
         if self._first is None:
             self._first = self._started  # a whole answer's split is not seen: all of it counts as eval

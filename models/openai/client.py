@@ -81,6 +81,7 @@ class Delta:
     finish_reason: str | None
     usage: Usage | None
     logprobs: tuple[TokenLogprob, ...] = ()
+    stop_word: str | None = None  # vLLM's stop_reason, when it is a stop sequence (not a token id)
 
 
 def parse_event(data: str) -> Delta:
@@ -108,7 +109,10 @@ def parse_event(data: str) -> Delta:
     if text is not None and not isinstance(text, str):
         raise MalformedEventError(f"stream text is not a string: {data[:80]!r}")
     finish = choice.get("finish_reason")
-    return Delta(text or "", finish if isinstance(finish, str) else None, usage, read_block(choice.get("logprobs")))
+    return Delta(
+        text or "", finish if isinstance(finish, str) else None, usage, read_block(choice.get("logprobs")),
+        _stop_word(choice),
+    )
 
 
 def parse_whole(data: bytes) -> Delta:
@@ -128,8 +132,14 @@ def parse_whole(data: bytes) -> Delta:
         raise MalformedEventError(f"the answer's text is not a string: {data[:80]!r}")
     finish = choice.get("finish_reason")
     return Delta(
-        text or "", finish if isinstance(finish, str) else None, _usage(obj.get("usage")), read_block(choice.get("logprobs"))
+        text or "", finish if isinstance(finish, str) else None, _usage(obj.get("usage")),
+        read_block(choice.get("logprobs")), _stop_word(choice),
     )
+
+
+def _stop_word(choice: dict[str, Any]) -> str | None:
+    reason = choice.get("stop_reason")
+    return reason if isinstance(reason, str) else None
 
 
 def _object(data: str | bytes, what: str) -> dict[str, Any]:

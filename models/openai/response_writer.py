@@ -106,7 +106,10 @@ class ResponseWriter:
                 return [self._message(status, self.call.reply(text), entries)]
         return [self._message(status, text, entries)]
 
-    def whole(self, text: str, finish_reason: str, usage: Usage, logprobs: Sequence[TokenLogprob] = ()) -> dict[str, Any]:
+    def whole(
+        self, text: str, finish_reason: str, usage: Usage, logprobs: Sequence[TokenLogprob] = (),
+        stop_word: str | None = None,
+    ) -> dict[str, Any]:
         """The non-streamed response object."""
         status = _status(finish_reason)
         self.final = self._response(status, self._output(text, status, logprobs), usage)
@@ -160,7 +163,9 @@ class ResponseWriter:
             return self._event("response.function_call_arguments.delta", item_id="fc_" + self.item_id[4:], output_index=0, delta=text)
         return self._delta(text, logprobs)
 
-    def finish(self, finish_reason: str, usage: Usage, index: int = 0, last: bool = True) -> bytes:
+    def finish(
+        self, finish_reason: str, usage: Usage, index: int = 0, last: bool = True, stop_word: str | None = None
+    ) -> bytes:
         status = _status(finish_reason)
         text = "".join(self._text)
         output = self._output(text, status, self._entries)

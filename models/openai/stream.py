@@ -14,6 +14,8 @@ from .logprobs import chat_block, text_block
 from .tools import ReplyStream, ToolUse
 
 Kind = Literal["chat", "text"]
+# One choice of a whole answer: text, finish reason, log probabilities and (optionally) the stop word.
+Answer = tuple[str, str, Sequence[TokenLogprob]] | tuple[str, str, Sequence[TokenLogprob], str | None]
 
 DONE = b"data: [DONE]\n\n"
 
@@ -134,8 +136,12 @@ class ChunkWriter:
             return self._call_delta({"tool_calls": [{"index": 0, "function": {"arguments": text}}]}, index)
         return self._event([self._choice(text, None, logprobs=logprobs, index=index)])
 
-    def finish(self, finish_reason: str, usage: Usage, index: int = 0, last: bool = True) -> bytes:
-        """Choice ``index``'s end; the ``last`` to end also sends the usage (of all choices) and ``[DONE]``."""
+    def finish(
+        self, finish_reason: str, usage: Usage, index: int = 0, last: bool = True, stop_word: str | None = None
+    ) -> bytes:
+        """Choice ``index``'s end; the ``last`` to end also sends the usage (of all choices) and ``[DONE]``.
+
+        ``stop_word``: the stop sequence that ended it, sent as vLLM's ``stop_reason``."""
         out = b""
         if self.call is not None and self.call.auto:
             answer = self._replies.pop(index, None) or ReplyStream()
@@ -153,7 +159,7 @@ class ChunkWriter:
             elif streamed:  # cut by max_tokens before the call was whole: the text is all there is
                 out += self._call_delta({"content": streamed}, index)
             finish_reason = _call_finish(finish_reason, self.call.named is not None or calls is not None)
-        out += self._event([self._choice("", finish_reason, index=index)])
+        out += self._event([_stop_reason(self._choice("", finish_reason, index=index), stop_word)])
         if not last:
             return out
         if self.include_usage:
@@ -165,15 +171,16 @@ class ChunkWriter:
         return sse(error_body(message, err_type, None, code)) + DONE
 
     def whole(
-        self, text: str, finish_reason: str, usage: Usage, logprobs: Sequence[TokenLogprob] = ()
+        self, text: str, finish_reason: str, usage: Usage, logprobs: Sequence[TokenLogprob] = (),
+        stop_word: str | None = None,
     ) -> dict[str, Any]:
         """The non-streamed response body."""
-        return self.whole_choices([(text, finish_reason, logprobs)], usage)
+        return self.whole_choices([(text, finish_reason, logprobs, stop_word)], usage)
 
     def whole_choices(
-        self, answers: Sequence[tuple[str, str, Sequence[TokenLogprob]]], usage: Usage
+        self, answers: Sequence[Answer], usage: Usage
     ) -> dict[str, Any]:
-        """The non-streamed body of ``n`` choices: (text, finish reason, log probabilities) each."""
+        """The non-streamed body of ``n`` choices: (text, finish reason, log probabilities[, stop word]) each."""
         return {
             "id": self.rid,
             "object": "chat.completion" if self.kind == "chat" else "text_completion",
@@ -185,11 +192,12 @@ class ChunkWriter:
         }
 
     def _whole_choice(
-        self, index: int, text: str, finish_reason: str, logprobs: Sequence[TokenLogprob]
+        self, index: int, text: str, finish_reason: str, logprobs: Sequence[TokenLogprob],
+        stop_word: str | None = None,
     ) -> dict[str, Any]:
         block = self._block(text, logprobs, index)
         if self.kind != "chat":
-            return {"index": index, "text": text, "logprobs": block, "finish_reason": finish_reason}
+            return _stop_reason({"index": index, "text": text, "logprobs": block, "finish_reason": finish_reason}, stop_word)
         message: dict[str, Any] = {"role": "assistant", "content": text, "refusal": None}
         if self.call is not None:
             calls = self.call.calls(text)
@@ -199,7 +207,15 @@ class ChunkWriter:
                 message["content"] = self.call.reply(text)
             # else a forced call cut by max_tokens: the text is all there is
             finish_reason = _call_finish(finish_reason, calls is not None)
-        return {"index": index, "message": message, "logprobs": block, "finish_reason": finish_reason}
+        return _stop_reason({"index": index, "message": message, "logprobs": block, "finish_reason": finish_reason}, stop_word)
+
+
+def _stop_reason(choice: dict[str, Any], stop_word: str | None) -> dict[str, Any]:
+    """vLLM's ``stop_reason`` on a finished choice ended by a stop sequence (absent otherwise, as
+    in OpenAI's answers); a member's stop word reaches the node's llama.cpp API this way."""
+    if stop_word is not None and choice.get("finish_reason") == "stop":
+        choice["stop_reason"] = stop_word
+    return choice
 
 
 def _call_finish(finish_reason: str, called: bool) -> str:

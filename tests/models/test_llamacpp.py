@@ -84,3 +84,15 @@ def test_a_whole_answer_is_the_record_with_the_text() -> None:
     assert body["timings"]["predicted_n"] == 2 and body["timings"]["prompt_n"] == 3
     assert "completion_probabilities" not in body
     assert _events(writer.error("boom")) == [{"error": {"code": 500, "message": "boom", "type": "server_error"}}]
+
+
+def test_a_stop_word_is_stop_type_word_with_its_stopping_word() -> None:
+    whole = LlamaCppWriter("edge", "Count", {}).whole("1, 2", "stop", Usage(2, 3), stop_word=", 3")
+    assert (whole["stop_type"], whole["stopping_word"], whole["content"]) == ("word", ", 3", "1, 2")
+    [last] = _events(LlamaCppWriter("edge", "Count", {}).finish("stop", Usage(2, 3), stop_word=", 3"))
+    assert (last["stop_type"], last["stopping_word"]) == ("word", ", 3")
+    eos = LlamaCppWriter("edge", "Count", {}).whole("1, 2", "stop", Usage(2, 3))
+    assert (eos["stop_type"], eos["stopping_word"]) == ("eos", "")
+    # A length cut is a limit whatever text it ended on.
+    cut = LlamaCppWriter("edge", "Count", {}).whole("1, 2", "length", Usage(2, 3))
+    assert (cut["stop_type"], cut["stopping_word"]) == ("limit", "")

@@ -99,6 +99,17 @@ def test_parse_chat_text_and_usage_events() -> None:
     assert (u.text, u.usage) == ("", Usage(3, 4))
 
 
+def test_vllm_s_stop_reason_is_read_as_the_stop_word_when_it_is_text() -> None:
+    word = parse_event('{"choices":[{"index":0,"text":"","finish_reason":"stop","stop_reason":"\\n\\n"}]}')
+    assert (word.finish_reason, word.stop_word) == ("stop", "\n\n")
+    token = parse_event('{"choices":[{"index":0,"text":"","finish_reason":"stop","stop_reason":128001}]}')
+    assert (token.finish_reason, token.stop_word) == ("stop", None)
+    whole = parse_whole(
+        b'{"choices":[{"index":0,"message":{"role":"assistant","content":"a"},"finish_reason":"stop","stop_reason":"END"}]}'
+    )
+    assert (whole.text, whole.stop_word) == ("a", "END")
+
+
 @pytest.mark.parametrize(
     "data",
     [

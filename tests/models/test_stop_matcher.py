@@ -56,3 +56,17 @@ def test_false_alarm_is_released_and_nothing_follows_a_hit() -> None:
     assert other.feed("Xtra") == ("ENXtra", False)
     assert other.feed("E") == ("", False)
     assert other.flush() == "E" and not other.hit
+
+
+def test_the_matched_stop_sequence_is_kept() -> None:
+    matcher = StopMatcher(("b", "a"))
+    assert matcher.matched is None
+    assert feed_all(matcher, ["xx", "ab"]) == ("xx", True)
+    assert matcher.matched == "a"  # the earliest in the text, not the first listed
+
+
+def test_at_a_tie_the_first_listed_stop_is_the_match_and_no_match_leaves_none() -> None:
+    tie = StopMatcher(("ab", "a"))
+    assert feed_all(tie, ["xab"]) == ("x", True) and tie.matched == "ab"
+    none = StopMatcher(("zz",))
+    assert feed_all(none, ["abc", "z"]) == ("abcz", False) and none.matched is None

@@ -100,3 +100,22 @@ def test_the_node_s_keys_guard_them(keyed_node: str) -> None:
     assert _complete(keyed_node, prompt="hi", n_predict=2).status_code == 401
     allowed = httpx.post(keyed_node + "/completions", json={"prompt": "hi", "n_predict": 2}, headers={"authorization": "Bearer key-a"}, timeout=120)
     assert allowed.status_code == 200 and allowed.json()["stop"] is True
+
+
+def test_a_stop_word_ends_as_stop_type_word_on_every_api(node_url: str) -> None:
+    free = _complete(node_url, prompt="One, two, three,", n_predict=16, temperature=0, cache=False).json()["content"]
+    words = free.split()
+    assert len(words) >= 2, free
+    stop = words[1]  # from the answer itself, so the stop is reached
+    body = {"prompt": "One, two, three,", "n_predict": 16, "temperature": 0, "cache": False, "stop": [stop, "never-seen"]}
+    whole = _complete(node_url, **body).json()
+    events = _stream(node_url, **body)
+    assert whole["content"] == free[: free.find(stop)] == "".join(e["content"] for e in events)
+    assert (whole["stop_type"], whole["stopping_word"]) == ("word", stop)
+    assert (events[-1]["stop_type"], events[-1]["stopping_word"]) == ("word", stop)
+    theirs = openai.OpenAI(base_url=node_url + "/v1", api_key="x").completions.create(
+        model="auto", prompt="One, two, three,", max_tokens=16, temperature=0, stop=[stop, "never-seen"],
+        extra_body={"cache": False, **LLAMA_SAMPLER},
+    )
+    choice = theirs.choices[0]
+    assert (choice.text, choice.finish_reason, (choice.model_extra or {}).get("stop_reason")) == (whole["content"], "stop", stop)
