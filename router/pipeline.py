@@ -288,7 +288,7 @@ def _replay(hit: CacheHit) -> AsyncIterator[Chunk]:
             piece = word if i == 0 else " " + word
             if piece:
                 yield Chunk(piece)
-        yield Chunk("", hit.finish_reason, hit.usage)
+        yield Chunk("", hit.finish_reason, hit.usage, stop_word=hit.stop_word)
 
     return gen()
 
@@ -385,7 +385,7 @@ async def _store(node: Node, store: _Store, plan: StreamPlan | None, text: str, 
     try:
         await node.cache.store(
             store.key, text, final.finish_reason or "stop", final.usage or Usage(0, 0), tier,
-            embedding=store.embedding, opt=store.opt,
+            embedding=store.embedding, opt=store.opt, stop_word=final.stop_word,
         )
     except Exception:  # noqa: BLE001 - a failed cache write must not fail the answer
         log.exception("cache store failed")

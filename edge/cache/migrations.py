@@ -60,10 +60,17 @@ def _vectors(db: sqlite_utils.Database) -> None:
     )
 
 
+def _stop_word(db: sqlite_utils.Database) -> None:
+    # The stop sequence that ended the answer (NULL: the end-of-sequence token, a length cut, or
+    # an entry stored before this column), so a hit reports it as the generation did.
+    db["entries"].add_column("stop_word", str)
+
+
 MIGRATIONS = Migrations("edgeroute.cache")
 MIGRATIONS(name="0001_entries")(_entries)
 MIGRATIONS(name="0002_meta_counters")(_meta)
 MIGRATIONS(name="0003_vectors_ivf")(_vectors)
+MIGRATIONS(name="0004_entries_stop_word")(_stop_word)
 
 
 def migrate(db: sqlite_utils.Database) -> list[str]:

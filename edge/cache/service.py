@@ -42,6 +42,7 @@ class CacheHit:
     tier: str  # who produced the answer: "edge", "cloud" (or "warmup")
     entry_id: int
     probability: float | None = None  # the verifier's, on a semantic hit it judged
+    stop_word: str | None = None  # the stop sequence that ended the stored answer
 
 
 @dataclass(frozen=True, slots=True)
@@ -157,6 +158,7 @@ class EdgeCache:
         embedding: np.ndarray | None = None,
         *,
         opt: bool | None = None,
+        stop_word: str | None = None,
     ) -> int | None:
         """Store a finished answer; returns the entry id once committed (None when not cacheable)."""
         if not self.cacheable(key, opt) or finish_reason not in ("stop", "length"):
@@ -172,7 +174,7 @@ class EdgeCache:
             model=key.model, prompt_text=parts.text, request=request_record(key), answer=text,
             finish_reason=finish_reason, prompt_tokens=usage.prompt_tokens,
             completion_tokens=usage.completion_tokens, tier=tier,
-            embedding=vec if self._semantic_ok(parts.text) else None,
+            embedding=vec if self._semantic_ok(parts.text) else None, stop_word=stop_word,
         )
         touches, counters = self._take_pending()
         self.counters["stores"] += 1
@@ -333,7 +335,9 @@ class EdgeCache:
         self, kind: Literal["exact", "semantic"], entry: Entry, similarity: float, probability: float | None = None
     ) -> CacheHit:
         usage = Usage(entry.prompt_tokens, entry.completion_tokens)
-        return CacheHit(kind, entry.answer, entry.finish_reason, usage, similarity, entry.tier, entry.id, probability)
+        return CacheHit(
+            kind, entry.answer, entry.finish_reason, usage, similarity, entry.tier, entry.id, probability, entry.stop_word
+        )
 
     def _count(self, name: str, n: int = 1, pending: bool = True) -> None:
         if n <= 0:

@@ -29,7 +29,8 @@ from .index import DIM, IvfIndex
 from .migrations import migrate
 
 _ENTRY_COLS = (
-    "id, tenant, scope, prompt_text, answer, finish_reason, prompt_tokens, completion_tokens, tier, created"
+    "id, tenant, scope, prompt_text, answer, finish_reason, prompt_tokens, completion_tokens, tier, created,"
+    " stop_word"
 )
 
 
@@ -47,6 +48,7 @@ class Entry:
     completion_tokens: int
     tier: str
     created: float
+    stop_word: str | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -66,6 +68,7 @@ class NewEntry:
     completion_tokens: int
     tier: str
     embedding: np.ndarray | None
+    stop_word: str | None = None  # the stop sequence that ended the answer
 
 
 def connect(path: Path) -> sqlite3.Connection:
@@ -196,7 +199,7 @@ class CacheStore:
         conn = connect(self.path)  # its own connection: a long export never holds the reader
         with _translate("export"), contextlib.closing(conn):
             cur = conn.execute(
-                "SELECT id, tenant, model, prompt_text, request, answer, finish_reason, prompt_tokens,"
+                "SELECT id, tenant, model, prompt_text, request, answer, finish_reason, stop_word, prompt_tokens,"
                 f" completion_tokens, tier, created, last_used, hits FROM entries {where} ORDER BY id",
                 args,
             )
@@ -231,12 +234,12 @@ class CacheStore:
                 cur = c.execute(
                     "INSERT INTO entries (tenant, exact_key, scope, model, prompt_text, request, answer,"
                     " finish_reason, prompt_tokens, completion_tokens, tier, created, last_used, hits,"
-                    " embedding, bucket) VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,0,?,?)",
+                    " embedding, bucket, stop_word) VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,0,?,?,?)",
                     (
                         e.tenant, e.exact_key, e.scope, e.model, e.prompt_text,
                         json.dumps(e.request, ensure_ascii=False, default=str), e.answer, e.finish_reason,
                         e.prompt_tokens, e.completion_tokens, e.tier, now, now,
-                        None if emb is None else emb.tobytes(), bucket,
+                        None if emb is None else emb.tobytes(), bucket, e.stop_word,
                     ),
                 )
                 rowid = int(cur.lastrowid)
@@ -277,13 +280,13 @@ class CacheStore:
             c.executemany(
                 "INSERT INTO entries (id, tenant, exact_key, scope, model, prompt_text, request, answer,"
                 " finish_reason, prompt_tokens, completion_tokens, tier, created, last_used, hits,"
-                " embedding, bucket) VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,0,?,?)",
+                " embedding, bucket, stop_word) VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,0,?,?,?)",
                 (
                     (
                         start + i, r.tenant, r.exact_key, r.scope, r.model, r.prompt_text,
                         json.dumps(r.request, ensure_ascii=False, default=str), r.answer, r.finish_reason,
                         r.prompt_tokens, r.completion_tokens, r.tier, now, now, embs[i].tobytes(),
-                        int(buckets[i]),
+                        int(buckets[i]), r.stop_word,
                     )
                     for i, r in enumerate(rows)
                 ),

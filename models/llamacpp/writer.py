@@ -94,9 +94,7 @@ class LlamaCppWriter:
 
 
 def _stop_type(finish_reason: str, stop_word: str | None) -> str:
-    """llama.cpp's ``stop_type``: "word" for a stop sequence, "limit" for a length cut, else "eos".
-
-    A cached answer does not keep which stop sequence ended it, so it reads as "eos"."""
+    """llama.cpp's ``stop_type``: "word" for a stop sequence, "limit" for a length cut, else "eos"."""
     if finish_reason == "length":
         return "limit"
     return "word" if stop_word is not None and finish_reason == "stop" else "eos"

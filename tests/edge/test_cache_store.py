@@ -107,3 +107,49 @@ def test_the_sampler_extensions_key_what_they_can_change() -> None:
     keys = {exact_key(k) for k in (sampled, with_(sampled, top_k=5), with_(sampled, min_p=0.2), with_(sampled, top_k=6))}
     assert len(keys) == 4
     assert request_record(with_(greedy, repeat_penalty=1.1))["params"]["repeat_penalty"] == 1.1
+
+
+async def test_a_hit_reports_the_stop_word_its_answer_was_stored_with(tmp_path: Path, embedder: Embedder) -> None:  # noqa: F811
+    cache = EdgeCache(tmp_path / "c.db", CacheSettings(), embedder=embedder)
+    try:
+        await cache.store(chat("Count to three, please."), "1, 2", "stop", Usage(1, 3), "edge", stop_word=", 3")
+        await cache.store(chat("Say hello to me."), "Hello!", "stop", Usage(1, 2), "edge")
+        exact = await cache.lookup(chat("Count to three, please."))
+        assert exact.hit is not None and (exact.hit.kind, exact.hit.text, exact.hit.stop_word) == ("exact", "1, 2", ", 3")
+        plain = await cache.lookup(chat("Say hello to me."))
+        assert plain.hit is not None and plain.hit.stop_word is None
+        assert {r["answer"]: r["stop_word"] for r in cache.db.export()} == {"1, 2": ", 3", "Hello!": None}
+    finally:
+        await cache.aclose()
+
+
+def test_a_file_from_before_the_stop_word_is_upgraded_in_place(tmp_path: Path) -> None:
+    from sqlite_utils import Database
+    from sqlite_utils.migrations import Migrations
+
+    from edge.cache import migrations
+    from edge.cache.store import connect
+
+    path = tmp_path / "old.db"
+    conn = connect(path)
+    older = Migrations("edgeroute.cache")  # the schema as it was: the first three steps only
+    for name, step in (("0001_entries", migrations._entries), ("0002_meta_counters", migrations._meta),
+                       ("0003_vectors_ivf", migrations._vectors)):
+        older(name=name)(step)
+    db = Database(conn)
+    older.apply(db)
+    row = _row("What is X?", "old answer")
+    db["entries"].insert({
+        "tenant": row.tenant, "exact_key": row.exact_key, "scope": row.scope, "model": row.model,
+        "prompt_text": row.prompt_text, "request": "{}", "answer": row.answer, "finish_reason": "stop",
+        "tier": "edge", "created": time.time(), "last_used": time.time(),
+    })
+    conn.close()
+    store = CacheStore(path)
+    try:
+        assert [m.name for m in migrations.MIGRATIONS.applied(Database(store.read))][-1] == "0004_entries_stop_word"
+        old = store.get_exact(row.exact_key, 0.0, ("edge",))
+        assert old is not None and (old.answer, old.stop_word) == ("old answer", None)
+        assert [r["stop_word"] for r in store.export()] == [None]
+    finally:
+        store.close()

@@ -119,3 +119,17 @@ def test_a_stop_word_ends_as_stop_type_word_on_every_api(node_url: str) -> None:
     )
     choice = theirs.choices[0]
     assert (choice.text, choice.finish_reason, (choice.model_extra or {}).get("stop_reason")) == (whole["content"], "stop", stop)
+
+
+def test_an_answer_from_the_cache_keeps_the_stop_word_that_ended_it(node_url: str) -> None:
+    prompt = "Seven, eight, nine, (llama.cpp stop-word cache test)"
+    free = _complete(node_url, prompt=prompt, n_predict=16, temperature=0, cache=False).json()["content"]
+    words = free.split()
+    assert len(words) >= 2, free
+    body = {"prompt": prompt, "n_predict": 16, "temperature": 0, "stop": [words[1]]}
+    first, again = _complete(node_url, **body), _complete(node_url, **body)
+    assert [first.headers["x-edgeroute-route"], again.headers["x-edgeroute-route"]] == ["edge", "cache-exact"]
+    assert [(r.json()["stop_type"], r.json()["stopping_word"]) for r in (first, again)] == [("word", words[1])] * 2
+    streamed = _stream(node_url, **body)  # a hit replayed as a stream
+    assert (streamed[-1]["stop_type"], streamed[-1]["stopping_word"]) == ("word", words[1])
+    assert "".join(e["content"] for e in streamed) == first.json()["content"]
