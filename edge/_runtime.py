@@ -63,8 +63,8 @@ class Vocab:
     def tokenize(self, text: bytes, add_bos: bool, special: bool) -> list[int]:
         return list(self._model.tokenize(text, add_bos=add_bos, special=special))
 
-    def detokenize(self, tokens: list[int]) -> bytes:
-        return bytes(self._model.detokenize(tokens, special=False))
+    def detokenize(self, tokens: list[int], special: bool = False) -> bytes:
+        return bytes(self._model.detokenize(tokens, special=special))
 
     def piece(self, token: int) -> bytes:
         """``detokenize([token])``, remembered."""

@@ -114,6 +114,14 @@ class LlamaEngine:
         """The bytes of ``tokens`` (special tokens left out, as in an answer)."""
         return self._vocab.detokenize(tokens)
 
+    def text_of_prompt(self, tokens: list[int]) -> str:
+        """The text a token-id prompt stands for: special tokens written out, so that tokenizing it
+        (as a prompt is) gives the ids back; a leading BOS is dropped where the model adds its own."""
+        bos = self._vocab.bos
+        if tokens and bos >= 0 and tokens[0] == bos and self.tokenize("")[:1] == [bos]:
+            tokens = tokens[1:]
+        return self._vocab.detokenize(tokens, special=True).decode("utf-8", errors="replace")
+
     def piece(self, token: int) -> bytes:
         return self._vocab.piece(token)
 

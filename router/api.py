@@ -35,6 +35,7 @@ from .admission import Drain
 from .errors import ClientGoneError, InvalidRequestError
 from .limits import check_inputs, check_messages, check_prompt
 from .node import Node
+from .offload import off_loop
 from .pipeline import RequestContext, Routing
 from .schemas import ChatCompletionRequest, CompletionRequest, dump_extra
 
@@ -75,6 +76,26 @@ def request_context(request: Request[Any, Any, State], body: ChatCompletionReque
         stream=body.stream,
         extra={k: v for k, v in dump_extra(body).items() if k not in _NOT_IN_KEY},
     )
+
+
+async def text_prompts(node: Node, body: CompletionRequest) -> CompletionRequest:
+    """A prompt given as token ids, as the text they are (the edge model's ids, as /tokenize gives
+    them): it is routed, cached and generated like the text, on the edge or a member alike."""
+    ids = body.token_prompts()
+    if ids is None:
+        return body
+    vocab = node.edge.n_vocab
+    texts: list[str] = []
+    for tokens in ids:
+        bad = next((t for t in tokens if t >= vocab), None)
+        if bad is not None:
+            raise InvalidRequestError(
+                f"prompt token id {bad} is beyond the vocabulary of {node.edge_model} ({vocab} tokens): token-id "
+                "prompts are the edge model's ids", param="prompt", code="invalid_value",
+            )
+        texts.append(await off_loop(len(tokens) * 4, lambda tokens=tokens: node.edge.text_of_prompt(tokens)))
+    single = isinstance(body.prompt, list) and isinstance(body.prompt[0], int)
+    return body.model_copy(update={"prompt": texts[0] if single else texts})
 
 
 def _check_caps(node: Node, body: ChatCompletionRequest | CompletionRequest) -> None:
@@ -125,6 +146,8 @@ async def respond(
     node: Node = request.app.state.node
     rid: str = request.state.request_id
     routing: Routing = request.state.routing  # made by rate_guard
+    if isinstance(body, CompletionRequest):
+        body = await text_prompts(node, body)
     _check_caps(node, body)
     ctx = request_context(request, body)
     gen = body.to_generation(rid, ctx.tenant)

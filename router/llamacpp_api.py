@@ -26,7 +26,9 @@ from .schemas import ChatCompletionRequest, CompletionRequest, LlamaCompletionRe
 
 def _writer(data: LlamaCompletionRequest, n_ctx: int) -> MakeWriter:
     def make(body: ChatCompletionRequest | CompletionRequest, gen: GenerationRequest) -> LlamaCppWriter:
-        return LlamaCppWriter(data.model, data.prompt, data.generation_settings(n_ctx), probs=data.n_probs > 0)
+        # The prompt as text: token ids were read as theirs by then (router.api.text_prompts).
+        prompt = body.prompt_text() if isinstance(body, CompletionRequest) else ""
+        return LlamaCppWriter(data.model, prompt, data.generation_settings(n_ctx), probs=data.n_probs > 0)
 
     return make
 

@@ -53,21 +53,56 @@ class ChatCompletionRequest(_NodeFields, ChatBody):
         )
 
 
+# A prompt as token ids (OpenAI's and vLLM's int arrays): the edge model's, as /tokenize gives them.
+TokenIds = Annotated[list[Annotated[int, Field(ge=0, strict=True)]], Field(min_length=1)]
+
+
 class CompletionRequest(_NodeFields, CompletionBody):
     # Several prompts, as OpenAI and vLLM take them: each is completed n times, its choices at
     # indices prompt * n + i (router.choices); every generation counts against MAX_CHOICES.
-    prompt: str | Annotated[list[str], Field(min_length=1, max_length=MAX_CHOICES)]
+    # Token-id prompts are made text (router.api.text_prompts) before anything else reads them.
+    prompt: (
+        str
+        | Annotated[list[str], Field(min_length=1, max_length=MAX_CHOICES)]
+        | TokenIds
+        | Annotated[list[TokenIds], Field(min_length=1, max_length=MAX_CHOICES)]
+    )
     echo: bool = False  # the answer repeats the prompt before the completion
     suffix: str | None = None
 
+    @field_validator("prompt", mode="before")
+    @classmethod
+    def _one_shape(cls, value: Any) -> Any:
+        # One clear message instead of pydantic's four failed union branches.
+        def ids(v: Any) -> bool:
+            return isinstance(v, list) and all(type(t) is int for t in v)
+
+        if isinstance(value, list) and value and not (
+            all(isinstance(v, str) for v in value) or ids(value) or all(ids(v) for v in value)
+        ):
+            raise ValueError("give a string, a list of strings, a list of token ids or a list of token-id lists")
+        return value
+
     @model_validator(mode="after")
     def _generations_bounded(self) -> CompletionRequest:
-        if len(self.prompts()) * self.n > MAX_CHOICES:
-            raise ValueError(f"{len(self.prompts())} prompts x n {self.n}: at most {MAX_CHOICES} completions per request")
+        count = len(self.token_prompts() or self.prompts())
+        if count * self.n > MAX_CHOICES:
+            raise ValueError(f"{count} prompts x n {self.n}: at most {MAX_CHOICES} completions per request")
         return self
 
+    def token_prompts(self) -> list[list[int]] | None:
+        """The prompts when they are given as token ids, else None."""
+        p = self.prompt
+        if isinstance(p, list) and p and isinstance(p[0], int):
+            return [list(p)]  # type: ignore[arg-type]
+        if isinstance(p, list) and p and isinstance(p[0], list):
+            return [list(ids) for ids in p]  # type: ignore[union-attr]
+        return None
+
     def prompts(self) -> list[str]:
-        return [self.prompt] if isinstance(self.prompt, str) else list(self.prompt)
+        if self.token_prompts() is not None:
+            raise TypeError("token-id prompts are read as text first (router.api.text_prompts)")
+        return [self.prompt] if isinstance(self.prompt, str) else list(self.prompt)  # type: ignore[arg-type]
 
     @model_validator(mode="after")
     def _no_prompt_logprobs(self) -> CompletionRequest:

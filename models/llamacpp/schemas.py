@@ -24,7 +24,7 @@ class LlamaCompletionBody(BaseModel):
 
     model_config = ConfigDict(extra="allow")
 
-    prompt: str
+    prompt: str | Annotated[list[Annotated[int, Field(ge=0)]], Field(min_length=1)]  # text, or the model's token ids
     model: str = Field("auto", min_length=1, max_length=256)
     n_predict: int = -1
     stream: bool = False
@@ -46,9 +46,11 @@ class LlamaCompletionBody(BaseModel):
     @field_validator("prompt", mode="before")
     @classmethod
     def _text_prompt(cls, value: Any) -> Any:
-        if not isinstance(value, str):
-            raise ValueError("send the prompt as one string (token ids, several prompts and multimodal prompts are not supported)")
-        return value
+        if isinstance(value, str) or (isinstance(value, list) and all(type(t) is int for t in value)):
+            return value
+        raise ValueError(
+            "send the prompt as one string or one list of token ids (mixed, several and multimodal prompts are not supported)"
+        )
 
     @field_validator("n_predict")
     @classmethod

@@ -43,7 +43,8 @@ def test_llama_cpp_s_random_seeds_leave_the_seed_out(seed: int) -> None:
 @pytest.mark.parametrize(
     ("extra", "field"),
     [
-        ({"prompt": [1, 2, 3]}, "prompt"),
+        ({"prompt": [1, "b", 3]}, "prompt"),
+        ({"prompt": [[1], [2]]}, "prompt"),
         ({"prompt": ["a", "b"]}, "prompt"),
         ({"n_predict": 0}, "n_predict"),
         ({"grammar": "root ::= \"a\""}, "grammar"),

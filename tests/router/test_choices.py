@@ -147,7 +147,8 @@ def test_several_prompts_are_each_completed_n_times_in_prompt_order(client: open
         ({"prompt": ["a"] * 9}, "at most 8 items"),
         ({"prompt": ["a", "b", "c"], "n": 3}, "3 prompts x n 3: at most 8 completions"),
         ({"prompt": []}, "at least 1 item"),
-        ({"prompt": [1, 2, 3]}, "valid string"),
+        ({"prompt": [1, "a", 3]}, "a list of token ids or a list of token-id lists"),
+        ({"prompt": [[1, 2]] * 9}, "at most 8 items"),
     ],
 )
 def test_too_many_prompts_or_token_ids_are_a_400(node_url: str, body: dict[str, Any], fragment: str) -> None:

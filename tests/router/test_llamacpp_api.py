@@ -83,7 +83,8 @@ def test_props_reports_the_edge_model_and_the_defaults(node_url: str, node_app) 
 @pytest.mark.parametrize(
     ("body", "param"),
     [
-        ({"prompt": [1, 2]}, "prompt"),
+        ({"prompt": [1, "two"]}, "prompt"),
+        ({"prompt": [1, 10_000_000]}, "prompt"),
         ({"prompt": "x", "n_probs": 9}, "n_probs"),
         ({"prompt": "x", "n_predict": 2_000_000}, "n_predict"),
         ({"prompt": "x", "grammar": "root ::= \"a\""}, "grammar"),
