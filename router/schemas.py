@@ -10,7 +10,7 @@ from pydantic import BaseModel, Field, PrivateAttr, ValidationError, field_valid
 from models import GenerationRequest
 from models.llamacpp import LlamaCompletionBody
 from models.ollama import OllamaChatBody, OllamaGenerateBody
-from models.openai import ChatBody, CompletionBody, ResponsesBody
+from models.openai import ChatBody, CompletionBody, ResponsesBody, field_path
 
 from .choices import MAX_CHOICES
 from .errors import InvalidRequestError
@@ -163,8 +163,11 @@ def _validate_as(model: type[_M], fields: dict[str, Any], names: dict[str, str])
     try:
         return model.model_validate(fields)
     except ValidationError as exc:
-        first = exc.errors()[0]
-        loc = [str(p) for p in first["loc"]]
+        errors = exc.errors()
+        # A union's failed branches ("Input should be a valid string") come before the error of the
+        # branch the value was meant for, which says what is wrong with it.
+        first = next((e for e in errors if not str(e["type"]).endswith("_type")), errors[0])
+        loc = (field_path(".".join(str(p) for p in first["loc"])) or "").split(".") if first["loc"] else []
         if loc[:2] == ["response_format", "json_schema"] and "response_format.json_schema" in names:
             loc = [names["response_format.json_schema"], *loc[2:]]
         elif loc:
@@ -172,6 +175,23 @@ def _validate_as(model: type[_M], fields: dict[str, Any], names: dict[str, str])
         param = ".".join(loc) or None
         message = str(first["msg"]).removeprefix("Value error, ")
         raise InvalidRequestError(f"{param}: {message}" if param else message, param=param, code="invalid_value") from None
+
+
+# llama.cpp's server and Ollama take any number of stop strings (OpenAI's API 4): chat front-ends
+# send one per speaker name and template marker. Bounded all the same, each is matched as text comes.
+MAX_NATIVE_STOPS = 32
+
+
+class NativeChatRequest(ChatCompletionRequest):
+    """The chat completion an Ollama request asks for."""
+
+    stop: str | Annotated[list[str], Field(max_length=MAX_NATIVE_STOPS)] | None = None
+
+
+class NativeCompletionRequest(CompletionRequest):
+    """The text completion a llama.cpp ``/completion`` or Ollama ``raw`` request asks for."""
+
+    stop: str | Annotated[list[str], Field(max_length=MAX_NATIVE_STOPS)] | None = None
 
 
 # Ollama's names of the OpenAI fields its requests become (options are Ollama's sampling knobs).
@@ -194,7 +214,7 @@ class OllamaChatRequest(OllamaChatBody):
         return data
 
     def openai(self) -> ChatCompletionRequest:
-        return _validate_as(ChatCompletionRequest, self.openai_fields(), _OLLAMA_NAMES)
+        return _validate_as(NativeChatRequest, self.openai_fields(), _OLLAMA_NAMES)
 
 
 class OllamaGenerateRequest(OllamaGenerateBody):
@@ -204,8 +224,8 @@ class OllamaGenerateRequest(OllamaGenerateBody):
     def openai(self) -> ChatCompletionRequest | CompletionRequest:
         names = {**_OLLAMA_NAMES, "messages": "prompt"}
         if self.raw:
-            return _validate_as(CompletionRequest, self.openai_fields(), names)
-        return _validate_as(ChatCompletionRequest, self.openai_fields(), names)
+            return _validate_as(NativeCompletionRequest, self.openai_fields(), names)
+        return _validate_as(NativeChatRequest, self.openai_fields(), names)
 
 
 # llama.cpp's names of the OpenAI fields its /completion body becomes.
@@ -219,7 +239,7 @@ class LlamaCompletionRequest(LlamaCompletionBody):
     """llama.cpp's ``POST /completion``; :meth:`openai` is the text completion it asks for."""
 
     def openai(self) -> CompletionRequest:
-        return _validate_as(CompletionRequest, self.openai_fields(), _LLAMA_NAMES)
+        return _validate_as(NativeCompletionRequest, self.openai_fields(), _LLAMA_NAMES)
 
 
 def dump_extra(body: BaseModel) -> dict[str, Any]:

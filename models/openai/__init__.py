@@ -18,6 +18,7 @@ _WHERE = {
     "api_key_guard": "auth",
     "bearer_token": "auth",
     "error_body": "errors",
+    "field_path": "errors",
     "exception_handlers": "errors",
     "http_status": "errors",
     "MAX_TOKENS_LIMIT": "schemas",

@@ -32,7 +32,7 @@ def http_status(exc: EdgerouteError) -> int:
 _TYPE_TAGS = {"str", "int", "float", "bool", "list", "dict", "none", "function-after", "constrained-str"}
 
 
-def _param(key: str | None) -> str | None:
+def field_path(key: str | None) -> str | None:
     """A pydantic location as the field path a client wrote (drop union-member tags like ``list[str]``)."""
     if not key:
         return None
@@ -80,7 +80,7 @@ def exception_handlers(
         parts = []
         for item in details:
             if isinstance(item, dict):
-                key = _param(item.get("key"))
+                key = field_path(item.get("key"))
                 param = param or key
                 # pydantic prefixes a validator's own message; the client needs only the message.
                 text = str(item.get("message")).removeprefix("Value error, ")

@@ -134,3 +134,16 @@ def test_an_answer_from_the_cache_keeps_the_stop_word_that_ended_it(node_url: st
     streamed = _stream(node_url, **body)  # a hit replayed as a stream
     assert (streamed[-1]["stop_type"], streamed[-1]["stopping_word"]) == ("word", words[1])
     assert "".join(e["content"] for e in streamed) == first.json()["content"]
+
+
+def test_more_stop_strings_than_openai_s_four_are_taken_as_llama_cpp_takes_them(node_url: str) -> None:
+    free = _complete(node_url, prompt="Four, five, six,", n_predict=16, temperature=0, cache=False).json()["content"]
+    words = free.split()
+    assert len(words) >= 2, free
+    stops = [f"<never-{i}>" for i in range(11)] + [words[1]]
+    body = _complete(node_url, prompt="Four, five, six,", n_predict=16, temperature=0, cache=False, stop=stops).json()
+    assert (body["content"], body["stop_type"], body["stopping_word"]) == (free[: free.find(words[1])], "word", words[1])
+    too_many = _complete(node_url, prompt="x", stop=[f"s{i}" for i in range(33)])
+    assert too_many.status_code == 400 and too_many.json()["error"]["param"] == "stop"
+    v1 = httpx.post(node_url + "/v1/completions", json={"model": "edge", "prompt": "x", "stop": stops}, timeout=30)
+    assert v1.status_code == 400 and "at most 4" in v1.json()["error"]["message"]  # OpenAI's API keeps its 4

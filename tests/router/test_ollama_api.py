@@ -97,6 +97,17 @@ def test_raw_generate_is_the_text_completion_and_templated_generate_the_chat(cli
     assert "".join(p.response for p in streamed) == templated.response
 
 
+def test_more_stop_strings_than_openai_s_four_are_taken_as_ollama_takes_them(client: ollama.Client) -> None:
+    free = client.generate(model="edge", prompt="One, two, three,", raw=True, options=GREEDY, stream=False).response
+    words = free.split()
+    assert len(words) >= 2, free
+    stops = [f"<never-{i}>" for i in range(11)] + [words[1]]  # twelve, the last one reached
+    cut = client.generate(model="edge", prompt="One, two, three,", raw=True, options={**GREEDY, "stop": stops}, stream=False)
+    assert (cut.response, cut.done_reason) == (free[: free.find(words[1])], "stop")
+    chat = _chat(client, "Name two colours.", stream=False, options={**GREEDY, "stop": stops})
+    assert chat.done_reason in ("stop", "length")
+
+
 def test_num_predict_cuts_the_answer_and_says_so(client: ollama.Client) -> None:
     cut = _chat(client, "Tell me a long story.", stream=False, options={"num_predict": 3})
     assert (cut.done_reason, cut.eval_count) == ("length", 3) and cut.message.content
@@ -197,6 +208,7 @@ def test_a_v1_answer_in_the_cache_answers_the_same_ollama_request(node_url: str)
         ("/api/chat", {"model": "edge", "messages": [{"role": "user", "content": "x"}], "format": {"type": "object", "properties": 5}}, 400, "format"),
         ("/api/generate", {"model": "edge", "prompt": "x", "suffix": "y"}, 400, "suffix"),
         ("/api/generate", {"model": "edge", "prompt": "x", "options": {"num_predict": 2_000_000}}, 400, "options.num_predict"),
+        ("/api/generate", {"model": "edge", "prompt": "x", "options": {"stop": [f"s{i}" for i in range(33)]}}, 400, "options.stop"),
         ("/api/embed", {"model": "nope", "input": "x"}, 404, "embedding model 'nope'"),
         ("/api/show", {"model": "nope"}, 404, "'nope' does not exist"),
     ],
