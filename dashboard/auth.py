@@ -102,7 +102,7 @@ class DashboardAuth:
     def valid_session(self, value: str, now: float | None = None) -> Principal | None:
         """The operator whose session ``value`` is, while it has not expired; else None."""
         expires_text, _, mac = value.partition(".")
-        if not expires_text.isdigit() or not mac:
+        if not (expires_text.isascii() and expires_text.isdigit()) or not mac:
             return None
         expires = int(expires_text)
         if expires <= (time.time() if now is None else now):

@@ -261,7 +261,7 @@ def _tenants(specs: list[str]) -> list[Tenant]:
     for spec in specs:
         label, _, rest = spec.partition(":")
         key, _, clients = rest.rpartition(":")
-        if not label or not clients.isdigit() or not 1 <= int(clients) <= 256:
+        if not label or not (clients.isascii() and clients.isdigit()) or not 1 <= int(clients) <= 256:
             typer.echo(f"error: --tenant wants LABEL:APIKEY:CLIENTS (1-256 clients), got label {label!r}", err=True)
             raise typer.Exit(2)
         out.append(Tenant(label, key or None, int(clients)))

@@ -24,17 +24,71 @@ _SPACE = re.compile(r'^space ::= " "\?$', re.MULTILINE)
 _NO_SPACE = 'space ::= ""'
 
 
+# GBNF escapes of code point 0 (``\x00``, ``\u0000``, ``\U00000000``), an escaped backslash
+# skipped first so that ``\\u0000`` (a backslash, then "u0000") is not read as one.
+_ESCAPE = re.compile(r"\\(?:x([0-9a-fA-F]{2})|u([0-9a-fA-F]{4})|U([0-9a-fA-F]{8})|.)", re.DOTALL)
+_LITERAL_ESCAPES = {"\\": "\\\\", "\r": "\\r", "\n": "\\n", '"': '\\"'}
+_LITERAL_SPECIAL = re.compile(r'[\\\r\n"]')
+
+
+def _converter() -> Any:
+    """llama-cpp-python's JSON-Schema-to-GBNF converter, with its literals escaped in full.
+
+    Its own escaping leaves backslashes alone, so the JSON text of a string literal (``"\\u0000"``,
+    ``"a\\nb"``) reached the grammar as an escape of a control character: a NUL that llama.cpp
+    aborts on (it ends a token's characters with one), a raw newline inside a JSON string."""
+    from llama_cpp.llama_grammar import SchemaConverter
+
+    class _Converter(SchemaConverter):  # type: ignore[misc]
+        def _format_literal(self, literal: str) -> str:
+            return '"' + _LITERAL_SPECIAL.sub(lambda m: _LITERAL_ESCAPES[m.group(0)], literal) + '"'
+
+    return _Converter(prop_order={}, allow_fetch=False, dotall=False, raw_pattern=False)
+
+
+def _json_schema_to_gbnf(json_schema: str) -> str:
+    import json
+
+    converter = _converter()
+    schema = converter.resolve_refs(json.loads(json_schema), "stdin")
+    converter.visit(schema, "")
+    return str(converter.format_grammar())
+
+
+def _check_encodable(gbnf: str) -> None:
+    """What llama.cpp cannot take as a grammar: a NUL (raw or escaped) outside a negated class,
+    or text that is not UTF-8 (a lone surrogate from a pattern)."""
+    for m in _ESCAPE.finditer(gbnf):
+        code = m.group(1) or m.group(2) or m.group(3)
+        if code is not None and int(code, 16) == 0:
+            before = gbnf[: m.start()]
+            opened = before.rfind("[")
+            in_negated = opened > before.rfind("]") and gbnf.startswith("[^", opened)
+            if not in_negated and not gbnf.startswith("-", m.end()):
+                raise ResponseFormatError(
+                    "response_format: the schema asks for a NUL character, which no grammar can hold", param=_PARAM
+                )
+    if "\x00" in gbnf or any(ord(c) < 0x20 and c != "\n" for c in gbnf):
+        raise ResponseFormatError("response_format: the schema holds a raw control character", param=_PARAM)
+    try:
+        gbnf.encode("utf-8")
+    except UnicodeEncodeError as exc:
+        raise ResponseFormatError("response_format: the schema holds text that is not valid Unicode", param=_PARAM) from exc
+
+
 @functools.lru_cache(maxsize=64)
 def gbnf_for(json_schema: str) -> str:
-    """The GBNF grammar of a JSON Schema (canonical JSON text); a schema it cannot express: 400."""
-    from llama_cpp.llama_grammar import json_schema_to_gbnf
+    """The GBNF grammar of a JSON Schema (canonical JSON text); a schema it cannot express: 400.
 
+    The schema's counts were bounded when the request was validated (``models.schema_bounds``),
+    so the converter's expansion is small before it starts."""
     try:
-        gbnf = json_schema_to_gbnf(json_schema)
+        gbnf = _json_schema_to_gbnf(json_schema)
     except Exception as exc:  # the converter asserts, or fails on a shape it does not expect
         raise ResponseFormatError(
             f"response_format: this JSON Schema cannot be enforced: {exc or type(exc).__name__}", param=_PARAM
         ) from exc
+    _check_encodable(gbnf)
     # Compact JSON, no whitespace between tokens, as the cloud members' llguidance is set up: an
     # answer either engine started, the other can continue after a fallback; and a tiny model
     # cannot drift into indenting ever deeper.

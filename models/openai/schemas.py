@@ -10,9 +10,10 @@ import dataclasses
 import json
 from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, model_validator
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
 from ..generation import JSON_OBJECT, SamplingParams
+from ..schema_bounds import check_schema
 from .tools import NamedToolChoice, ToolChoice, ToolDef, ToolUse, tool_use
 
 Role = Literal["system", "developer", "user", "assistant", "tool"]
@@ -69,6 +70,7 @@ class ResponseFormat(BaseModel):
                 raise ValueError("response_format.json_schema is required when type is 'json_schema'")
             if len(self.schema_text() or "") > MAX_SCHEMA_CHARS:
                 raise ValueError(f"response_format.json_schema.schema is over {MAX_SCHEMA_CHARS} characters")
+            check_schema(self.json_schema.body, "schema")
         return self
 
     def schema_text(self) -> str | None:
@@ -115,12 +117,15 @@ class SamplingBody(BaseModel):
     repeat_penalty: Annotated[float, Field(gt=0.0, le=10.0)] | None = None
     repetition_penalty: Annotated[float, Field(gt=0.0, le=10.0)] | None = None
 
-    @model_validator(mode="after")
-    def _bias_keys_are_token_ids(self) -> SamplingBody:
-        for key in self.logit_bias or {}:
-            if not key.isdigit() or len(key) > 9:
+    @field_validator("logit_bias")
+    @classmethod
+    def _bias_keys_are_token_ids(cls, value: dict[str, float] | None) -> dict[str, float] | None:
+        for key in value or {}:
+            # ASCII digits only: str.isdigit() also takes "²" and "١٢", which int() refuses or reads
+            # as another number.
+            if not (key.isascii() and key.isdigit()) or len(key) > 9:
                 raise ValueError(f"logit_bias keys are token ids (0 or more, as strings); got {key[:20]!r}")
-        return self
+        return value
 
     @model_validator(mode="after")
     def _one_repeat_penalty(self) -> SamplingBody:
@@ -194,6 +199,15 @@ class ChatBody(SamplingBody):
         if too_big:
             raise ValueError(f"tools: the functions' parameters are over {MAX_SCHEMA_CHARS} characters as JSON")
         return self
+
+    @field_validator("tools")
+    @classmethod
+    def _tools_bounded(cls, tools: list[ToolDef] | None) -> list[ToolDef] | None:
+        # All the functions become one grammar: their counts add up.
+        units = 0
+        for i, tool in enumerate(tools or ()):
+            units += check_schema(tool.function.parameters, f"tools[{i}].function.parameters", spent=units)
+        return tools
 
     def tool_use(self) -> ToolUse | None:
         """How the answer may or must call ``tools`` (None: it answers in text)."""

@@ -148,3 +148,30 @@ async def test_under_a_schema_the_logprobs_are_still_the_models_own(engine: Llam
     free = await collect(engine.stream(ask(None, logprobs=5, max_tokens=3)))
     assert shaped.logprobs[0].token.startswith("{")
     assert shaped.logprobs[0].top == free.logprobs[0].top  # the same step's distribution: the model's own
+
+
+@pytest.mark.parametrize(
+    "literal", ["\u0000", "a\u0000b", "\u0001\u001f", "back\\slash", "line\nbreak", 'quote"d', "\\u0000", "\U0001d518"]
+)
+async def test_string_literals_are_written_into_the_grammar_as_their_json_text(engine: LlamaEngine, literal: str) -> None:
+    # The converter's own escaping left backslashes alone: "\u0000" became a NUL in the grammar
+    # (llama.cpp aborts on it) and "\n" a raw newline inside a JSON string.
+    schema = json.dumps({"type": "object", "properties": {"k": {"enum": [literal]}}, "required": ["k"]})
+    done = await collect(engine.stream(ask(schema)))
+    assert json.loads(done.text) == {"k": literal}
+
+
+@pytest.mark.parametrize(
+    ("pattern", "says"),
+    [("^[\\x00]$", "NUL"), ("^a\\u0000b$", "NUL"), ("^\ud800$", "not valid Unicode"), ("^a\u0001$", "raw control character")],
+)
+def test_a_grammar_llama_cpp_cannot_hold_is_refused_before_it_is_built(pattern: str, says: str) -> None:
+    with pytest.raises(ResponseFormatError, match=says) as info:
+        gbnf_for(json.dumps({"type": "string", "pattern": pattern}))
+    assert info.value.param == "response_format"
+
+
+def test_a_nul_inside_a_negated_class_or_starting_a_range_is_kept() -> None:
+    # Excluding NUL, or a range that only starts at it, still leaves characters a token can be.
+    for pattern in ("^[^\\x00]$", "^[\\x00-\\x41]$"):
+        assert "\\x00" in gbnf_for(json.dumps({"type": "string", "pattern": pattern}))

@@ -43,7 +43,10 @@ def assert_error(resp: httpx.Response, status: int, param: str | None, fragment:
         ({**OK, "frequency_penalty": 2.5}, "frequency_penalty", "less than or equal to 2"),
         ({**OK, "presence_penalty": -3}, "presence_penalty", "greater than or equal to -2"),
         ({**OK, "logit_bias": {"5": 101}}, "logit_bias.5", "less than or equal to 100"),
-        ({**OK, "logit_bias": {"yes": 1}}, None, "logit_bias keys are token ids"),
+        ({**OK, "logit_bias": {"yes": 1}}, "logit_bias", "logit_bias keys are token ids"),
+        # str.isdigit() takes these; int() refuses the first (a 500 before) and reads the second as 12
+        ({**OK, "logit_bias": {"²": 5}}, "logit_bias", "got '²'"),
+        ({**OK, "logit_bias": {"١٢": 5}}, "logit_bias", "got '١٢'"),
         ({**OK, "top_k": -2}, "top_k", "greater than or equal to -1"),
         ({**OK, "seed": 2**63}, "seed", "less than or equal to 9223372036854775807"),
         ({**OK, "min_p": 1.5}, "min_p", "less than or equal to 1"),

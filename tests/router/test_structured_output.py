@@ -88,7 +88,13 @@ def test_the_cache_keeps_json_and_free_text_answers_apart(node_url: str) -> None
         ({"type": "json_schema"}, "json_schema is required"),
         ({"type": "json_schema", "json_schema": {"name": "bad name!", "schema": {}}}, "name"),
         ({"type": "json_schema", "json_schema": {"name": "s", "schema": {"type": "wat"}}}, "cannot be enforced"),
-        ({"type": "json_schema", "json_schema": {"name": "s", "schema": {"type": "string", "maxLength": 20000}}}, "over the 32000"),
+        ({"type": "json_schema", "json_schema": {"name": "s", "schema": {"type": "string", "maxLength": 6000}}}, "over the 32000"),
+        # refused from the schema's own numbers, before any grammar is built
+        ({"type": "json_schema", "json_schema": {"name": "s", "schema": {"type": "string", "maxLength": 20000}}}, "over the 8192"),
+        ({"type": "json_schema", "json_schema": {"name": "s", "schema": {"type": "string", "minLength": 10**9}}}, "over the 8192"),
+        ({"type": "json_schema", "json_schema": {"name": "s", "schema": {"type": "string", "pattern": "^(a{100}){100}$"}}},
+         "more than 8192 repetitions"),
+        ({"type": "json_schema", "json_schema": {"name": "s", "schema": {"type": "string", "pattern": "^a\u0000$"}}}, "NUL"),
     ],
 )
 def test_a_schema_that_cannot_be_enforced_is_a_400(node_url: str, response_format: dict, says: str) -> None:
