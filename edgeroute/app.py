@@ -8,9 +8,8 @@ from __future__ import annotations
 
 from litestar import Litestar
 
+from dashboard import DashboardPlugin
 from router import Settings, create_api_app
-
-from .plugin import DashboardPlugin
 
 
 def create_app(settings: Settings) -> Litestar:

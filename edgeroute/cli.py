@@ -15,10 +15,10 @@ import typer
 from cloud import register_prepare_steps
 from cloud.cli import cloud_app
 from edge.cli import cache_app
+from loadtest.faults import run_faults
+from loadtest.loadgen import LoadConfig, Tenant, run_load, table
 from models import EdgerouteError, prepare, registry
 from router import Settings, is_loopback, load_settings
-from router.faults import run_faults
-from router.loadgen import LoadConfig, Tenant, run_load, table
 from router.logs import configure_logging
 from router.policy.cli import router_app
 from router.server import serve as run_server

@@ -108,9 +108,9 @@ class _Members:
 
     def start(self, port: int) -> None:
         seed = random.getrandbits(32)
-        args = [sys.executable, "-m", "router.faults", str(port), str(seed), str(self.error_rate),
+        args = [sys.executable, "-m", "loadtest.faults", str(port), str(seed), str(self.error_rate),
                 str(self.cut_rate)]
-        root = Path(__file__).resolve().parents[1]  # where `router` is importable from
+        root = Path(__file__).resolve().parents[1]  # where `loadtest` is importable from
         self.procs[port] = subprocess.Popen(
             args, cwd=root, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL
         )
@@ -231,7 +231,7 @@ def run_faults(
     """Start the members and a node (``app_factory(settings)``), run the clients, report."""
     import uvicorn
 
-    from .settings import load_settings
+    from router.settings import load_settings
 
     random.seed(seed)
     rng = random.Random(seed)
@@ -287,6 +287,6 @@ def run_faults(
 
 
 if __name__ == "__main__":
-    # A member: python -m router.faults PORT SEED ERROR_RATE CUT_RATE
+    # A member: python -m loadtest.faults PORT SEED ERROR_RATE CUT_RATE
     os.environ.setdefault("PYTHONUNBUFFERED", "1")
     asyncio.run(_member(int(sys.argv[1]), int(sys.argv[2]), float(sys.argv[3]), float(sys.argv[4])))

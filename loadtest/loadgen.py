@@ -31,7 +31,7 @@ import ssl
 import time
 from collections.abc import Iterator
 from concurrent.futures import ProcessPoolExecutor
-from dataclasses import dataclass, field, replace
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit
@@ -39,10 +39,12 @@ from urllib.parse import urlsplit
 import httpx
 from httpx_sse import aconnect_sse
 
+from router.telemetry import GcWatch
+
+from .config import Job, LoadConfig, Result, Tenant
 from .loadprobe import prime, probe, read_rss_mb
 from .loadreport import percentiles, summarize, table
 from .loadretry import retry_delay_s, should_retry
-from .telemetry import GcWatch
 
 __all__ = [
     "Job", "LoadConfig", "Result", "Tenant", "check_loopback", "one_request", "retry_delay_s", "run_load",
@@ -62,63 +64,6 @@ SHORT = (
 TOPICS = ("a lighthouse keeper", "a lost robot", "the first city on Mars", "a dragon who bakes bread",
           "a detective cat", "an old sailing ship", "a winter in the mountains", "a secret garden",
           "a clockmaker's apprentice", "a river that talks", "a library at night", "a desert caravan")
-
-
-@dataclass(frozen=True, slots=True)
-class Job:
-    kind: str
-    messages: tuple[dict[str, str], ...]
-    max_tokens: int
-
-
-@dataclass
-class Result:
-    kind: str
-    route: str
-    ok: bool
-    latency_s: float
-    ttft_s: float | None
-    tokens: int
-    error: str = ""
-    tenant: str = ""
-    retries: int = 0
-    refused: list[str] = field(default_factory=list)  # the refusals that were waited out and retried
-
-
-@dataclass(frozen=True, slots=True)
-class Tenant:
-    """One group of clients with its own key (None: no key); ``label`` names it in the report."""
-
-    label: str
-    key: str | None
-    clients: int
-
-
-@dataclass
-class LoadConfig:
-    target: str = "http://127.0.0.1:8080"
-    scenario: str = "mix"
-    clients: int = 8
-    requests: int = 64
-    duration_s: float = 120.0
-    max_tokens: int = 64
-    long_max_tokens: int = 256
-    shares: dict[str, float] = field(
-        default_factory=lambda: {"short": 0.5, "repeat": 0.2, "long_prompt": 0.15, "long_answer": 0.15}
-    )
-    pairs: Path | None = None
-    model: str = "auto"
-    cache: bool = True
-    api_key: str | None = None
-    seed: int = 0
-    tenants: list[Tenant] = field(default_factory=list)  # empty: one group, api_key and clients
-    max_retries: int = 2  # as the OpenAI SDK's default
-    rss_pid: int | None = None  # sample this process's RSS (the node's) through the run
-    probe: bool = False  # one probe client per tenant, in processes of their own (router.loadprobe)
-    probe_interval_s: float = 0.25
-
-    def groups(self) -> list[Tenant]:
-        return self.tenants or [Tenant("all", self.api_key, self.clients)]
 
 
 def check_loopback(url: str) -> None:

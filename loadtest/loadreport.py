@@ -1,13 +1,12 @@
-"""The arithmetic and the table of ``edgeroute bench load`` (:mod:`router.loadgen` runs the load)."""
+"""The arithmetic and the table of ``edgeroute bench load`` (:mod:`loadtest.loadgen` runs the load)."""
 
 from __future__ import annotations
 
 import statistics
 from collections import Counter
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
-if TYPE_CHECKING:
-    from .loadgen import LoadConfig, Result
+from .config import LoadConfig, Result
 
 
 def percentiles(values: list[float]) -> dict[str, float | None]:

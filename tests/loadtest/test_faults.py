@@ -16,7 +16,7 @@ REPO = Path(__file__).resolve().parents[2]
 
 def test_a_short_fault_run_passes(tmp_path: Path) -> None:
     out = subprocess.run(
-        [sys.executable, "-c", "from dashboard.cli import main; main()", "bench", "faults", "--requests", "40",
+        [sys.executable, "-c", "from edgeroute.cli import main; main()", "bench", "faults", "--requests", "40",
          "--concurrency", "4", "--data-dir", str(tmp_path / "d")],
         capture_output=True, text=True, cwd=REPO, timeout=300,
     )

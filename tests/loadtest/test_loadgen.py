@@ -13,7 +13,7 @@ from pathlib import Path
 import httpx
 import pytest
 
-from router.loadgen import (
+from loadtest.loadgen import (
     Job, LoadConfig, Result, Tenant, check_loopback, one_request, retry_delay_s, run_load, summarize, table, workload,
 )
 
@@ -151,7 +151,7 @@ def test_each_tenant_is_reported_apart_with_its_cache_hit_latency() -> None:
 
 @pytest.mark.slow
 def test_the_probe_times_cache_hits_of_its_one_question(node_url: str) -> None:
-    from router.loadprobe import probe, read_rss_mb
+    from loadtest.loadprobe import probe, read_rss_mb
 
     out = probe(node_url, None, duration_s=1.0, interval_s=0.1, max_tokens=4)
     assert out["other"] == {} and len(out["hits_ms"]) >= 3  # the first answer was made, then hits
