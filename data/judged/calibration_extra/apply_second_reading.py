@@ -5,14 +5,16 @@ that knew what the part is for; the second was five fresh reader sessions with o
 ``READER_BRIEF.md`` and a shard of ``{"id", "query", "stored"}`` (``READER_PROMPT.md``), the same
 kind of reader as the judged set's test part. Only the readers' verdicts are copied.
 
-    python edge/cache/data/judged/calibration_extra/apply_second_reading.py /work/judging5
+    python data/judged/calibration_extra/apply_second_reading.py WORK_DIR
 """
 
 import json
 import sys
 from pathlib import Path
 
-src = Path(sys.argv[1] if len(sys.argv) > 1 else "/work/judging5")
+if len(sys.argv) != 2:
+    raise SystemExit(__doc__)
+src = Path(sys.argv[1])
 here = Path(__file__).resolve().parent
 verdicts = {}
 for path in sorted(src.glob("verdicts_*.jsonl")):

@@ -5,6 +5,10 @@ For each distinct query, the nearest stored question (exact cosine over the ship
 all-MiniLM-L6-v2 embeddings of the text the cache embeds) is kept when its cosine is >= 0.80
 and its normalized text differs from the query's (an identical text is an exact-cache hit).
 A seeded random sample of those pairs is written for reading.
+
+    python data/judged/calibration_extra/make_all.py PAIRS OUT_DIR [N]
+
+PAIRS: the QQP pairs JSONL (``{a, b, duplicate}``); OUT_DIR: the reading's working folder.
 """
 import json, random, sys
 from pathlib import Path
@@ -14,10 +18,12 @@ from edge.cache import load_pairs, split_pairs
 from edge.cache.keys import normalize_text
 
 FLOOR = 0.80
-N = int(sys.argv[1]) if len(sys.argv) > 1 else 2000
+if len(sys.argv) not in (3, 4):
+    raise SystemExit(__doc__)
+N = int(sys.argv[3]) if len(sys.argv) > 3 else 2000
 SEED = 20261123
-out = Path("/work/judging3")
-pairs = load_pairs(Path("/work/shared/data/qqp_pairs.jsonl"))
+out = Path(sys.argv[2])
+pairs = load_pairs(Path(sys.argv[1]))
 _, held = split_pairs(pairs)
 label = {}
 for p in held:
@@ -44,7 +50,7 @@ for start in range(0, len(queries), 1024):
 print(f"held-out pairs {len(held)}, stored {len(stored)}, queries {len(queries)}, above floor {len(rows)}")
 random.Random(SEED).shuffle(rows)
 import json as _j
-old=[_j.loads(l) for l in open("/work/main/edge/cache/data/judged/judged.jsonl")]
+old=[_j.loads(l) for l in open(Path(__file__).resolve().parents[1] / "judged.jsonl")]
 oldq={o["query"] for o in old}
 rest=[r for r in rows if r["query"] not in oldq]
 print("above floor", len(rows), "not judged before", len(rest))

@@ -7,7 +7,7 @@ A shard is used only when its verdict file is complete (as many lines as the sha
 in the same order); a pair without a verdict is left out. Nothing here decides a verdict: it only
 copies the readers' ones.
 
-    python edge/cache/data/judged/calibration_extra/make_calibration_extra.py /work/judging3
+    python data/judged/calibration_extra/make_calibration_extra.py WORK_DIR
 """
 
 import json
@@ -19,7 +19,9 @@ def rows(path: Path) -> list[dict]:
     return [json.loads(line) for line in path.read_text().splitlines() if line.strip()] if path.exists() else []
 
 
-src = Path(sys.argv[1] if len(sys.argv) > 1 else "/work/judging3")
+if len(sys.argv) != 2:
+    raise SystemExit(__doc__)
+src = Path(sys.argv[1])
 out = Path(__file__).resolve().parent / "calibration_extra.jsonl"
 candidates = rows(src / "candidates.jsonl")
 verdicts: dict[str, dict] = {}

@@ -5,6 +5,10 @@ held-out split; every sampled `a` stored, every sampled `b` asks; nearest stored
 over the shipped embedder, kept when >= 0.80 and not an exact-text hit. Pairs whose query or stored
 text occurs anywhere in the existing judged set are dropped, so nothing here can leak into its
 calibration or test parts.
+
+    python data/judged/train_extra/make_train_candidates.py PAIRS OUT_DIR [N]
+
+PAIRS: the QQP pairs JSONL (``{a, b, duplicate}``); OUT_DIR: the reading's working folder.
 """
 import json, random, sys
 from pathlib import Path
@@ -14,12 +18,14 @@ from edge.cache import load_pairs, split_pairs
 from edge.cache.keys import normalize_text
 
 FLOOR = 0.80
-N = int(sys.argv[1]) if len(sys.argv) > 1 else 1600
+if len(sys.argv) not in (3, 4):
+    raise SystemExit(__doc__)
+N = int(sys.argv[3]) if len(sys.argv) > 3 else 1600
 SEED = 20261124
-out = Path("/work/judging2")
-judged = [json.loads(l) for l in open("/work/main/edge/cache/data/judged/judged.jsonl")]
+out = Path(sys.argv[2])
+judged = [json.loads(l) for l in open(Path(__file__).resolve().parents[1] / "judged.jsonl")]
 seen = {normalize_text(r["query"]).lower() for r in judged} | {normalize_text(r["stored"]).lower() for r in judged}
-pairs = load_pairs(Path("/work/shared/data/qqp_pairs.jsonl"))
+pairs = load_pairs(Path(sys.argv[1]))
 train, held = split_pairs(pairs)
 train = list(train)
 random.Random(SEED).shuffle(train)

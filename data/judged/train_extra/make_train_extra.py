@@ -5,7 +5,7 @@ Inputs (outside the repository): ``candidates.jsonl`` written by ``make_train_ca
 (``{"id", "servable", "why"}``). Only complete shards (400 verdicts) are used; a pair without a
 verdict is left out. Nothing here decides a verdict: it only copies the readers' ones.
 
-    python edge/cache/data/judged/train_extra/make_train_extra.py /work/judging2
+    python data/judged/train_extra/make_train_extra.py WORK_DIR
 """
 
 import json
@@ -13,7 +13,9 @@ import sys
 from pathlib import Path
 
 SHARD = 400
-src = Path(sys.argv[1] if len(sys.argv) > 1 else "/work/judging2")
+if len(sys.argv) != 2:
+    raise SystemExit(__doc__)
+src = Path(sys.argv[1])
 out = Path(__file__).resolve().parent / "train_extra.jsonl"
 candidates = [json.loads(line) for line in (src / "candidates.jsonl").read_text().splitlines() if line.strip()]
 verdicts: dict[str, dict] = {}

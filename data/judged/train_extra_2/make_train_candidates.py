@@ -8,7 +8,9 @@ stored text occurs anywhere in the judged set, the calibration-extra part, the f
 part or an earlier slice's sample are dropped, so nothing here can leak into the calibration or test
 parts. Slice k's candidates get ids u/v/w + number and go to OUT_DIR/slice_k/ in shards of 300.
 
-    python edge/cache/data/judged/train_extra_2/make_train_candidates.py [N] [OUT_DIR]
+    python data/judged/train_extra_2/make_train_candidates.py PAIRS OUT_DIR [N]
+
+PAIRS: the QQP pairs JSONL (``{a, b, duplicate}``).
 """
 import json
 import random
@@ -23,8 +25,10 @@ from edge.cache.pairs import nearest_stored
 from edge.cache.keys import normalize_text
 
 FLOOR = 0.80
-N = int(sys.argv[1]) if len(sys.argv) > 1 else 2400
-out = Path(sys.argv[2] if len(sys.argv) > 2 else "/work/judging3")
+if len(sys.argv) not in (3, 4):
+    raise SystemExit(__doc__)
+N = int(sys.argv[3]) if len(sys.argv) > 3 else 2400
+out = Path(sys.argv[2])
 SEED = 20261124  # the first train replay's shuffle; this one takes the slice after it
 SHARDS = 8
 here = Path(__file__).resolve().parent
@@ -34,7 +38,7 @@ for path in (here.parent / "judged.jsonl", here.parent / "train_extra" / "train_
     for line in path.read_text().splitlines():
         r = json.loads(line)
         seen |= {normalize_text(r["query"]).lower(), normalize_text(r["stored"]).lower()}
-pairs = load_pairs(Path(__file__).resolve().parents[6] / "shared" / "data" / "qqp_pairs.jsonl")
+pairs = load_pairs(Path(sys.argv[1]))
 train, held = split_pairs(pairs)
 train = list(train)
 random.Random(SEED).shuffle(train)

@@ -6,14 +6,16 @@ reader session (``{"id", "servable", "why"}``). Only complete shards are used (e
 answered, in order); a pair without a verdict is left out. Nothing here decides a verdict: it only
 copies the readers' ones.
 
-    python edge/cache/data/judged/train_extra_2/make_train_extra.py /work/judging3
+    python data/judged/train_extra_2/make_train_extra.py WORK_DIR
 """
 
 import json
 import sys
 from pathlib import Path
 
-src = Path(sys.argv[1] if len(sys.argv) > 1 else "/work/judging3")
+if len(sys.argv) != 2:
+    raise SystemExit(__doc__)
+src = Path(sys.argv[1])
 out = Path(__file__).resolve().parent / "train_extra_2.jsonl"
 
 

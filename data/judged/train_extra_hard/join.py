@@ -1,12 +1,14 @@
 """Join the mined candidates with the readers' verdicts into ``train_extra_hard.jsonl`` (complete
 shards only; nothing here decides a verdict).
 
-    python edge/cache/data/judged/train_extra_hard/join.py /work/judging6
+    python data/judged/train_extra_hard/join.py WORK_DIR
 """
 import sys
 import json
 from pathlib import Path
-src = Path(sys.argv[1] if len(sys.argv) > 1 else "/work/judging6")
+if len(sys.argv) != 2:
+    raise SystemExit(__doc__)
+src = Path(sys.argv[1])
 out = Path(__file__).resolve().parent / "train_extra_hard.jsonl"
 cands = {json.loads(l)["id"]: json.loads(l) for l in (src / "candidates.jsonl").read_text().splitlines()}
 n = 0

@@ -4,7 +4,9 @@ model, stop 22's calibration); a seeded sample of 2,400 of those it scores >= 0.
 0.8788). Pairs already judged, or sharing a text with the judged set or calibration-extra, are
 dropped. Readers saw only ``{"id", "query", "stored"}``; ``candidates.jsonl`` keeps ``p``.
 
-    python edge/cache/data/judged/train_extra_hard/mine.py [OUT_DIR]
+    python data/judged/train_extra_hard/mine.py PAIRS OUT_DIR
+
+PAIRS: the QQP pairs JSONL (``{a, b, duplicate}``).
 """
 import json, random, sys
 from pathlib import Path
@@ -16,13 +18,15 @@ from edge.cache.keys import normalize_text
 from edge.cache.judged import Judged, load_judged, load_train_extra, load_calibration_extra
 from edge.cache.training import score_replay
 FLOOR = 0.80; N = 2400; SEED = 20261126
+if len(sys.argv) != 3:
+    raise SystemExit(__doc__)
 jd = Path(__file__).resolve().parents[1]
 seen_pairs = set(); block = set()
 for j in [*load_judged(), *load_calibration_extra()]:
     block |= {j.query.lower(), j.stored.lower()}
 for j in [*load_train_extra(), *load_train_extra(jd / "train_extra_2")]:
     seen_pairs.add((j.query.lower(), j.stored.lower()))
-train, held = split_pairs(load_pairs(Path(__file__).resolve().parents[6] / "shared" / "data" / "qqp_pairs.jsonl"))
+train, held = split_pairs(load_pairs(Path(sys.argv[1])))
 stored = list(dict.fromkeys(normalize_text(p.a) for p in train))
 queries = list(dict.fromkeys(normalize_text(p.b) for p in train))
 emb = Embedder.load(CacheSettings())
@@ -39,7 +43,7 @@ hard = [i for i in range(len(rows)) if p[i] >= 0.6]
 print("scored >= 0.6:", len(hard), ">= threshold", int((p >= 0.8788).sum()), flush=True)
 random.Random(SEED).shuffle(hard)
 hard = hard[:N]
-out = Path(sys.argv[1] if len(sys.argv) > 1 else "/work/judging6")
+out = Path(sys.argv[2])
 out.mkdir(parents=True, exist_ok=True)
 with (out / "candidates.jsonl").open("w") as fh:
     for n, i in enumerate(hard):
