@@ -176,3 +176,18 @@ def test_calibrate_writes_only_into_the_verifier_dir_given(tmp_path: Path) -> No
     assert doc["meta"]["judged"]["calibration"] == len(cal)
     assert doc["meta"]["operating_point"]["threshold"] is None
     assert hashlib.sha256((shipped / "verifier.json").read_bytes()).hexdigest() == before
+
+
+def test_without_a_checkout_the_judged_set_must_be_given(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """An installed wheel has no data/judged/: the commands say to pass --judged instead of guessing."""
+    from edge.cache import judged as judged_module
+    from edge.errors import CacheError
+
+    monkeypatch.setattr(judged_module, "REPO_JUDGED", tmp_path / "absent")
+    with pytest.raises(CacheError, match="give --judged DIR"):
+        judged_module.load_judged()
+    r = runner.invoke(cache_app, ["calibrate"])
+    assert r.exit_code == 1 and "the judged set is not part of the installed package" in r.output
+    mine = tmp_path / "judged.jsonl"
+    _tiny_judged(mine)
+    assert len(judged_module.load_judged(mine)) == 2 * len(TOPICS)  # a given set needs no checkout
