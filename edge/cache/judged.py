@@ -2,10 +2,9 @@
 
 Kept in the source repository's ``data/judged/`` (its README says how it was made), not in the
 installed package: commands take ``--judged DIR``, and default to that folder when run from a
-checkout. Split by a hash of the
-query text into train / calibration / test parts, so a query (and every pair it is in) stays on
-one side: train for the verifier, calibration for Platt scaling and the threshold, test for
-``bench.cache`` only.
+checkout. Split by a hash of the query text into train / calibration / test parts, so a query (and
+every pair it is in) stays on one side: train for the verifier, calibration for Platt scaling and
+the threshold, test for ``bench.cache`` only.
 """
 
 from __future__ import annotations
