@@ -271,7 +271,7 @@ async def scale(
 
 def main(
     pairs: Annotated[Path, typer.Option(help="QQP pairs JSONL (the stored set of the replay)")] = DEFAULT_PAIRS,
-    judged: Annotated[Optional[Path], typer.Option(help="judged pairs [default: the shipped set]")] = None,
+    judged: Annotated[Optional[Path], typer.Option(help="judged pairs [default: data/judged/]")] = None,
     scales: Annotated[str, typer.Option(help="comma-separated entry counts")] = "10000,100000",
     queries: Annotated[int, typer.Option(help="timed lookups per scale")] = 300,
     out: Annotated[Path, typer.Option(help="JSON results")] = REPO / "artifacts" / "bench-cache.json",

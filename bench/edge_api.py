@@ -67,7 +67,7 @@ def _stats(start: float, stamps: list[float], n_tokens: int) -> dict[str, float]
 
 
 def start_node(port: int, data_dir: Path, threads: int | None = None) -> subprocess.Popen[bytes]:
-    cmd = [sys.executable, "-c", "from dashboard.cli import main; main()", "serve", "--port", str(port),
+    cmd = [sys.executable, "-c", "from edgeroute.cli import main; main()", "serve", "--port", str(port),
            "--data-dir", str(data_dir), "--log-level", "warning", "--no-local-member"]
     # Same work on both sides: the node would otherwise keep the repeated prompt's KV.
     env = {**os.environ, "EDGEROUTE_EDGE__PREFIX_REUSE": "false"}

@@ -7,14 +7,14 @@ set -u
 T=${1:-2}
 cd "$(dirname "$0")/.."
 export HF_HUB_OFFLINE=1 TRANSFORMERS_OFFLINE=1
-OUT=${OUT:-/tmp/edge-side-by-side}/t$T; rm -rf $OUT; mkdir -p $OUT
+OUT=${OUT:-artifacts/edge-side-by-side}/t$T; rm -rf $OUT; mkdir -p $OUT
 MODEL=$(.venv/bin/python -c "from models import *; print(resolve(EDGE_DEFAULT, default_models_dir()).path)")
-EDGEROUTE_CACHE__ENABLED=false EDGEROUTE_EDGE__N_THREADS=$T .venv/bin/python -c "from dashboard.cli import main; main()" serve --port 18120 --no-local-member --data-dir $OUT/node --log-level warning > $OUT/node.log 2>&1 &
+EDGEROUTE_CACHE__ENABLED=false EDGEROUTE_EDGE__N_THREADS=$T .venv/bin/python -c "from edgeroute.cli import main; main()" serve --port 18120 --no-local-member --data-dir $OUT/node --log-level warning > $OUT/node.log 2>&1 &
 NODE=$!
 "$LLAMA_SERVER" -m $MODEL -np 8 -t $T -c 16384 --port 18130 --host 127.0.0.1 > $OUT/ls.log 2>&1 &
 LS=$!
 for i in $(seq 60); do curl -sf localhost:18120/healthz >/dev/null && curl -sf localhost:18130/health >/dev/null && break; sleep 1; done
-run() { .venv/bin/python -c "from dashboard.cli import main; main()" bench load "$@" ; }
+run() { .venv/bin/python -c "from edgeroute.cli import main; main()" bench load "$@" ; }
 for round in 1 2 3; do
  for tgt in 18120 18130; do
   for c in 1 8; do

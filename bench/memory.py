@@ -77,7 +77,7 @@ def main() -> None:
     args = ap.parse_args()
 
     with tempfile.TemporaryDirectory(prefix="edgeroute-mem-") as data_dir:
-        cmd = [sys.executable, "-c", "from dashboard.cli import main; main()", "serve", "--port", str(args.port),
+        cmd = [sys.executable, "-c", "from edgeroute.cli import main; main()", "serve", "--port", str(args.port),
                "--data-dir", data_dir, "--log-level", "warning", *args.serve_args]
         proc = subprocess.Popen(cmd, start_new_session=True)
         try:

@@ -128,7 +128,9 @@ def measure(member: str, nodes: dict[str, str], pairs: int, warmup: int, stream:
 
 def _node(tree: Path, port: int, config: Path, data: Path, log: Path) -> subprocess.Popen[bytes]:
     # Started in ``tree`` so its packages win over the installed ones (``-c`` puts the cwd first).
-    boot = "try:\n from dashboard.cli import main\nexcept ImportError:\n from router.cli import main\nmain()"
+    # The command's module in that tree: edgeroute/cli.py, or in older trees dashboard/ or router/cli.py.
+    module = next((m for m in ("edgeroute", "dashboard", "router") if (tree / m / "cli.py").is_file()), "router")
+    boot = f"from {module}.cli import main; main()"
     with log.open("wb") as out:
         return subprocess.Popen(
             [sys.executable, "-c", boot, "serve", "--port", str(port), "--config", str(config),

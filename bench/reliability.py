@@ -23,7 +23,7 @@ from typing import Any
 import httpx
 import uvicorn
 
-from dashboard import create_app
+from edgeroute.app import create_app
 from router import load_settings
 
 HIT = {"model": "edge", "max_tokens": 4, "temperature": 0, "messages": [{"role": "user", "content": "Say hi."}]}

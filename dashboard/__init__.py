@@ -1,6 +1,5 @@
 """The operator's dashboard: Litestar pages, htmx + SSE live updates, server-rendered SVG charts."""
 
-from .app import create_app
 from .auth import DashboardAuth
 from .plugin import DashboardPlugin, dashboard_router, metrics_router
 from .views import CacheEntryLike, CacheView, MemberStatusLike, PoolView
@@ -12,7 +11,6 @@ __all__ = [
     "DashboardPlugin",
     "MemberStatusLike",
     "PoolView",
-    "create_app",
     "dashboard_router",
     "metrics_router",
 ]

@@ -34,11 +34,16 @@ def _db_path(db: Path | None, data_dir: Path | None) -> Path:
         return db
     if os.environ.get("EDGEROUTE_CACHE__PATH"):
         return Path(os.environ["EDGEROUTE_CACHE__PATH"])
-    if data_dir is None:
-        env = os.environ.get("EDGEROUTE_DATA_DIR")
-        base = os.environ.get("XDG_DATA_HOME") or str(Path.home() / ".local" / "share")
-        data_dir = Path(env) if env else Path(base) / "edgeroute"
-    return CacheSettings().db_path(data_dir)
+    return CacheSettings().db_path(_data_dir(data_dir))
+
+
+def _data_dir(data_dir: Path | None) -> Path:
+    """--data-dir, else EDGEROUTE_DATA_DIR, else $XDG_DATA_HOME/edgeroute (the node's default)."""
+    if data_dir is not None:
+        return data_dir
+    env = os.environ.get("EDGEROUTE_DATA_DIR")
+    base = os.environ.get("XDG_DATA_HOME") or str(Path.home() / ".local" / "share")
+    return Path(env) if env else Path(base) / "edgeroute"
 
 
 def _fail(exc: EdgerouteError) -> typer.Exit:
@@ -146,7 +151,9 @@ def warm(
 
 
 JudgedOpt = Annotated[
-    Optional[Path], typer.Option("--judged", help="judged pairs: a JSONL file or a directory [default: the shipped set]")
+    Optional[Path], typer.Option(
+        "--judged", help="judged pairs: a JSONL file or a directory [default: data/judged/ of the source checkout]"
+    ),
 ]
 BudgetOpt = Annotated[
     Optional[float], typer.Option("--max-wrong-rate", min=0.0, max=1.0, help="error budget [default: the setting]")
@@ -157,7 +164,7 @@ CalExtraOpt = Annotated[
     Optional[Path],
     typer.Option(
         "--calibration-extra",
-        help="judged pairs for calibration only [default: the shipped calibration_extra/, unless --judged is given]",
+        help="judged pairs for calibration only [default: data/judged/calibration_extra/, unless --judged is given]",
     ),
 ]
 NoCalExtraOpt = Annotated[bool, typer.Option("--no-calibration-extra", help="calibrate without them")]
@@ -179,8 +186,8 @@ def _budget_settings(max_wrong_rate: float | None, confidence: float | None, bou
 
 
 def _calibration_extra(judged: Path | None, given: Path | None, off: bool) -> list[Judged]:
-    """The shipped calibration_extra pairs go with the shipped judged set: another --judged set
-    takes only the extra pairs named with it."""
+    """The repository's calibration_extra pairs go with its judged set: another --judged set takes
+    only the extra pairs named with it."""
     from .cache.judged import load_calibration_extra
 
     if off or (given is None and judged is not None):
@@ -210,7 +217,9 @@ def calibrate(
     verifier_dir: Annotated[
         Optional[Path], typer.Option("--verifier-dir", help="verifier files [default: the shipped ones]")
     ] = None,
-    write: Annotated[bool, typer.Option("--write", help="store the new calibration in verifier.json")] = False,
+    write: Annotated[
+        bool, typer.Option("--write", help="store the new calibration in --verifier-dir's verifier.json")
+    ] = False,
     out: Annotated[Optional[Path], typer.Option("--out", help="also write the result as JSON")] = None,
     calibration_extra: CalExtraOpt = None,
     no_calibration_extra: NoCalExtraOpt = False,
@@ -226,6 +235,9 @@ def calibrate(
     from .embedder import Embedder
 
     settings = _budget_settings(max_wrong_rate, confidence, bound)
+    if write and verifier_dir is None:
+        # The shipped verifier lives in the installed package, which is never written to.
+        raise typer.BadParameter("--write needs --verifier-dir (the installed verifier is read-only)")
     try:
         verifier = Verifier.load(verifier_dir) if verifier_dir else Verifier.shipped()
         judged_items = load_judged(judged)
@@ -245,7 +257,8 @@ def calibrate(
             verifier.meta["judged"] = {**verifier.meta.get("judged", {}), "calibration": own,
                                        "calibration_extra": len(items) - own}
             verifier.meta["operating_point"] = {k: v for k, v in point.as_dict().items() if k != "curve"}
-            verifier.save_meta(verifier_dir or _shipped_data_dir())
+            assert verifier_dir is not None
+            verifier.save_meta(verifier_dir)
     except EdgerouteError as exc:
         raise _fail(exc) from exc
     _print_point(point, settings.max_wrong_rate)
@@ -269,15 +282,14 @@ def _refit_index(rows: list[Pair], embedder: Embedder, out_dir: Path, seed: int)
     typer.echo(f"refit the vector index on {len(texts)} train questions: {out_dir}/index.npz")
 
 
-def _shipped_data_dir() -> Path:
-    return Path(__file__).resolve().parent / "cache" / "data"
-
-
 @cache_app.command("train-verifier")
 def train_verifier(
     pairs: PairsOpt,
     judged: JudgedOpt = None,
-    out_dir: Annotated[Path, typer.Option(help="where the verifier files go")] = _shipped_data_dir(),
+    out_dir: Annotated[
+        Optional[Path], typer.Option(help="where the verifier files go [default: <data_dir>/verifier]")
+    ] = None,
+    data_dir: DataDirOpt = None,
     steps1: Annotated[Optional[int], typer.Option(min=1, help="phase-1 steps (QQP + generated)")] = None,
     steps2: Annotated[Optional[int], typer.Option(min=1, help="phase-2 steps (+ judged train part)")] = None,
     layers: Annotated[Optional[int], typer.Option(min=1, max=6, help="MiniLM layers kept")] = None,
@@ -295,7 +307,7 @@ def train_verifier(
     index: Annotated[bool, typer.Option("--index", help="also refit the IVF centroids (index.npz)")] = False,
     train_extra: Annotated[
         Optional[Path],
-        typer.Option("--train-extra", help="judged pairs for training only [default: the shipped train_extra/]"),
+        typer.Option("--train-extra", help="judged pairs for training only [default: data/judged/train_extra/]"),
     ] = None,
     no_train_extra: Annotated[bool, typer.Option("--no-train-extra", help="train without them")] = False,
     calibration_extra: CalExtraOpt = None,
@@ -319,6 +331,11 @@ def train_verifier(
         if step % 25 == 0:
             typer.echo(f"  step {step}  loss {loss:.4f}")
 
+    out_dir = out_dir or _data_dir(data_dir) / "verifier"
+    try:
+        out_dir.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise typer.BadParameter(f"cannot create {out_dir}: {exc}") from exc
     try:
         rows = load_pairs(pairs)
         items = load_judged(judged)

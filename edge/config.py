@@ -2,13 +2,14 @@
 
 from __future__ import annotations
 
-import os
 from pathlib import Path
 from typing import Literal
 
-from pydantic import BaseModel, Field, model_validator
+from pydantic import BaseModel, Field, field_validator, model_validator
 
 from models import EDGE_DEFAULT
+
+from .cpus import auto_threads
 
 
 class EdgeSettings(BaseModel):
@@ -18,11 +19,10 @@ class EdgeSettings(BaseModel):
     n_ctx: int = Field(
         2048, ge=128, le=131072, description="context window of one request (per slot; KV = n_ctx * slots)"
     )
-    # One thread: on this 2-core box two threads were 1.4x faster only while nothing else ran;
-    # with any other load (the local member, the embedder, a neighbour) their spin-waits made
-    # decoding 10-15x slower (docs/edge.md).
-    n_threads: int | None = Field(
-        1, ge=1, description="llama.cpp threads for decode and prompt (None: all the cores)"
+    # "auto": the physical cores less one (edge/cpus.py). llama.cpp's threads spin-wait, so on
+    # oversubscribed cores decoding collapses; one core stays free for HTTP and the embedder.
+    n_threads: int | Literal["auto"] = Field(
+        "auto", description='llama.cpp threads for decode and prompt ("auto": physical cores less one)'
     )
     n_batch: int = Field(256, ge=8, description="most tokens in one llama_decode (decode tokens + prefill)")
     slots: int = Field(8, ge=1, le=64, description="sequences decoded together (continuous batching)")
@@ -53,13 +53,18 @@ class EdgeSettings(BaseModel):
             raise ValueError(f"n_batch ({self.n_batch}) must be at least slots ({self.slots})")
         return self
 
+    @field_validator("n_threads", mode="before")
+    @classmethod
+    def _auto_or_a_count(cls, value: object) -> int | str:
+        if isinstance(value, str) and value.strip().isdigit():
+            value = int(value.strip())
+        if value == "auto" or (isinstance(value, int) and not isinstance(value, bool) and value >= 1):
+            return value  # type: ignore[return-value]
+        raise ValueError('n_threads must be "auto" or a whole number of threads >= 1')
+
     def threads(self) -> int:
-        """The llama.cpp thread count: the setting, else every core this process may use."""
-        if self.n_threads is not None:
-            return self.n_threads
-        if hasattr(os, "sched_getaffinity"):
-            return max(1, len(os.sched_getaffinity(0)))
-        return os.cpu_count() or 1
+        """The llama.cpp thread count: the setting, or for "auto" the physical cores less one."""
+        return auto_threads() if self.n_threads == "auto" else int(self.n_threads)
 
 
 class CacheSettings(BaseModel):

@@ -91,7 +91,7 @@ class Embedder:
         # ONNX Runtime's arena keeps every region it grew to, in power-of-two steps, and prompts of
         # every length fragment it: 241 -> 476 MB over 100 mixed batches after the warm-up. Shrunk
         # after each run, it gives its free regions back (158 -> 160 MB over 40 such batches; the
-        # serve command makes glibc return them to the system, dashboard/cli.py); without an arena
+        # serve command makes glibc return them to the system, edgeroute/cli.py); without an arena
         # a batch of 32 ran 3x slower (docs/limits.md).
         self._run_options = ort.RunOptions()
         self._run_options.add_run_config_entry("memory.enable_memory_arena_shrinkage", "cpu:0")

@@ -1,4 +1,16 @@
-"""Model artifacts: locate the bundled GGUF and embedding models, verify and prepare them."""
+"""The bottom layer, what every other package speaks and shares:
+
+- the wire formats: OpenAI's (``models.openai``: request bodies, the response and stream writer,
+  error bodies, the bodies the cloud pool sends), Ollama's (``models.ollama``) and llama.cpp's
+  server's (``models.llamacpp``);
+- the Engine protocol every engine implements (``models.generation``: requests, chunks, usage),
+  with the stop matcher, log probabilities and the one-thread model worker engines share;
+- the root error and its categories (``models.errors``);
+- keys held as digests and the guard against guessing them (``models.keys``, ``models.attempts``),
+  and data files only the operator may read (``models.files``);
+- the bundled model registry: locate the GGUF and embedding models, verify and prepare them
+  (``models.registry``, ``models.prepare``, the embedder's ONNX export).
+"""
 
 from .errors import (
     AuthenticationError,

@@ -15,7 +15,7 @@ from tests.servers import free_port, wait_ready
 
 REPO = Path(__file__).resolve().parent.parent
 # This checkout's code whatever the virtualenv's editable install points at.
-EDGEROUTE = [sys.executable, "-c", "from dashboard.cli import main; main()"]
+EDGEROUTE = [sys.executable, "-c", "from edgeroute.cli import main; main()"]
 
 
 def run_edgeroute(

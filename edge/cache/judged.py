@@ -1,9 +1,10 @@
 """The judged replay set: (query, nearest stored question) pairs a reader judged servable or not.
 
-Shipped in ``edge/cache/data/judged/`` (its README says how it was made). Split by a hash of the
-query text into train / calibration / test parts, so a query (and every pair it is in) stays on
-one side: train for the verifier, calibration for Platt scaling and the threshold, test for
-``bench.cache`` only.
+Kept in the source repository's ``data/judged/`` (its README says how it was made), not in the
+installed package: commands take ``--judged DIR``, and default to that folder when run from a
+checkout. Split by a hash of the query text into train / calibration / test parts, so a query (and
+every pair it is in) stays on one side: train for the verifier, calibration for Platt scaling and
+the threshold, test for ``bench.cache`` only.
 """
 
 from __future__ import annotations
@@ -12,7 +13,6 @@ import hashlib
 import json
 from collections.abc import Iterable
 from dataclasses import dataclass
-from importlib import resources
 from pathlib import Path
 from typing import Literal
 
@@ -44,19 +44,28 @@ def part_of(query: str) -> Part:
     return next(name for bound, name in _BOUNDS if x < bound)  # type: ignore[return-value]
 
 
-def shipped_dir() -> Path:
-    with resources.as_file(resources.files("edge.cache") / "data" / "judged") as real:
-        return Path(real)
+# edge/cache/judged.py -> the repository's root, when this runs from a checkout (or an editable install).
+REPO_JUDGED = Path(__file__).resolve().parents[2] / "data" / "judged"
+
+
+def default_dir() -> Path:
+    """The judged set of the source repository (``data/judged/``); an installed wheel has none."""
+    if not (REPO_JUDGED / "judged.jsonl").is_file():
+        raise CacheError(
+            "the judged set is not part of the installed package: give --judged DIR "
+            "(data/judged/ of the edgeroute source repository)"
+        )
+    return REPO_JUDGED
 
 
 def load_judged(paths: Iterable[Path] | Path | None = None) -> list[Judged]:
-    """Judged pairs from JSONL files (or every ``*.jsonl`` of a directory; default: the shipped set).
+    """Judged pairs from JSONL files (or every ``*.jsonl`` of a directory; default: ``data/judged/``).
 
     A pair judged twice (same query and stored text) keeps its first judgement; files are read in
     name order so the result is deterministic.
     """
     if paths is None:
-        paths = shipped_dir()
+        paths = default_dir()
     if isinstance(paths, Path):
         paths = sorted(paths.glob("*.jsonl")) if paths.is_dir() else [paths]
     out: dict[tuple[str, str], Judged] = {}
@@ -85,7 +94,7 @@ def load_judged(paths: Iterable[Path] | Path | None = None) -> list[Judged]:
 def train_extra_dir() -> Path:
     """The train-split replay judged for training only (in a subdirectory, so ``load_judged`` of the
     judged directory never reads it into the calibration or test parts)."""
-    return shipped_dir() / "train_extra"
+    return default_dir() / "train_extra"
 
 
 def load_train_extra(paths: Iterable[Path] | Path | None = None) -> list[Judged]:
@@ -101,7 +110,7 @@ def load_train_extra(paths: Iterable[Path] | Path | None = None) -> list[Judged]
 
 def calibration_extra_dir() -> Path:
     """The rest of the held-out replay, judged for calibration only (a subdirectory, like train_extra)."""
-    return shipped_dir() / "calibration_extra"
+    return default_dir() / "calibration_extra"
 
 
 def load_calibration_extra(paths: Iterable[Path] | Path | None = None) -> list[Judged]:

@@ -141,7 +141,7 @@ def train(
     with tempfile.TemporaryDirectory(prefix="verifier-hf-") as tmp:
         first = phase1_dir or Path(tmp) / "phase1"
         if (first / "config.json").is_file():
-            record1: dict[str, Any] = {"reused": str(first)}
+            record1: dict[str, Any] = {"reused": first.name}  # a folder name: no machine path in the file
         else:
             record1 = finetune([e for e in examples if e.source != "judged"], phase1, first, progress)
         record2 = finetune(examples, phase2, Path(tmp) / "phase2", progress, init=first)

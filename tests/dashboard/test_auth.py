@@ -223,7 +223,7 @@ def test_the_cookie_is_secure_over_https(node: FakeNode) -> None:
 
 
 def test_the_node_app_puts_dashboard_and_metrics_behind_its_keys(tmp_path: Path) -> None:
-    from dashboard import create_app
+    from edgeroute.app import create_app
     from router import load_settings
 
     settings = load_settings(data_dir=tmp_path, server={"api_keys": KEYS, "operator_keys": OPERATORS})

@@ -23,7 +23,7 @@ from prometheus_client.parser import text_string_to_metric_families
 
 from browserkit import Tab
 from dashserver import serve
-from dashboard import create_app
+from edgeroute.app import create_app
 from router import load_settings
 from tests.cloud.cloud_servers import llama_server, llama_settings, running
 

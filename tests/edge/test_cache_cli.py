@@ -67,9 +67,9 @@ def test_train_verifier_on_a_tiny_set_writes_loadable_files(tmp_path: Path) -> N
         json.dumps({"id": f"t{n}", "query": f"How can I get better at {t}?", "stored": f"How do I improve at {t}?",
                     "servable": True}) + "\n" for n, t in enumerate(TOPICS[:3])
     ))
-    out = tmp_path / "verifier"
+    out = tmp_path / "data" / "verifier"  # no --out-dir: the data directory's verifier/, never the package
     r = runner.invoke(cache_app, [
-        "train-verifier", "--pairs", str(pairs), "--judged", str(judged), "--out-dir", str(out),
+        "train-verifier", "--pairs", str(pairs), "--judged", str(judged), "--data-dir", str(tmp_path / "data"),
         "--steps1", "2", "--steps2", "2", "--layers", "1", "--batch", "4", "--generated", "12", "--threads", "1",
         "--train-extra", str(extra), "--pos-weight", "0.5",
     ])
@@ -150,3 +150,44 @@ def test_calibrate_adds_the_calibration_extra_pairs_and_takes_the_confidence(tmp
     assert r.exit_code == 1  # still too few to serve with confidence
     bad = runner.invoke(cache_app, ["calibrate", "--judged", str(judged), "--bound", "bayes"])
     assert bad.exit_code == 2 and "budget_bound" in bad.output
+
+
+def test_calibrate_writes_only_into_the_verifier_dir_given(tmp_path: Path) -> None:
+    import hashlib
+    import shutil
+    from importlib import resources
+
+    from edge.cache import load_judged, split_judged
+
+    judged = tmp_path / "judged.jsonl"
+    _tiny_judged(judged)
+    shipped = Path(str(resources.files("edge.cache") / "data"))
+    before = hashlib.sha256((shipped / "verifier.json").read_bytes()).hexdigest()
+    r = runner.invoke(cache_app, ["calibrate", "--judged", str(judged), "--write"])
+    assert r.exit_code == 2 and "--write needs --verifier-dir" in r.output
+    mine = tmp_path / "v"
+    mine.mkdir()
+    for name in ("verifier.onnx", "verifier-tokenizer.json", "verifier.json"):
+        shutil.copy(shipped / name, mine / name)
+    r = runner.invoke(cache_app, ["calibrate", "--judged", str(judged), "--verifier-dir", str(mine), "--write"])
+    assert r.exit_code == 1, r.output  # too few pairs for a threshold, but the replay is written
+    doc = json.loads((mine / "verifier.json").read_text())
+    cal = split_judged(load_judged(judged))["calibration"]
+    assert doc["meta"]["judged"]["calibration"] == len(cal)
+    assert doc["meta"]["operating_point"]["threshold"] is None
+    assert hashlib.sha256((shipped / "verifier.json").read_bytes()).hexdigest() == before
+
+
+def test_without_a_checkout_the_judged_set_must_be_given(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """An installed wheel has no data/judged/: the commands say to pass --judged instead of guessing."""
+    from edge.cache import judged as judged_module
+    from edge.errors import CacheError
+
+    monkeypatch.setattr(judged_module, "REPO_JUDGED", tmp_path / "absent")
+    with pytest.raises(CacheError, match="give --judged DIR"):
+        judged_module.load_judged()
+    r = runner.invoke(cache_app, ["calibrate"])
+    assert r.exit_code == 1 and "the judged set is not part of the installed package" in r.output
+    mine = tmp_path / "judged.jsonl"
+    _tiny_judged(mine)
+    assert len(judged_module.load_judged(mine)) == 2 * len(TOPICS)  # a given set needs no checkout

@@ -5,7 +5,7 @@ from pathlib import Path
 
 import pytest
 
-from dashboard import create_app
+from edgeroute.app import create_app
 from router import load_settings
 from tests.servers import serve_app
 

@@ -13,7 +13,7 @@ from typing import Any
 
 import httpx
 
-from dashboard import create_app
+from edgeroute.app import create_app
 from router import load_settings
 from tests.cloud.cloud_servers import ScriptedServer, chat_chunk, sse
 from tests.servers import serve_app

@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 from typer.testing import CliRunner
 
-from dashboard.cli import app
+from edgeroute.cli import app
 from router.policy import RoutingSettings, build_policy, load_classifier
 from router.policy.dataset import LabeledPrompt, load_prompts, select
 from router.policy.embed import count_tokens, embed_texts

@@ -14,7 +14,7 @@ import pytest
 
 from tests.servers import free_port, wait_ready
 
-EDGEROUTE = [sys.executable, "-c", "from dashboard.cli import main; main()"]
+EDGEROUTE = [sys.executable, "-c", "from edgeroute.cli import main; main()"]
 REPO = Path(__file__).resolve().parents[2]
 
 

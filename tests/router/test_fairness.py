@@ -15,7 +15,7 @@ from typing import Any
 import httpx
 import pytest
 
-from dashboard import create_app
+from edgeroute.app import create_app
 from router import load_settings
 from router.limits import duration
 from tests.servers import serve_app

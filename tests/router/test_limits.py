@@ -13,7 +13,7 @@ from typing import Any
 import httpx
 import pytest
 
-from dashboard import create_app
+from edgeroute.app import create_app
 from router import load_settings
 from router.admission import json_depth
 from router.limits import LimitSettings, RateLimiter

@@ -11,7 +11,7 @@ from collections.abc import Iterator
 import httpx
 import pytest
 
-from dashboard import create_app
+from edgeroute.app import create_app
 from router import load_settings
 from tests.servers import serve_app
 

@@ -13,7 +13,7 @@ import pysqlite3 as sqlite3
 import pytest
 from typer.testing import CliRunner
 
-from dashboard.cli import app
+from edgeroute.cli import app
 from router.errors import ConfigError
 from router.policy import (
     CostModel,

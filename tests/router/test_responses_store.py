@@ -13,7 +13,7 @@ import openai
 import pytest
 import sqlite_utils
 
-from dashboard import create_app
+from edgeroute.app import create_app
 from router import load_settings
 from router import responses_store
 from router.responses_store import ResponsesSettings, ResponseStore

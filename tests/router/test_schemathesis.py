@@ -19,7 +19,7 @@ from schemathesis.checks import (
     status_code_conformance,
 )
 
-from dashboard import create_app
+from edgeroute.app import create_app
 from router import load_settings
 from tests.servers import serve_app
 

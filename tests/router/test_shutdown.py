@@ -21,7 +21,7 @@ from tests.servers import free_port, wait_ready
 
 pytestmark = pytest.mark.slow
 
-EDGEROUTE = [sys.executable, "-c", "from dashboard.cli import main; main()"]
+EDGEROUTE = [sys.executable, "-c", "from edgeroute.cli import main; main()"]
 REPO = Path(__file__).resolve().parents[2]
 
 

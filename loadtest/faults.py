@@ -1,0 +1,292 @@
+"""``edgeroute bench faults``: streamed requests through a node whose cloud members fail.
+
+The members are small OpenAI-compatible processes on loopback (this module run as a script):
+each answers a share of requests with a 5xx before the first token and cuts a share of streams
+mid-way, and a chaos task kills one with SIGKILL now and then and restarts it a moment later.
+The node (the real API and pipeline; the real edge model as the last resort; cache off) runs in
+this process. Every stream is checked: it ends with exactly one ``[DONE]``, no error event, a
+``finish_reason``, and never more content chunks (or usage tokens) than ``max_tokens``.
+
+A command, not a test: ``--requests 1000`` is the issue's run; a short run checks the wiring.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import random
+import signal
+import socket
+import subprocess
+import sys
+import threading
+import time
+from collections import Counter
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import httpx
+
+MODEL = "faulty"
+
+
+# -- the member: a tiny OpenAI-compatible server that fails on purpose ---------------------------
+
+
+async def _member(port: int, seed: int, error_rate: float, cut_rate: float) -> None:
+    rng = random.Random(seed)
+
+    async def handle(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        try:
+            head = await reader.readuntil(b"\r\n\r\n")
+            lines = head.decode("latin-1").split("\r\n")
+            path = lines[0].split(" ")[1]
+            length = next((int(v) for k, _, v in (ln.partition(":") for ln in lines[1:])
+                           if k.strip().lower() == "content-length"), 0)
+            body = json.loads(await reader.readexactly(length)) if length else {}
+            if not path.endswith("/completions"):
+                listing = {"object": "list", "data": [{"id": MODEL, "object": "model"}], "status": "ok"}
+                writer.write(_response("200 OK", "application/json", json.dumps(listing).encode()))
+                return
+            if rng.random() < error_rate:
+                error = {"error": {"message": "injected", "type": "server_error", "param": None,
+                                   "code": None}}
+                writer.write(
+                    _response("500 Internal Server Error", "application/json", json.dumps(error).encode())
+                )
+                return
+            wanted = int(body.get("max_tokens") or 16)
+            cut_at = rng.randrange(1, max(2, wanted)) if rng.random() < cut_rate else None
+            writer.write(b"HTTP/1.1 200 OK\r\ncontent-type: text/event-stream\r\nconnection: close\r\n\r\n")
+            for i in range(wanted):
+                if cut_at is not None and i == cut_at:
+                    writer.transport.abort()  # a mid-stream cut, as a dying member does
+                    return
+                writer.write(_event({"content": f"t{i} "}, None))
+                await writer.drain()
+                await asyncio.sleep(0.002)
+            usage = {"prompt_tokens": 10, "completion_tokens": wanted, "total_tokens": 10 + wanted}
+            writer.write(_event({}, "length", usage) + b"data: [DONE]\n\n")
+        except (asyncio.IncompleteReadError, ConnectionError, ValueError, IndexError):
+            pass
+        finally:
+            if not writer.transport.is_closing():
+                await writer.drain()
+                writer.close()
+
+    server = await asyncio.start_server(handle, "127.0.0.1", port)
+    async with server:
+        await server.serve_forever()
+
+
+def _response(status: str, kind: str, body: bytes) -> bytes:
+    head = (f"HTTP/1.1 {status}\r\ncontent-type: {kind}\r\ncontent-length: {len(body)}\r\n"
+            "connection: close\r\n\r\n")
+    return head.encode() + body
+
+
+def _event(delta: dict[str, Any], finish: str | None, usage: dict[str, int] | None = None) -> bytes:
+    chunk: dict[str, Any] = {"id": "f", "object": "chat.completion.chunk", "created": 0, "model": MODEL,
+                             "choices": [{"index": 0, "delta": delta, "finish_reason": finish}]}
+    if usage is not None:
+        chunk["usage"] = usage
+    return b"data: " + json.dumps(chunk).encode() + b"\n\n"
+
+
+# -- the members as processes, and the chaos ---------------------------------------------------
+
+
+@dataclass
+class _Members:
+    ports: list[int]
+    error_rate: float
+    cut_rate: float
+    procs: dict[int, subprocess.Popen[bytes]] = field(default_factory=dict)
+    kills: int = 0
+
+    def start(self, port: int) -> None:
+        seed = random.getrandbits(32)
+        args = [sys.executable, "-m", "loadtest.faults", str(port), str(seed), str(self.error_rate),
+                str(self.cut_rate)]
+        root = Path(__file__).resolve().parents[1]  # where `loadtest` is importable from
+        self.procs[port] = subprocess.Popen(
+            args, cwd=root, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL
+        )
+
+    def kill(self, port: int) -> None:
+        proc = self.procs.pop(port, None)
+        if proc is not None:
+            proc.send_signal(signal.SIGKILL)
+            proc.wait()
+            self.kills += 1
+
+    def stop(self) -> None:
+        for port in list(self.procs):
+            self.kill(port)
+
+
+async def _chaos(members: _Members, rng: random.Random, stop: asyncio.Event) -> None:
+    while not stop.is_set():
+        await asyncio.sleep(rng.uniform(0.3, 1.5))
+        port = rng.choice(members.ports)
+        await asyncio.to_thread(members.kill, port)
+        await asyncio.sleep(rng.uniform(0.2, 1.0))
+        await asyncio.to_thread(members.start, port)
+
+
+# -- the clients -------------------------------------------------------------------------------
+
+
+@dataclass
+class FaultReport:
+    requests: int = 0
+    complete: int = 0  # exactly one [DONE], last, a finish_reason, no error event
+    over_max_tokens: int = 0
+    done_counts: Counter[int] = field(default_factory=Counter)
+    statuses: Counter[int] = field(default_factory=Counter)
+    routes: Counter[str] = field(default_factory=Counter)
+    failures: list[str] = field(default_factory=list)
+    kills: int = 0
+    seconds: float = 0.0
+
+    def ok(self) -> bool:
+        return self.complete == self.requests and self.over_max_tokens == 0
+
+    def summary(self) -> str:
+        lines = [
+            f"requests:           {self.requests} in {self.seconds:.1f}s ({self.kills} member kills)",
+            f"complete streams:   {self.complete} ({100 * self.complete / max(1, self.requests):.1f}%)",
+            f"[DONE] per stream:  {dict(sorted(self.done_counts.items()))}",
+            f"over max_tokens:    {self.over_max_tokens}",
+            f"statuses:           {dict(sorted(self.statuses.items()))}",
+            f"routes:             {dict(sorted(self.routes.items()))}",
+        ]
+        lines += [f"  failure: {f}" for f in self.failures[:10]]
+        return "\n".join(lines)
+
+
+async def _one(client: httpx.AsyncClient, base: str, i: int, max_tokens: int, report: FaultReport) -> None:
+    body = {"model": "cloud", "stream": True, "max_tokens": max_tokens, "temperature": 0,
+            "stream_options": {"include_usage": True},
+            "messages": [{"role": "user", "content": f"Question {i}: tell me about faults."}]}
+    lines: list[str] = []
+    try:
+        async with client.stream("POST", base + "/v1/chat/completions", json=body) as resp:
+            report.statuses[resp.status_code] += 1
+            report.routes[resp.headers.get("x-edgeroute-route", "?")] += 1
+            async for line in resp.aiter_lines():
+                if line.startswith("data: "):
+                    lines.append(line[6:])
+    except httpx.HTTPError as exc:
+        report.failures.append(f"#{i}: {type(exc).__name__}: {exc}")
+        return
+    dones = lines.count("[DONE]")
+    report.done_counts[dones] += 1
+    events = [json.loads(x) for x in lines if x != "[DONE]"]
+    errors = [e for e in events if "error" in e]
+    finished = any(c.get("finish_reason") for e in events for c in e.get("choices", []))
+    tokens = sum(1 for e in events for c in e.get("choices", []) if c.get("delta", {}).get("content"))
+    used = next((e["usage"]["completion_tokens"] for e in events if e.get("usage")), 0)
+    if tokens > max_tokens or used > max_tokens:
+        report.over_max_tokens += 1
+        report.failures.append(f"#{i}: {tokens} chunks, usage {used} > max_tokens {max_tokens}")
+    if dones == 1 and lines[-1] == "[DONE]" and not errors and finished:
+        report.complete += 1
+    else:
+        report.failures.append(f"#{i}: [DONE] x{dones}, errors {errors[:1]}, finished {finished}")
+
+
+async def _clients(base: str, requests: int, concurrency: int, max_tokens: int, report: FaultReport) -> None:
+    queue = iter(range(requests))
+    async with httpx.AsyncClient(timeout=httpx.Timeout(120, connect=10)) as client:
+
+        async def worker() -> None:
+            for i in queue:
+                report.requests += 1
+                await _one(client, base, i, max_tokens, report)
+
+        await asyncio.gather(*(worker() for _ in range(concurrency)))
+
+
+def _free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+def run_faults(
+    *,
+    requests: int = 1000,
+    concurrency: int = 8,
+    members: int = 3,
+    max_tokens: int = 24,
+    error_rate: float = 0.2,
+    cut_rate: float = 0.2,
+    seed: int = 0,
+    data_dir: Path,
+    app_factory: Any,
+) -> FaultReport:
+    """Start the members and a node (``app_factory(settings)``), run the clients, report."""
+    import uvicorn
+
+    from router.settings import load_settings
+
+    random.seed(seed)
+    rng = random.Random(seed)
+    crew = _Members([_free_port() for _ in range(members)], error_rate, cut_rate)
+    for port in crew.ports:
+        crew.start(port)
+    cloud = {
+        "members": [{"name": f"m{i}", "base_url": f"http://127.0.0.1:{p}/v1", "model": MODEL}
+                    for i, p in enumerate(crew.ports)],
+        "local_member": False, "health_interval_s": 0.5, "retries": 1, "cooldown_s": 0.5,
+        "max_cooldown_s": 2.0, "stall_timeout_s": 3.0, "first_token_timeout_s": 10.0,
+    }
+    settings = load_settings(
+        data_dir=data_dir, cloud=cloud, cache={"enabled": False}, edge={"max_queue": 256}
+    )
+    port = _free_port()
+    config = uvicorn.Config(app_factory(settings), host="127.0.0.1", port=port, log_level="warning")
+    server = uvicorn.Server(config)
+    thread = threading.Thread(target=server.run, daemon=True)
+    thread.start()
+    base = f"http://127.0.0.1:{port}"
+    report = FaultReport()
+    try:
+        deadline = time.monotonic() + 120
+        while True:
+            try:
+                if httpx.get(base + "/healthz", timeout=2).status_code == 200:
+                    break
+            except httpx.HTTPError:
+                pass
+            if time.monotonic() > deadline or not thread.is_alive():
+                raise RuntimeError("the node did not start")
+            time.sleep(0.2)
+
+        async def main() -> None:
+            stop = asyncio.Event()
+            chaos = asyncio.create_task(_chaos(crew, rng, stop))
+            try:
+                await _clients(base, requests, concurrency, max_tokens, report)
+            finally:
+                stop.set()
+                chaos.cancel()
+
+        started = time.monotonic()
+        asyncio.run(main())
+        report.seconds = time.monotonic() - started
+        report.kills = crew.kills
+    finally:
+        server.should_exit = True
+        thread.join(60)
+        crew.stop()
+    return report
+
+
+if __name__ == "__main__":
+    # A member: python -m loadtest.faults PORT SEED ERROR_RATE CUT_RATE
+    os.environ.setdefault("PYTHONUNBUFFERED", "1")
+    asyncio.run(_member(int(sys.argv[1]), int(sys.argv[2]), float(sys.argv[3]), float(sys.argv[4])))
