@@ -12,13 +12,14 @@ from __future__ import annotations
 
 import asyncio
 import collections
+import contextlib
 import functools
 import math
 import random
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Iterator
 from typing import Any
 
-from models import Chunk, EngineLoad, GenerationRequest, ModelSpec
+from models import Chunk, EngineLoad, GenerationRequest, ModelSpec, SamplingParams
 from models.worker import drain
 
 from ._fair import KeyView, expected_wait_s
@@ -167,7 +168,11 @@ class LlamaEngine:
 
     async def stream(self, request: GenerationRequest) -> AsyncIterator[Chunk]:
         """Queue the request and yield its tokens as the scheduler decodes them."""
-        job = self._admit(request)
+        gbnf = None
+        if request.params.json_schema is not None:
+            # Off the event loop: a large schema's grammar takes tens of milliseconds to build.
+            gbnf = await asyncio.to_thread(self._schema_grammar, request.params)
+        job = self._admit(request, gbnf)
         try:
             async for item in drain(job.out):
                 yield item
@@ -187,7 +192,7 @@ class LlamaEngine:
 
     # -- internals -------------------------------------------------------------------------
 
-    def _admit(self, request: GenerationRequest) -> Job:
+    def _admit(self, request: GenerationRequest, gbnf: str | None = None) -> Job:
         if self._closed:
             raise EngineClosedError("the edge engine is closed")
         # An empty prompt is valid (OpenAI completes from the start of a document); llama.cpp
@@ -214,8 +219,9 @@ class LlamaEngine:
         job = Job(tokens, max_tokens, request, seed, asyncio.get_running_loop(), asyncio.Queue())
         if request.assistant_prefix and (request.params.json_schema is not None or request.params.penalized):
             job.answer_so_far = self._vocab.tokenize(request.assistant_prefix.encode("utf-8"), False, False)
-        if request.params.json_schema is not None:
-            job.grammar = self._grammar(request.params.json_schema, job.answer_so_far)
+        if gbnf is not None:
+            with _named(request.params.schema_field):
+                job.grammar = self._grammar(gbnf, job.answer_so_far)
         refused = self._scheduler.submit(job, self.settings.max_queue)
         if refused is not None:
             raise EdgeSaturatedError(
@@ -226,10 +232,14 @@ class LlamaEngine:
             )
         return job
 
-    def _grammar(self, json_schema: str, answer_so_far: list[int]) -> str:
+    @staticmethod
+    def _schema_grammar(params: SamplingParams) -> str:
+        with _named(params.schema_field):
+            return gbnf_for(params.json_schema or "")
+
+    def _grammar(self, gbnf: str, answer_so_far: list[int]) -> str:
         """The schema's grammar, checked here (a 400 before any slot is taken): it parses, and
         a continuation's answer so far is a valid start of it."""
-        gbnf = gbnf_for(json_schema)
         probe = grammar_sampler(self._vocab.ptr, gbnf)
         try:
             if not advance(probe, answer_so_far):
@@ -239,6 +249,17 @@ class LlamaEngine:
         finally:
             free_grammar(probe)
         return gbnf
+
+
+@contextlib.contextmanager
+def _named(field: str) -> Iterator[None]:
+    """A schema error names the field the schema came from (``tools`` for the tools' calls)."""
+    try:
+        yield
+    except ResponseFormatError as exc:
+        if exc.param == field:
+            raise
+        raise ResponseFormatError(exc.message.replace(str(exc.param), field, 1), param=field) from exc
 
 
 def _chat_formatter(rt: Runtime) -> Any:

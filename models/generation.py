@@ -46,6 +46,9 @@ class SamplingParams:
     # The JSON Schema the answer must match, as compact JSON text (``response_format``);
     # None: free text. Engines constrain decoding to it, so the answer parses.
     json_schema: str | None = None
+    # The request field the schema came from, named in an error about it: ``response_format``,
+    # or ``tools`` when the schema is the tools' calls.
+    schema_field: str = "response_format"
 
     @property
     def penalized(self) -> bool:

@@ -39,10 +39,31 @@ def _route_headers(request: Request[Any, Any, Any], reason: str) -> dict[str, st
     return headers
 
 
+# What the native APIs call the OpenAI field an engine's error names (their validation errors are
+# renamed where they are validated: router.schemas).
+_FIELD_NAMES = (("/api/", {"response_format": "format"}), ("/completion", {"response_format": "json_schema"}),
+                ("/v1/responses", {"response_format": "text.format"}))
+
+
 def _error_shape(request: Request[Any, Any, Any], body: dict[str, Any]) -> dict[str, Any]:
-    """Ollama's clients read ``error`` as the message: its API answers ``{"error": message}``."""
-    if request.url.path.startswith("/api/"):
-        return ollama_error(str(body["error"]["message"]))
+    """Errors name the field as the client's API calls it; Ollama's clients read ``error`` as the
+    message: its API answers ``{"error": message}``."""
+    path = request.url.path
+    error = body["error"]
+    param = error.get("param")
+    if param:
+        head, sep, rest = param.partition(".")
+        for prefix, names in _FIELD_NAMES:
+            if path.startswith(prefix) and head in names:
+                renamed = names[head] + sep + rest
+                message = str(error["message"])
+                if message.startswith(param + ":"):
+                    message = renamed + message[len(param):]
+                error = {**error, "param": renamed, "message": message}
+                body = {**body, "error": error}
+                break
+    if path.startswith("/api/"):
+        return ollama_error(str(error["message"]))
     return body
 
 

@@ -219,7 +219,7 @@ class ChatBody(SamplingBody):
         if self.logprobs:
             params = dataclasses.replace(params, logprobs=self.top_logprobs or 0)
         use = self.tool_use()
-        return params if use is None else dataclasses.replace(params, json_schema=use.schema())
+        return params if use is None else dataclasses.replace(params, json_schema=use.schema(), schema_field="tools")
 
     def plain_messages(self) -> tuple[dict[str, str], ...]:
         """The messages as role and text (content parts joined); the tools' instruction joins the
