@@ -240,7 +240,9 @@ async def _embeddings(request: Request[Any, Any, State], body: EmbeddingsBody) -
     return Response(embedding_list(vectors, body.model, tokens, body.encoding_format), headers=headers)
 
 
-async def embed_texts(request: Request[Any, Any, State], embedder: Embedder, texts: list[str]) -> tuple[list[np.ndarray], int]:
+async def embed_texts(
+    request: Request[Any, Any, State], embedder: Embedder, texts: list[str]
+) -> tuple[list[np.ndarray], int]:
     """Each text's vector (in the tenant's turn with the cache's lookups) and the tokens read.
 
     Stopped when the client goes away: its texts still queued leave the embedder's queue (2,048

@@ -82,5 +82,7 @@ def log_request(event: DecisionEvent) -> None:
     }
     if event.error:
         fields["error"] = event.error
-    text = " ".join(f"{k}={logfmt_value(v)}" for k, v in fields.items() if v is not None and k != "request_id")
+    text = " ".join(
+        f"{k}={logfmt_value(v)}" for k, v in fields.items() if v is not None and k != "request_id"
+    )
     REQUESTS.info("%s %s", event.request_id, text, extra=fields)

@@ -103,7 +103,8 @@ class ServerSettings(BaseModel):
         for item in value:
             try:
                 text = item.strip()
-                out.append(str(ipaddress.ip_network(text, strict=False) if "/" in text else ipaddress.ip_address(text)))
+                parsed = ipaddress.ip_network(text, strict=False) if "/" in text else ipaddress.ip_address(text)
+                out.append(str(parsed))
             except ValueError:
                 raise ValueError(
                     f"{item!r} is not an IP address or network (e.g. 10.0.0.5, 10.0.0.0/8)"

@@ -81,8 +81,9 @@ def exception_handlers(
 
     def validation_error(request: Request[Any, Any, Any], exc: ValidationException) -> Response[Any]:
         details = exc.extra if isinstance(exc.extra, list) else []
-        if any(isinstance(item, dict) and all(item.get(k) == v for k, v in _NO_BODY.items()) for item in details):
-            return respond(request, 400, error_body(EMPTY_BODY, "invalid_request_error", None, "empty_body"), "empty_body")
+        if any(isinstance(item, dict) and item.items() >= _NO_BODY.items() for item in details):
+            body = error_body(EMPTY_BODY, "invalid_request_error", None, "empty_body")
+            return respond(request, 400, body, "empty_body")
         param = None
         parts = []
         for item in details:
