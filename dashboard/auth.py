@@ -8,17 +8,21 @@ tenant's data the page or fragment holds; no key or a wrong one is a 401 (pages:
 form). With no keys configured at all nothing is checked (the node then binds only to
 loopback unless told otherwise).
 
-The cookie never holds the key: it is ``<expiry>.<HMAC-SHA256(key digest, expiry)>``, so it
-expires on its own, and removing a key from the settings ends every session made with it at the
-next restart. It is HttpOnly (page scripts cannot read it) and SameSite=Strict (no other site
-can make the browser send it), and browsers send it with ``EventSource``, which cannot set
-headers.
+The cookie never holds the key: it is ``<expiry>.<session id>.<HMAC-SHA256>`` of the expiry
+and a random session id, keyed by the operator's key digest and a secret drawn when the process
+starts. So it expires on its own; logging out revokes its session id until that expiry; a
+restart ends every session (the secret is new, so no revocation need outlive the process); and
+removing a key from the settings ends the sessions made with it. It is HttpOnly (page scripts
+cannot read it) and SameSite=Strict (no other site can make the browser send it), and browsers
+send it with ``EventSource``, which cannot set headers. The login and logout forms refuse a POST
+whose ``Origin`` (or ``Referer``) is another site's.
 """
 
 from __future__ import annotations
 
 import hashlib
 import hmac
+import secrets
 import time
 from typing import Any
 from urllib.parse import quote, urlsplit
@@ -38,6 +42,8 @@ from models.attempts import AttemptLimiter
 
 COOKIE = "edgeroute_dashboard"
 SESSION_TTL_S = 12 * 3600
+# Drawn once per process: sessions end with it (see the module docstring).
+_PROCESS_SECRET = secrets.token_bytes(32)
 # Route-handler ``opt`` flags: reachable without a key (login, static files), and a full page
 # (a browser that asks for one without a key is sent to the login form rather than given a 401).
 PUBLIC = "dashboard_public"
@@ -66,10 +72,14 @@ class OperatorRequired(PermissionDeniedException):
     """A valid tenant key where only an operator's will do: 403 with an OpenAI-style error body."""
 
 
+class CrossSiteRequest(PermissionDeniedException):
+    """A login or logout POST sent from another site's page: 403."""
+
+
 class DashboardAuth:
     """The operator check shared by the dashboard's routes, ``/metrics`` and the login form."""
 
-    __slots__ = ("cookie_name", "keys", "login_attempts", "ttl_s")
+    __slots__ = ("_revoked", "cookie_name", "keys", "login_attempts", "ttl_s")
 
     def __init__(
         self,
@@ -83,36 +93,56 @@ class DashboardAuth:
         self.login_attempts = AttemptLimiter(login_attempts_per_minute, 60.0)
         self.ttl_s = ttl_s
         self.cookie_name = cookie_name
+        # Session id -> its expiry: logged out, refused until then (forgotten after).
+        self._revoked: dict[str, int] = {}
+
+    def __deepcopy__(self, memo: dict[int, Any]) -> DashboardAuth:
+        # Litestar deep-copies a router (and the ``opt`` holding this) when it registers it: the
+        # login form, the logout and the guards must still share one revoked set.
+        return self
 
     @property
     def enabled(self) -> bool:
         return self.keys.enabled
 
     @staticmethod
-    def _mac(secret: bytes, expires: int) -> str:
-        return hmac.new(secret, f"edgeroute-dashboard:{expires}".encode(), hashlib.sha256).hexdigest()
+    def _mac(digest: bytes, expires: int, sid: str) -> str:
+        key = _PROCESS_SECRET + digest
+        return hmac.new(key, f"edgeroute-dashboard:{expires}:{sid}".encode(), hashlib.sha256).hexdigest()
 
     def session_value(self, operator: Principal, now: float | None = None) -> str:
-        """The cookie value for an operator, good for ``ttl_s`` from ``now``."""
+        """A new session's cookie value for an operator, good for ``ttl_s`` from ``now``."""
         if not operator.operator:
             raise ValueError("only an operator gets a dashboard session")
         expires = int((time.time() if now is None else now) + self.ttl_s)
-        return f"{expires}.{self._mac(operator.digest, expires)}"
+        sid = secrets.token_hex(16)
+        return f"{expires}.{sid}.{self._mac(operator.digest, expires, sid)}"
 
     def valid_session(self, value: str, now: float | None = None) -> Principal | None:
-        """The operator whose session ``value`` is, while it has not expired; else None."""
-        expires_text, _, mac = value.partition(".")
-        if not (expires_text.isascii() and expires_text.isdigit()) or not mac:
+        """The operator whose session ``value`` is, while it has not expired nor been revoked; else None."""
+        expires_text, _, rest = value.partition(".")
+        sid, _, mac = rest.partition(".")
+        if not (expires_text.isascii() and expires_text.isdigit()) or not sid or not mac:
             return None
         expires = int(expires_text)
-        if expires <= (time.time() if now is None else now):
+        if expires <= (time.time() if now is None else now) or sid in self._revoked:
             return None
         found: Principal | None = None
         for operator in self.keys.operators:
             # No early exit: the time taken does not tell which operator's session it was.
-            if hmac.compare_digest(mac, self._mac(operator.digest, expires)):
+            if hmac.compare_digest(mac, self._mac(operator.digest, expires, sid)):
                 found = operator
         return found
+
+    def revoke(self, value: str, now: float | None = None) -> bool:
+        """End the session ``value`` (logout): refused from now on. False when it was not a valid one."""
+        now = time.time() if now is None else now
+        if self.valid_session(value, now) is None:
+            return False  # only a real session takes room here
+        self._revoked = {sid: t for sid, t in self._revoked.items() if t > now}
+        expires_text, _, rest = value.partition(".")
+        self._revoked[rest.partition(".")[0]] = int(expires_text)
+        return True
 
     def principal(self, connection: ASGIConnection[Any, Any, Any, Any]) -> Principal | None:
         """Who the request is: its bearer key's principal, else its session's operator, else None."""
@@ -163,6 +193,19 @@ class DashboardAuth:
         )
 
 
+def same_site(connection: ASGIConnection[Any, Any, Any, Any]) -> bool:
+    """Whether a form POST came from a page of this node: its ``Origin`` (else ``Referer``) names
+    the host the request was sent to. Neither header (curl, a script): nothing to judge, True.
+    Only the host and port are compared: a TLS proxy in front makes the schemes differ."""
+    source = connection.headers.get("origin") or connection.headers.get("referer")
+    if not source:
+        return True
+    if source == "null":  # a sandboxed or privacy-sensitive context: not this node's page
+        return False
+    host = connection.headers.get("host", "")
+    return bool(host) and urlsplit(source).netloc.lower() == host.lower()
+
+
 def login_url(base: str, connection: ASGIConnection[Any, Any, Any, Any]) -> str:
     target = connection.url.path + (f"?{connection.url.query}" if connection.url.query else "")
     return f"{base}/login?next={quote(target, safe='/')}"
@@ -200,10 +243,20 @@ def _operator_required(_: Request[Any, Any, Any], exc: OperatorRequired) -> Resp
     return Response({"error": error}, status_code=403, media_type=MediaType.JSON)
 
 
+def _cross_site(_: Request[Any, Any, Any], exc: CrossSiteRequest) -> Response[Any]:
+    error = {"message": exc.detail, "type": "permission_error", "param": None, "code": "cross_site_request"}
+    return Response({"error": error}, status_code=403, media_type=MediaType.JSON)
+
+
 def _to_login(_: Request[Any, Any, Any], exc: LoginRequired) -> Response[Any]:
     return Redirect(exc.login_url, status_code=303)
 
 
 def exception_handlers() -> ExceptionHandlersMap:
     """For the guarded layers, so the answer does not depend on the app's own error handlers."""
-    return {DashboardAuthError: _unauthorized, LoginRequired: _to_login, OperatorRequired: _operator_required}
+    return {
+        DashboardAuthError: _unauthorized,
+        LoginRequired: _to_login,
+        OperatorRequired: _operator_required,
+        CrossSiteRequest: _cross_site,
+    }

@@ -8,7 +8,7 @@ from litestar import MediaType, Request, Response, get, post
 from litestar.datastructures import State
 from litestar.response import Redirect
 
-from .auth import PUBLIC, DashboardAuth, safe_next
+from .auth import PUBLIC, CrossSiteRequest, DashboardAuth, safe_next, same_site
 from .render import render
 
 Req = Request[Any, Any, State]
@@ -20,6 +20,7 @@ TENANT_KEY = (
     "(server.operator_keys)."
 )
 NO_OPERATORS = "This node has no operator keys (server.operator_keys): the dashboard is closed."
+CROSS_SITE = "this form is only accepted from the node's own pages (the Origin header names another site)"
 
 
 def auth_of(request: Req) -> DashboardAuth:
@@ -53,6 +54,8 @@ async def login_form(request: Req, next: str = "") -> Response[Any]:
 @post("/login", name="dashboard:login-submit", opt={PUBLIC: True}, status_code=303)
 async def login_submit(request: Req) -> Response[Any]:
     auth, base = auth_of(request), _base(request)
+    if not same_site(request):  # another site's page must not log a browser in (login CSRF)
+        raise CrossSiteRequest(CROSS_SITE)
     form = await request.form()
     target = safe_next(str(form.get("next") or ""), base)
     if not auth.enabled:
@@ -74,6 +77,11 @@ async def login_submit(request: Req) -> Response[Any]:
 @post("/logout", name="dashboard:logout", opt={PUBLIC: True}, status_code=303)
 async def logout(request: Req) -> Response[Any]:
     auth, base = auth_of(request), _base(request)
+    if not same_site(request):
+        raise CrossSiteRequest(CROSS_SITE)
+    cookie = request.cookies.get(auth.cookie_name)
+    if cookie:
+        auth.revoke(cookie)  # the session ends here, not just in this browser
     response: Response[Any] = Redirect(f"{base}/login", status_code=303)
     response.delete_cookie(auth.cookie_name, path="/")
     return response

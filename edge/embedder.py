@@ -145,13 +145,17 @@ class Embedder:
         self.embed_runs(texts, keep)
         return out
 
-    def embed_runs(self, texts: Sequence[str], done: Callable[[list[int], np.ndarray], None]) -> None:
+    def embed_runs(
+        self,
+        texts: Sequence[str],
+        done: Callable[[list[int], np.ndarray], None],
+        wanted: Callable[[int], bool] | None = None,
+    ) -> None:
         """:meth:`embed_batch` one model run at a time, shortest texts first: ``done(rows, vecs)``
-        after each run, so the texts of a short run need not wait for the long ones."""
+        after each run, so the texts of a short run need not wait for the long ones. A text for
+        which ``wanted(row)`` turns False before its run (its caller left) is not run."""
         if not texts:
             return
-        with self._lock:  # counted first: the callers are answered before this returns
-            self.texts += len(texts)
         encodings = self._tokenizer.encode_batch([t if t else " " for t in texts])
         order = sorted(range(len(texts)), key=lambda i: _length(encodings[i]))  # ids are padded
         rows_max = self.run_rows or len(order)
@@ -164,8 +168,12 @@ class Embedder:
                 and (stop - start + 1) * _length(encodings[order[stop]]) ** 2 <= _RUN_BUDGET
             ):
                 stop += 1
-            rows = order[start:stop]
-            done(rows, self._run([encodings[i] for i in rows]))
+            rows = order[start:stop] if wanted is None else [i for i in order[start:stop] if wanted(i)]
+            if rows:
+                vecs = self._run([encodings[i] for i in rows])
+                with self._lock:  # counted before the run's callers are answered
+                    self.texts += len(rows)
+                done(rows, vecs)
             start = stop
 
     def count_tokens(self, texts: Sequence[str]) -> list[int]:
@@ -317,8 +325,11 @@ class _Batcher:
         def ran(rows: list[int], vecs: np.ndarray) -> None:  # on the executor's thread
             self._loop.call_soon_threadsafe(self._settle, batch, rows, vecs)
 
+        def wanted(row: int) -> bool:  # on the executor's thread; a cancelled caller's text is skipped
+            return not batch[row].future.done()
+
         run = self._loop.run_in_executor(
-            self._embedder._executor, self._embedder.embed_runs, [p.text for p in batch], ran
+            self._embedder._executor, self._embedder.embed_runs, [p.text for p in batch], ran, wanted
         )
         run.add_done_callback(lambda done: self._finish(batch, done))
 

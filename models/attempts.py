@@ -5,7 +5,8 @@ The dashboard's login form counts every POST, right or wrong; the API counts wro
 with ``Retry-After`` (the seconds until the oldest attempt leaves the window) without looking at
 the key. At most ``max_clients`` addresses are remembered; beyond that the
 least recently seen are forgotten first, so a flood from many addresses cannot grow the memory.
-The address is the connection's peer: behind a reverse proxy every browser shares the proxy's.
+The address is the connection's peer, or the client a trusted proxy names
+(``server.trusted_proxies``): behind a proxy not listed there every browser shares the proxy's.
 """
 
 from __future__ import annotations

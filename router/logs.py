@@ -20,6 +20,19 @@ TEXT_FORMAT = "%(asctime)s %(levelname)s %(name)s: %(message)s"
 # httpx logs every request it sends at INFO: one per member health poll (every 2 s) and per request.
 _CHATTY = ("httpx", "httpcore")
 _RECORD_ATTRS = set(vars(logging.makeLogRecord({}))) | {"message", "asctime"}
+# Characters that end a bare value in the text line. A value with one of them, or with a
+# character that is not printable (a newline, U+2028), or none at all, is quoted and escaped:
+# a client's header (the tenant) must not add fields or lines of its own.
+_NOT_BARE = frozenset(' ="\\')
+
+
+def logfmt_value(value: object) -> str:
+    """``value`` as logfmt writes it: bare when it can be, else in double quotes, escaped."""
+    text = str(value)
+    if text and all(c.isprintable() and c not in _NOT_BARE for c in text):
+        return text
+    quoted = json.dumps(text, ensure_ascii=False)
+    return "".join(c if c.isprintable() else f"\\u{ord(c):04x}" for c in quoted)
 
 
 class JsonFormatter(logging.Formatter):
@@ -67,8 +80,9 @@ def log_request(event: DecisionEvent) -> None:
         "fallback": event.fallback,
         "member": event.member,
     }
-    text = " ".join(f"{k}={v}" for k, v in fields.items() if v is not None and k != "request_id")
     if event.error:
-        text += f" error={event.error!r}"
         fields["error"] = event.error
+    text = " ".join(
+        f"{k}={logfmt_value(v)}" for k, v in fields.items() if v is not None and k != "request_id"
+    )
     REQUESTS.info("%s %s", event.request_id, text, extra=fields)

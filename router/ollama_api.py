@@ -35,7 +35,7 @@ from models.ollama import (
 from models.openai import api_key_guard
 
 from . import openapi, openapi_native
-from .api import BEARER, REQUEST_ID_HEADER, MakeWriter, rate_guard, request_id_guard, respond
+from .api import BEARER, REQUEST_ID_HEADER, MakeWriter, embed_texts, rate_guard, request_id_guard, respond
 from .errors import InvalidRequestError
 from .limits import check_inputs
 from .node import Node
@@ -203,7 +203,5 @@ async def _embed(request: Request[Any, Any, State], data: OllamaEmbedBody) -> tu
                 f"input {cut.index(True)} is longer than the embedding model's context ({embedder.max_tokens} tokens) "
                 "and truncate is false", param="input", code="input_too_long",
             )
-    tenant = request.state.get("tenant", "default")
-    vectors = await asyncio.gather(*(embedder.embed(text, tenant) for text in texts))
-    tokens = sum(await asyncio.to_thread(embedder.count_tokens, texts))
+    vectors, tokens = await embed_texts(request, embedder, texts)
     return [vec.astype(float).tolist() for vec in vectors], tokens

@@ -151,6 +151,11 @@ def serve(app: Litestar, server: ServerSettings, *, log_level: str = "info") -> 
         log_config=None,
         log_level=log_level,
         access_log=False,
+        # uvicorn believes X-Forwarded-For from loopback by default: any local client (or a
+        # proxy that passes the header on) could then pick the address the per-address limits
+        # count. Only the proxies the operator names are believed.
+        proxy_headers=bool(server.trusted_proxies),
+        forwarded_allow_ips=list(server.trusted_proxies),
         # After the drain, what is left (an open dashboard tab's SSE) must not hold the exit.
         timeout_graceful_shutdown=5,
     )

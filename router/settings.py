@@ -61,6 +61,11 @@ class ServerSettings(BaseModel):
     # Requests with a wrong (or no) API key per client address per minute on /v1, past which
     # the address gets 429 without its key being looked at; 0: no limit.
     bad_key_attempts_per_minute: int = Field(30, ge=0)
+    # Reverse proxies (addresses or CIDR networks) whose X-Forwarded-For / X-Forwarded-Proto are
+    # believed: a request from one of them is the client's the header names. Empty: the headers
+    # are ignored and a request's address is its connection's peer (the per-address limits
+    # above count that). A list, or in the environment comma-separated.
+    trusted_proxies: Annotated[list[str], NoDecode] = Field(default_factory=list)
     max_body_bytes: int = Field(4 * 1024 * 1024, ge=1024)
     # A client must send its whole body within this (slowloris); 408 after it.
     body_timeout_s: float = Field(30.0, gt=0)
@@ -82,6 +87,29 @@ class ServerSettings(BaseModel):
         if any(not tenant.strip() for tenant in value.values()):
             raise ValueError("every API key needs a tenant name")
         return {as_digest(key): tenant for key, tenant in value.items()}
+
+    @field_validator("trusted_proxies", mode="before")
+    @classmethod
+    def _split_proxies(cls, value: Any) -> Any:
+        if isinstance(value, str):
+            return [p.strip() for p in value.split(",") if p.strip()]
+        return value
+
+    @field_validator("trusted_proxies")
+    @classmethod
+    def _parse_proxies(cls, value: list[str]) -> list[str]:
+        # uvicorn takes a malformed entry as a literal that never matches: say so here instead.
+        out = []
+        for item in value:
+            try:
+                text = item.strip()
+                parsed = ipaddress.ip_network(text, strict=False) if "/" in text else ipaddress.ip_address(text)
+                out.append(str(parsed))
+            except ValueError:
+                raise ValueError(
+                    f"{item!r} is not an IP address or network (e.g. 10.0.0.5, 10.0.0.0/8)"
+                ) from None
+        return out
 
     @field_validator("operator_keys", mode="before")
     @classmethod

@@ -29,6 +29,11 @@ def http_status(exc: EdgerouteError) -> int:
     return 404 if exc.code == "model_not_found" else exc.status
 
 
+# What Litestar reports for a body that is not there at all: the handler's ``data`` argument
+# missing, as a KeyError's text ("data: 'data'" told a client nothing).
+_NO_BODY = {"key": "data", "message": "'data'", "source": "body"}
+EMPTY_BODY = "the request body is empty; send a JSON object"
+
 _TYPE_TAGS = {"str", "int", "float", "bool", "list", "dict", "none", "function-after", "constrained-str"}
 
 
@@ -76,6 +81,9 @@ def exception_handlers(
 
     def validation_error(request: Request[Any, Any, Any], exc: ValidationException) -> Response[Any]:
         details = exc.extra if isinstance(exc.extra, list) else []
+        if any(isinstance(item, dict) and item.items() >= _NO_BODY.items() for item in details):
+            body = error_body(EMPTY_BODY, "invalid_request_error", None, "empty_body")
+            return respond(request, 400, body, "empty_body")
         param = None
         parts = []
         for item in details:

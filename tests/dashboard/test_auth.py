@@ -163,6 +163,62 @@ def test_logout_ends_the_session(keyed: TestClient[Litestar]) -> None:
     assert keyed.get("/dashboard", follow_redirects=False).status_code == 303
 
 
+def test_a_revoked_session_stays_refused_until_it_would_have_expired() -> None:
+    auth = DashboardAuth(KeyTable.of(KEYS, OPERATORS))
+    now = 1_000_000.0
+    first, second = auth.session_value(operator(), now=now), auth.session_value(operator(), now=now)
+    assert first != second  # each login is its own session
+    assert auth.revoke(first, now=now + 10) is True
+    assert auth.valid_session(first, now=now + 11) is None
+    assert auth.valid_session(second, now=now + 11) == operator()  # the operator's other browser
+    assert auth.revoke(first, now=now + 12) is False  # nothing left to end
+    assert auth.revoke("9999999999.ab.cd", now=now) is False  # a forged one takes no room
+    # Past its expiry the id is forgotten: a later logout clears it out.
+    assert auth.revoke(second, now=now + 20) is True
+    third = auth.session_value(operator(), now=now + SESSION_TTL_S)
+    assert auth.revoke(third, now=now + SESSION_TTL_S + 1) is True
+    assert len(auth._revoked) == 1
+
+
+def test_logout_ends_the_session_on_the_server(node: FakeNode) -> None:
+    with serve(fake_app(node, KEYS, OPERATORS)) as base, httpx.Client(base_url=base, timeout=10) as http:
+        assert login(http, "sk-ops").status_code == 303
+        stolen = http.cookies[COOKIE]  # a copy of the cookie, kept elsewhere
+        assert http.get("/metrics").status_code == 200
+        out = http.post("/dashboard/logout", headers={"origin": base}, follow_redirects=False)
+        assert out.status_code == 303 and out.headers["location"] == "/dashboard/login"
+        with httpx.Client(base_url=base, timeout=10, cookies={COOKIE: stolen}) as other:
+            assert other.get("/metrics").json() == UNAUTHORIZED
+            page = other.get("/dashboard", follow_redirects=False)
+            assert page.status_code == 303 and page.headers["location"] == "/dashboard/login?next=/dashboard"
+            assert other.get("/dashboard/events").status_code == 401
+
+
+def test_login_and_logout_refuse_another_sites_form(node: FakeNode) -> None:
+    with serve(fake_app(node, KEYS, OPERATORS)) as base, httpx.Client(base_url=base, timeout=10) as http:
+        host = base.removeprefix("http://")
+        for headers in ({"origin": "https://evil.example"}, {"origin": "null"},
+                        {"referer": "https://evil.example/page"}, {"origin": f"http://{host}.evil.example"}):
+            refused = http.post("/dashboard/login", data={"key": "sk-ops"}, headers=headers, follow_redirects=False)
+            assert refused.status_code == 403, headers
+            assert refused.json()["error"]["code"] == "cross_site_request"
+            assert "set-cookie" not in refused.headers
+        # The node's own page (a browser sends its origin), over TLS at a proxy (scheme differs) too.
+        for origin in (base, f"https://{host}"):
+            assert login_from(http, origin).status_code == 303
+        assert http.get("/metrics").status_code == 200
+        cross = http.post("/dashboard/logout", headers={"origin": "https://evil.example"}, follow_redirects=False)
+        assert cross.status_code == 403 and "set-cookie" not in cross.headers
+        assert http.get("/metrics").status_code == 200  # still logged in
+        same = http.post("/dashboard/logout", headers={"referer": f"{base}/dashboard/pool"}, follow_redirects=False)
+        assert same.status_code == 303
+        assert http.get("/metrics").status_code == 401
+
+
+def login_from(client: httpx.Client, origin: str) -> httpx.Response:
+    return client.post("/dashboard/login", data={"key": "sk-ops"}, headers={"origin": origin}, follow_redirects=False)
+
+
 def test_the_login_page_escapes_and_never_sends_elsewhere(keyed: TestClient[Litestar]) -> None:
     evil = '/dashboard/"><script>alert(1)</script>'
     html = keyed.get("/dashboard/login", params={"next": evil}).text
@@ -191,11 +247,13 @@ def test_sessions_expire_and_cannot_be_forged() -> None:
     assert value.split(".")[0] == str(int(now) + SESSION_TTL_S)
     assert auth.valid_session(value, now=now + SESSION_TTL_S - 1) == operator()
     assert auth.valid_session(value, now=now + SESSION_TTL_S) is None
-    expires, mac = value.split(".")
-    assert auth.valid_session(f"{int(expires) + 3600}.{mac}", now=now) is None  # extended by hand
+    expires, sid, mac = value.split(".")
+    assert auth.valid_session(f"{int(expires) + 3600}.{sid}.{mac}", now=now) is None  # extended by hand
     flipped = mac[:-1] + ("1" if mac[-1] == "0" else "0")
-    assert auth.valid_session(f"{expires}.{flipped}", now=now) is None
-    assert [auth.valid_session(v, now=now) for v in ("", ".", "x.y", f"{expires}.", "-1.ab")] == [None] * 5
+    assert auth.valid_session(f"{expires}.{sid}.{flipped}", now=now) is None
+    assert auth.valid_session(f"{expires}.{'0' * 32}.{mac}", now=now) is None  # another session id
+    assert auth.valid_session(f"{expires}.{mac}", now=now) is None  # the id left out
+    assert [auth.valid_session(v, now=now) for v in ("", ".", "x.y", f"{expires}.", "-1.ab", "..")] == [None] * 6
     # A key taken out of the settings ends the sessions made with it.
     assert DashboardAuth(KeyTable.of(KEYS, ["sk-new"])).valid_session(value, now=now) is None
     # Only an operator gets a session.

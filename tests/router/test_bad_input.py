@@ -73,6 +73,26 @@ def test_malformed_json(node_url: str) -> None:
     assert resp.headers["x-edgeroute-reason"] == "invalid-json"
 
 
+# Every POST that reads a JSON body; Ollama's API answers ``{"error": message}``.
+JSON_POSTS = [
+    CHAT, "/v1/completions", "/v1/embeddings", "/v1/responses", "/completion", "/tokenize", "/detokenize",
+    "/api/chat", "/api/generate", "/api/embed", "/api/embeddings", "/api/show",
+]
+
+
+@pytest.mark.parametrize("path", JSON_POSTS)
+def test_an_empty_body_is_named_as_such(node_url: str, path: str) -> None:
+    resp = post(node_url, path, content=b"")
+    assert resp.status_code == 400, resp.text
+    if path.startswith("/api/"):
+        assert resp.json() == {"error": "the request body is empty; send a JSON object"}
+    else:
+        assert resp.json()["error"] == {
+            "message": "the request body is empty; send a JSON object", "type": "invalid_request_error",
+            "param": None, "code": "empty_body",
+        }
+
+
 def test_non_utf8_body(node_url: str) -> None:
     body = b'{"messages": [{"role": "user", "content": "\xff\xfe caf\xe9"}]}'
     assert_error(post(node_url, CHAT, content=body), 400, None, "not valid UTF-8")

@@ -3,7 +3,11 @@
 from __future__ import annotations
 
 import base64
+import json
+import socket
+import time
 from types import SimpleNamespace
+from urllib.parse import urlsplit
 
 import httpx
 import numpy as np
@@ -81,6 +85,36 @@ def test_the_sdk_raises_not_found_for_another_model(client: openai.OpenAI) -> No
     with pytest.raises(openai.NotFoundError) as caught:
         client.embeddings.create(model="auto", input="hi")
     assert caught.value.body["code"] == "model_not_found"  # type: ignore[index]
+
+
+# ~150 tokens: a model run of tens of milliseconds, so 2,048 of them take over a minute here.
+LONG = "The committee reviewed the quarterly figures, the staffing plan and the budget for next year. " * 6
+
+
+@pytest.mark.slow
+def test_a_client_that_leaves_stops_its_embeddings(node_url: str, node_app) -> None:  # type: ignore[no-untyped-def]
+    embedder = node_app.state.node.embedder
+    texts = [f"{i}. {LONG}" for i in range(2048)]
+    body = json.dumps({"model": EMBEDDING_DEFAULT, "input": texts}).encode()
+    url = urlsplit(node_url)
+    before = embedder.texts
+    with socket.create_connection((url.hostname, url.port)) as sock:
+        sock.sendall(
+            b"POST /v1/embeddings HTTP/1.1\r\nhost: node\r\ncontent-type: application/json\r\n"
+            + f"content-length: {len(body)}\r\n\r\n".encode() + body
+        )
+        deadline = time.monotonic() + 120
+        while embedder.texts == before:  # the work has begun
+            assert time.monotonic() < deadline, "the embedder never started"
+            time.sleep(0.01)
+    left = embedder.texts - before  # the client has gone
+    # A text sent now queues behind whatever is still queued: answered, it shows what was left.
+    probe = httpx.post(node_url + "/v1/embeddings", json={"model": EMBEDDING_DEFAULT, "input": "hi"}, timeout=600)
+    assert probe.status_code == 200
+    embedded = embedder.texts - before - 1
+    # At most the model runs that were already under way (one batch); never the 2,048.
+    assert embedded <= left + embedder.max_batch, (left, embedded)
+    assert embedded < 2048
 
 
 def test_inputs_are_capped_each_and_together() -> None:

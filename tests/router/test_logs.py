@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import logging
 
@@ -28,6 +29,27 @@ def test_one_request_line_with_its_fields(caplog: pytest.LogCaptureFixture) -> N
     line = json.loads(JsonFormatter().format(record))
     assert (line["level"], line["logger"], line["request_id"], line["route"], line["completion_tokens"]) == (
         "info", "edgeroute.requests", "rid-1", "edge", 3
+    )
+
+
+def test_values_that_would_forge_fields_are_quoted(caplog: pytest.LogCaptureFixture) -> None:
+    forged = dataclasses.replace(
+        EVENT, tenant="acme route=cloud status=ok", model="", member='m"1\\', completion_tokens=0,
+        status="error", error="bad\nline two", ttft_ms=None,
+    )
+    with caplog.at_level(logging.INFO, logger="edgeroute.requests"):
+        log_request(forged)
+        log_request(dataclasses.replace(EVENT, tenant="caf\u00e9\u2028x"))
+    first, second = (r.getMessage() for r in caplog.records)
+    assert first == (
+        'rid-1 tenant="acme route=cloud status=ok" model="" route=edge reason=short-prompt status=error '
+        'latency_ms=41.3 prompt_tokens=12 completion_tokens=0 member="m\\"1\\\\" error="bad\\nline two"'
+    )
+    assert second.startswith('rid-1 tenant="caf\u00e9\\u2028x" model=auto ')
+    # The JSON format keeps each value as it was.
+    line = json.loads(JsonFormatter().format(caplog.records[0]))
+    assert (line["tenant"], line["model"], line["member"], line["error"]) == (
+        "acme route=cloud status=ok", "", 'm"1\\', "bad\nline two"
     )
 
 

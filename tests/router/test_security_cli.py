@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import json
+from collections.abc import Callable
 from pathlib import Path
 
 import httpx
@@ -63,3 +65,59 @@ def test_insecure_no_auth_serves_all_interfaces_and_says_so(tmp_path: Path) -> N
         assert httpx.get(f"{node.base}/healthz").status_code == 200
         assert httpx.get(f"{node.base}/v1/models").status_code == 200  # no keys: open
         assert "--insecure-no-auth: serving 0.0.0.0 with no API keys" in node.log()
+
+
+TENANT_KEY, OPERATOR_KEY = "sk-tenant-a-31f0", "sk-operator-9c4e"
+KEYED = {
+    "EDGEROUTE_SERVER__API_KEYS": json.dumps({TENANT_KEY: "team-a"}),
+    "EDGEROUTE_SERVER__OPERATOR_KEYS": OPERATOR_KEY,
+    "EDGEROUTE_SERVER__BAD_KEY_ATTEMPTS_PER_MINUTE": "5",
+    "EDGEROUTE_SERVER__LOGIN_ATTEMPTS_PER_MINUTE": "3",
+    "EDGEROUTE_CACHE__ENABLED": "false",
+}
+
+
+def _wrong_keys(base: str, n: int, forwarded: Callable[[int], str]) -> list[int]:
+    """Statuses of ``n`` requests to /v1/models with a wrong key, each with its X-Forwarded-For."""
+    with httpx.Client(base_url=base, timeout=30) as client:
+        return [
+            client.get("/v1/models", headers={"authorization": f"Bearer wrong-{i}", "x-forwarded-for": forwarded(i)}).status_code
+            for i in range(n)
+        ]
+
+
+def _logins(base: str, n: int, forwarded: Callable[[int], str]) -> list[int]:
+    with httpx.Client(base_url=base, timeout=30) as client:
+        return [
+            client.post("/dashboard/login", data={"key": f"wrong-{i}"}, headers={"x-forwarded-for": forwarded(i)}).status_code
+            for i in range(n)
+        ]
+
+
+def rotating(i: int) -> str:
+    return f"198.51.100.{i + 1}"
+
+
+@pytest.mark.slow
+def test_forwarded_addresses_are_ignored_without_trusted_proxies(tmp_path: Path) -> None:
+    args = ("--no-local-member", "--data-dir", str(tmp_path / "d"))
+    with node_process(*args, env=KEYED, log_path=tmp_path / "node.log") as node:
+        # One peer, a new X-Forwarded-For each time: the limit counts the peer, as with no header.
+        assert _wrong_keys(node.base, 40, rotating) == [401] * 5 + [429] * 35
+        refused = httpx.get(f"{node.base}/v1/models", headers={"authorization": f"Bearer {TENANT_KEY}"})
+        assert refused.status_code == 429 and int(refused.headers["retry-after"]) >= 1
+        assert _logins(node.base, 13, rotating) == [401] * 3 + [429] * 10
+
+
+@pytest.mark.slow
+def test_a_trusted_proxy_names_the_client(tmp_path: Path) -> None:
+    args = ("--no-local-member", "--data-dir", str(tmp_path / "d"))
+    env = {**KEYED, "EDGEROUTE_SERVER__TRUSTED_PROXIES": "127.0.0.1"}
+    with node_process(*args, env=env, log_path=tmp_path / "node.log") as node:
+        # Each forwarded client has its own count ...
+        assert _wrong_keys(node.base, 40, rotating) == [401] * 40
+        # ... and one of them is limited on its own, the proxy's other clients not.
+        assert _wrong_keys(node.base, 7, lambda i: "203.0.113.7") == [401] * 5 + [429] * 2
+        assert _wrong_keys(node.base, 1, lambda i: "203.0.113.8") == [401]
+        assert _logins(node.base, 4, lambda i: "203.0.113.9") == [401] * 3 + [429]
+        assert _logins(node.base, 1, lambda i: "203.0.113.10") == [401]

@@ -58,3 +58,12 @@ def test_an_unknown_policy_fails_when_settings_load_and_lists_the_valid_ones(tmp
     with pytest.raises(ConfigError, match="unknown routing policy 'smartest'; valid policies: complexity, hybrid, length"):
         load_settings(cfg)
     assert load_settings(routing={"policy": "length"}).routing.policy == "length"
+
+
+def test_trusted_proxies_default_to_none_and_are_checked(monkeypatch: pytest.MonkeyPatch) -> None:
+    assert load_settings().server.trusted_proxies == []
+    monkeypatch.setenv("EDGEROUTE_SERVER__TRUSTED_PROXIES", "127.0.0.1, 10.1.2.3/8,::1")
+    assert load_settings().server.trusted_proxies == ["127.0.0.1", "10.0.0.0/8", "::1"]
+    monkeypatch.setenv("EDGEROUTE_SERVER__TRUSTED_PROXIES", "nginx")
+    with pytest.raises(ConfigError, match=r"server.trusted_proxies: Value error, .nginx. is not an IP address or network"):
+        load_settings()
