@@ -117,8 +117,21 @@ class Fleet:
             port, name = free_port(), f"edge-{i + 1}"
             env = {**os.environ, "EDGEROUTE_SERVER__NODE_NAME": name, "HF_HUB_OFFLINE": "1"}
             proc = ServerProcess(
-                [*EDGEROUTE, "serve", "--host", "127.0.0.1", "--port", str(port), "--config", str(config),
-                 "--data-dir", str(self.root / name), "--no-local-member", "--log-level", "warning"],
+                [
+                    *EDGEROUTE,
+                    "serve",
+                    "--host",
+                    "127.0.0.1",
+                    "--port",
+                    str(port),
+                    "--config",
+                    str(config),
+                    "--data-dir",
+                    str(self.root / name),
+                    "--no-local-member",
+                    "--log-level",
+                    "warning",
+                ],
                 f"http://127.0.0.1:{port}/healthz",
                 log_path=self.root / f"{name}.log",
                 env=env,
@@ -131,8 +144,12 @@ class Fleet:
         if self.member:
             from cloud.local import LocalMember
 
-            member = LocalMember(name="pool-1", threads=1, log_path=self.root / "member.log",
-                                 startup_timeout_s=self.startup_timeout_s)
+            member = LocalMember(
+                name="pool-1",
+                threads=1,
+                log_path=self.root / "member.log",
+                startup_timeout_s=self.startup_timeout_s,
+            )
             member.spawn()
             self.member_proc, self.member_addr = member, f"127.0.0.1:{member.port}"
         self._start_prometheus()
@@ -144,20 +161,29 @@ class Fleet:
     def _start_prometheus(self) -> None:
         binary = prometheus_binary()
         if binary is None:
-            raise FileNotFoundError("prometheus is not installed (`make prometheus`, or apt-get install prometheus)")
+            raise FileNotFoundError(
+                "prometheus is not installed (`make prometheus`, or apt-get install prometheus)"
+            )
         key_file = self.root / "operator-key"
         key_file.write_text(self.operator_key)
         key_file.chmod(0o600)
         cfg = prometheus_config(
-            self.node_addrs, [self.member_addr] if self.member_addr else [], interval_s=self.interval_s, key_file=key_file
+            self.node_addrs,
+            [self.member_addr] if self.member_addr else [],
+            interval_s=self.interval_s,
+            key_file=key_file,
         )
         (self.root / "prometheus.yml").write_text(json.dumps(cfg, indent=2))
         self.prometheus_port = self.prometheus_port or free_port()
         self.prometheus = ServerProcess(
-            [str(binary), f"--config.file={self.root / 'prometheus.yml'}",
-             f"--storage.tsdb.path={self.root / 'prometheus-data'}",
-             f"--web.listen-address=127.0.0.1:{self.prometheus_port}", "--storage.tsdb.retention.time=1d",
-             "--log.level=warn"],
+            [
+                str(binary),
+                f"--config.file={self.root / 'prometheus.yml'}",
+                f"--storage.tsdb.path={self.root / 'prometheus-data'}",
+                f"--web.listen-address=127.0.0.1:{self.prometheus_port}",
+                "--storage.tsdb.retention.time=1d",
+                "--log.level=warn",
+            ],
             f"{self.prometheus_url}/-/ready",
             log_path=self.root / "prometheus.log",
         )
@@ -166,9 +192,22 @@ class Fleet:
     def _start_dashboard(self, config: Path) -> None:
         self.dashboard_port = self.dashboard_port or free_port()
         self.dashboard = ServerProcess(
-            [*EDGEROUTE, "dashboard", "--prometheus", self.prometheus_url, "--port", str(self.dashboard_port),
-             "--config", str(config), "--rate-window", f"{max(4, int(self.interval_s * 4))}s",
-             "--tick-s", str(self.interval_s), "--log-level", "warning"],
+            [
+                *EDGEROUTE,
+                "dashboard",
+                "--prometheus",
+                self.prometheus_url,
+                "--port",
+                str(self.dashboard_port),
+                "--config",
+                str(config),
+                "--rate-window",
+                f"{max(4, int(self.interval_s * 4))}s",
+                "--tick-s",
+                str(self.interval_s),
+                "--log-level",
+                "warning",
+            ],
             f"{self.dashboard_url}/fleet/static/app.css",
             log_path=self.root / "dashboard.log",
         )
@@ -197,8 +236,12 @@ def send_traffic(base: str, api_key: str, rounds: int = 2, max_tokens: int = 8) 
     with httpx.Client(base_url=base, timeout=120, headers={"authorization": f"Bearer {api_key}"}) as client:
         for _ in range(rounds):
             for prompt in PROMPTS:
-                body = {"model": "auto", "messages": [{"role": "user", "content": prompt}],
-                        "max_tokens": max_tokens, "temperature": 0}
+                body = {
+                    "model": "auto",
+                    "messages": [{"role": "user", "content": prompt}],
+                    "max_tokens": max_tokens,
+                    "temperature": 0,
+                }
                 client.post("/v1/chat/completions", json=body).raise_for_status()
                 sent += 1
     return sent
@@ -218,8 +261,14 @@ def main() -> None:
     parser.add_argument("--root", type=Path, default=None, help="data of the run [default: a temp dir]")
     args = parser.parse_args()
     root = args.root or Path(tempfile.mkdtemp(prefix="edgeroute-fleet-"))
-    fleet = Fleet(root, nodes=args.nodes, interval_s=args.interval, member=args.member,
-                  dashboard_port=args.port, prometheus_port=args.prometheus_port)
+    fleet = Fleet(
+        root,
+        nodes=args.nodes,
+        interval_s=args.interval,
+        member=args.member,
+        dashboard_port=args.port,
+        prometheus_port=args.prometheus_port,
+    )
     print(f"starting {args.nodes} nodes, Prometheus and the fleet dashboard (logs in {root}) ...", flush=True)
     try:
         fleet.start()

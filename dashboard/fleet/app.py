@@ -25,8 +25,15 @@ from .routes import READER, TICK, FleetController
 
 
 def _unavailable(_: Request[Any, Any, Any], exc: PrometheusUnavailableError) -> Response[Any]:
-    error = {"message": str(exc), "type": "service_unavailable", "param": None, "code": "prometheus_unavailable"}
-    return Response({"error": error}, status_code=503, media_type=MediaType.JSON, headers={"retry-after": "5"})
+    error = {
+        "message": str(exc),
+        "type": "service_unavailable",
+        "param": None,
+        "code": "prometheus_unavailable",
+    }
+    return Response(
+        {"error": error}, status_code=503, media_type=MediaType.JSON, headers={"retry-after": "5"}
+    )
 
 
 def create_fleet_app(settings: FleetSettings, server: ServerSettings | None = None) -> Litestar:
@@ -36,7 +43,9 @@ def create_fleet_app(settings: FleetSettings, server: ServerSettings | None = No
     base = settings.path.rstrip("/")
     queries = FleetQueries(settings.nodes_job, settings.members_job, settings.window, settings.rate_window)
     reader = FleetReader(
-        Prometheus(str(settings.prometheus_url), timeout_s=settings.timeout_s), queries, max_age_s=settings.max_age_s
+        Prometheus(str(settings.prometheus_url), timeout_s=settings.timeout_s),
+        queries,
+        max_age_s=settings.max_age_s,
     )
     static = create_static_files_router(
         path="/static",

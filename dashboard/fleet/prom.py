@@ -30,7 +30,9 @@ def _value(raw: Any) -> float | None:
 class Prometheus:
     """A Prometheus server's query API; one connection pool for the dashboard's life."""
 
-    def __init__(self, base_url: str, *, timeout_s: float = 5.0, transport: httpx.AsyncBaseTransport | None = None):
+    def __init__(
+        self, base_url: str, *, timeout_s: float = 5.0, transport: httpx.AsyncBaseTransport | None = None
+    ):
         self.base_url = base_url.rstrip("/")
         # Credentials in the URL (https://user:pass@prom/) go out as basic auth, as httpx does.
         self._client = httpx.AsyncClient(base_url=self.base_url, timeout=timeout_s, transport=transport)
@@ -61,7 +63,10 @@ class Prometheus:
         kind = data.get("resultType") if isinstance(data, dict) else None
         result = data.get("result") if isinstance(data, dict) else None
         if kind == "vector" and isinstance(result, list):
-            return [Sample(dict(item.get("metric", {})), _value(item.get("value", [0, None])[1])) for item in result]
+            return [
+                Sample(dict(item.get("metric", {})), _value(item.get("value", [0, None])[1]))
+                for item in result
+            ]
         if kind == "scalar" and isinstance(result, list):
             return [Sample({}, _value(result[1]))]
         raise PrometheusUnavailableError(f"Prometheus answered a {kind!r} to an instant query: {promql}")

@@ -66,5 +66,7 @@ class FleetQueries:
 
     def all(self) -> dict[str, str]:
         """Every query, keyed ``nodes.<figure>`` and ``members.<figure>``."""
-        return {**{f"nodes.{k}": q for k, q in self.nodes().items()},
-                **{f"members.{k}": q for k, q in self.members().items()}}
+        return {
+            **{f"nodes.{k}": q for k, q in self.nodes().items()},
+            **{f"members.{k}": q for k, q in self.members().items()},
+        }

@@ -39,7 +39,9 @@ def nodes_html(view: FleetView, links: Links) -> str:
         links=links,
         routes=ROUTES,
         share=share_bar(view.routes),
-        node_shares={n.instance: share_bar({r: round(c) for r, c in n.routes.items()}, width=1000) for n in view.nodes},
+        node_shares={
+            n.instance: share_bar({r: round(c) for r, c in n.routes.items()}, width=1000) for n in view.nodes
+        },
     )
 
 
@@ -82,7 +84,9 @@ class FleetController(Controller):
     @get("/events", name="fleet:events")
     async def events(self, request: Req) -> ServerSentEvent:
         """The nodes and members panels, re-rendered every ``tick_s`` from Prometheus."""
-        return ServerSentEvent(fleet_stream(request), headers={"cache-control": "no-cache", "x-accel-buffering": "no"})
+        return ServerSentEvent(
+            fleet_stream(request), headers={"cache-control": "no-cache", "x-accel-buffering": "no"}
+        )
 
     @get("/api/nodes", name="fleet:api-nodes", media_type=MediaType.JSON)
     async def api_nodes(self, request: Req) -> list[dict[str, Any]]:

@@ -153,15 +153,37 @@ def dashboard_url(scrape_url: str | None, path: str) -> str | None:
 
 def build_nodes(results: Results, scrape_urls: Mapping[str, str]) -> list[NodeRow]:
     """One row per node Prometheus scrapes (``up``), sorted by node name then instance."""
-    one = {name: _by_instance(results.get(name, ())) for name in (
-        "up", "draining", "requests_total", "requests_per_s", "misses", "latency_p50", "latency_p95",
-        "ttft_p50", "ttft_p95", "fallbacks", "degraded", "edge_running", "edge_waiting", "edge_capacity",
-        "pool_members", "pool_healthy",
-    )}
+    one = {
+        name: _by_instance(results.get(name, ()))
+        for name in (
+            "up",
+            "draining",
+            "requests_total",
+            "requests_per_s",
+            "misses",
+            "latency_p50",
+            "latency_p95",
+            "ttft_p50",
+            "ttft_p95",
+            "fallbacks",
+            "degraded",
+            "edge_running",
+            "edge_waiting",
+            "edge_capacity",
+            "pool_members",
+            "pool_healthy",
+        )
+    }
     info = {s.labels.get("instance", ""): s.labels for s in results.get("info", ())}
-    routes, routes_window = _per_label(results.get("routes", ()), "route"), _per_label(results.get("routes_window", ()), "route")
+    routes, routes_window = (
+        _per_label(results.get("routes", ()), "route"),
+        _per_label(results.get("routes_window", ()), "route"),
+    )
     hits = _per_label(results.get("hits", ()), "kind")
-    spend = {s.labels.get("instance", ""): (s.labels.get("currency", ""), s.value) for s in results.get("spend", ())}
+    spend = {
+        s.labels.get("instance", ""): (s.labels.get("currency", ""), s.value)
+        for s in results.get("spend", ())
+    }
     all_cloud = _by_instance(results.get("spend_all_cloud", ()))
 
     rows = []
@@ -174,7 +196,9 @@ def build_nodes(results: Results, scrape_urls: Mapping[str, str]) -> list[NodeRo
         currency, spent = spend.get(instance, ("", None))
         cloud = all_cloud.get(instance)
         pool_members, pool_healthy = one["pool_members"].get(instance), one["pool_healthy"].get(instance)
-        running, waiting, capacity = (one[k].get(instance) for k in ("edge_running", "edge_waiting", "edge_capacity"))
+        running, waiting, capacity = (
+            one[k].get(instance) for k in ("edge_running", "edge_waiting", "edge_capacity")
+        )
         draining = one["draining"].get(instance) == 1.0
         reasons = []
         if (one["degraded"].get(instance) or 0.0) > 0:
@@ -184,40 +208,42 @@ def build_nodes(results: Results, scrape_urls: Mapping[str, str]) -> list[NodeRo
         if running is not None and capacity and running >= capacity and (waiting or 0) > 0:
             reasons.append("edge saturated")
         health = "down" if not up else "draining" if draining else "degraded" if reasons else "up"
-        rows.append(NodeRow(
-            instance=instance,
-            node=labels.get("node", "") or instance,
-            up=up,
-            health=health,
-            degraded_reasons=reasons if up else [],
-            requests_total=one["requests_total"].get(instance),
-            requests_per_s=one["requests_per_s"].get(instance),
-            routes=routes.get(instance, {}),
-            routes_window=routes_window.get(instance, {}),
-            cache_lookups=round(lookups, 2),
-            cache_hit_rate=_rate(exact + semantic, lookups),
-            cache_exact_hit_rate=_rate(exact, lookups),
-            cache_semantic_hit_rate=_rate(semantic, lookups),
-            latency_p50_ms=_ms(one["latency_p50"].get(instance)),
-            latency_p95_ms=_ms(one["latency_p95"].get(instance)),
-            ttft_p50_ms=_ms(one["ttft_p50"].get(instance)),
-            ttft_p95_ms=_ms(one["ttft_p95"].get(instance)),
-            fallbacks=one["fallbacks"].get(instance),
-            degraded=one["degraded"].get(instance),
-            currency=currency,
-            spend=spent,
-            spend_all_cloud=cloud,
-            spend_saved=None if spent is None or cloud is None else cloud - spent,
-            edge_model=labels.get("edge_model", ""),
-            edge_model_version=labels.get("edge_model_version", ""),
-            version=labels.get("version", ""),
-            edge_running=running,
-            edge_waiting=waiting,
-            edge_capacity=capacity,
-            pool_members=None if pool_members is None else int(pool_members),
-            pool_healthy=None if pool_healthy is None else int(pool_healthy),
-            dashboard_url=dashboard_url(scrape_urls.get(instance), labels.get("dashboard_path", "")),
-        ))
+        rows.append(
+            NodeRow(
+                instance=instance,
+                node=labels.get("node", "") or instance,
+                up=up,
+                health=health,
+                degraded_reasons=reasons if up else [],
+                requests_total=one["requests_total"].get(instance),
+                requests_per_s=one["requests_per_s"].get(instance),
+                routes=routes.get(instance, {}),
+                routes_window=routes_window.get(instance, {}),
+                cache_lookups=round(lookups, 2),
+                cache_hit_rate=_rate(exact + semantic, lookups),
+                cache_exact_hit_rate=_rate(exact, lookups),
+                cache_semantic_hit_rate=_rate(semantic, lookups),
+                latency_p50_ms=_ms(one["latency_p50"].get(instance)),
+                latency_p95_ms=_ms(one["latency_p95"].get(instance)),
+                ttft_p50_ms=_ms(one["ttft_p50"].get(instance)),
+                ttft_p95_ms=_ms(one["ttft_p95"].get(instance)),
+                fallbacks=one["fallbacks"].get(instance),
+                degraded=one["degraded"].get(instance),
+                currency=currency,
+                spend=spent,
+                spend_all_cloud=cloud,
+                spend_saved=None if spent is None or cloud is None else cloud - spent,
+                edge_model=labels.get("edge_model", ""),
+                edge_model_version=labels.get("edge_model_version", ""),
+                version=labels.get("version", ""),
+                edge_running=running,
+                edge_waiting=waiting,
+                edge_capacity=capacity,
+                pool_members=None if pool_members is None else int(pool_members),
+                pool_healthy=None if pool_healthy is None else int(pool_healthy),
+                dashboard_url=dashboard_url(scrape_urls.get(instance), labels.get("dashboard_path", "")),
+            )
+        )
     rows.sort(key=lambda r: (r.node, r.instance))
     return rows
 
@@ -236,15 +262,17 @@ def build_members(results: Results) -> list[MemberRow]:
         models = sorted(m for (i, m) in per_model if i == instance) or [""]
         for model in models:
             figures = per_model.get((instance, model), {})
-            rows.append(MemberRow(
-                instance=instance,
-                model=model,
-                up=value == 1.0,
-                running=figures.get("running"),
-                waiting=figures.get("waiting"),
-                kv_cache_usage=figures.get("kv_cache"),
-                requests_per_s=rps.get(instance),
-                ttft_p95_ms=_ms(ttft.get(instance)),
-            ))
+            rows.append(
+                MemberRow(
+                    instance=instance,
+                    model=model,
+                    up=value == 1.0,
+                    running=figures.get("running"),
+                    waiting=figures.get("waiting"),
+                    kv_cache_usage=figures.get("kv_cache"),
+                    requests_per_s=rps.get(instance),
+                    ttft_p95_ms=_ms(ttft.get(instance)),
+                )
+            )
     rows.sort(key=lambda r: (r.instance, r.model))
     return rows

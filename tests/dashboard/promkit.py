@@ -28,7 +28,10 @@ def _install() -> str:
         return "not root, so apt-get was not run: `make prometheus` installs it with sudo"
     env = {**os.environ, "DEBIAN_FRONTEND": "noninteractive"}
     transcript = []
-    for argv in (["apt-get", "update"], ["apt-get", "install", "-y", "--no-install-recommends", "prometheus"]):
+    for argv in (
+        ["apt-get", "update"],
+        ["apt-get", "install", "-y", "--no-install-recommends", "prometheus"],
+    ):
         try:
             done = subprocess.run(argv, check=False, timeout=900, capture_output=True, text=True, env=env)
         except (OSError, subprocess.TimeoutExpired) as exc:

@@ -16,12 +16,12 @@ from typing import Any
 
 import httpx
 import pytest
+from browserkit import Tab
 from playwright.sync_api import expect
 from prometheus_client.parser import text_string_to_metric_families
-
-from browserkit import Tab
-from loadtest.fleet import Fleet, send_traffic
 from promkit import ensure_prometheus
+
+from loadtest.fleet import Fleet, send_traffic
 
 pytestmark = [pytest.mark.slow]
 
@@ -51,7 +51,10 @@ def own_requests(fleet: Fleet, i: int) -> float:
     """edgeroute_requests_total summed, from the node's own /metrics."""
     text = httpx.get(fleet.node_url(i) + "/metrics", headers=OPERATOR, timeout=10).text
     return sum(
-        s.value for f in text_string_to_metric_families(text) for s in f.samples if s.name == "edgeroute_requests_total"
+        s.value
+        for f in text_string_to_metric_families(text)
+        for s in f.samples
+        if s.name == "edgeroute_requests_total"
     )
 
 
@@ -100,8 +103,14 @@ def test_hit_rate_is_the_nodes_own(fleet: Fleet) -> None:
     nodes = {n["instance"]: n for n in api_nodes(fleet)}
     for i in range(3):
         text = httpx.get(fleet.node_url(i) + "/metrics", headers=OPERATOR, timeout=10).text
-        values = {(s.name, s.labels.get("kind")): s.value for f in text_string_to_metric_families(text) for s in f.samples}
-        hits = values.get(("edgeroute_cache_hits_total", "exact"), 0.0) + values.get(("edgeroute_cache_hits_total", "semantic"), 0.0)
+        values = {
+            (s.name, s.labels.get("kind")): s.value
+            for f in text_string_to_metric_families(text)
+            for s in f.samples
+        }
+        hits = values.get(("edgeroute_cache_hits_total", "exact"), 0.0) + values.get(
+            ("edgeroute_cache_hits_total", "semantic"), 0.0
+        )
         misses = values.get(("edgeroute_cache_misses_total", None), 0.0)
         assert nodes[fleet.node_addrs[i]]["cache_hit_rate"] == pytest.approx(hits / (hits + misses))
 
@@ -131,11 +140,17 @@ def test_grafana_queries_run_on_prometheus(fleet: Fleet) -> None:
     """Every query of the shipped Grafana dashboard is PromQL this Prometheus accepts."""
     import json
 
-    board = json.loads((Path(__file__).resolve().parents[2] / "deploy/grafana/edgeroute-fleet.json").read_text())
+    board = json.loads(
+        (Path(__file__).resolve().parents[2] / "deploy/grafana/edgeroute-fleet.json").read_text()
+    )
     exprs = [t["expr"] for p in board["panels"] for t in p["targets"]]
     assert len(exprs) >= 20
     for expr in exprs:
-        answer = httpx.get(fleet.prometheus_url + "/api/v1/query", params={"query": expr.replace("$__rate_interval", "1m")}, timeout=10)
+        answer = httpx.get(
+            fleet.prometheus_url + "/api/v1/query",
+            params={"query": expr.replace("$__rate_interval", "1m")},
+            timeout=10,
+        )
         assert answer.status_code == 200, (expr, answer.text)
 
 
@@ -159,7 +174,20 @@ def test_fleet_page_in_chromium_matches_each_node(fleet: Fleet, tab: Tab) -> Non
         expect(row.locator('[data-field="requests"]')).to_have_text(total, timeout=int(SETTLE_S * 1000))
         assert row.locator('a[data-field="link"]').get_attribute("href") == fleet.node_url(i) + "/dashboard"
     expect(page.locator("#fleet-up")).to_have_text("3 / 3")
-    expect(page.locator(f'#fleet-member-table tr.member[data-instance="{fleet.member_addr}"] [data-field="health"]')).to_have_text("up")
+    # Live: more traffic to one node shows on the open page, without a reload.
+    page.evaluate("window.__sameDocument = true")
+    first = page.locator(
+        f'#fleet-node-table tr.node[data-instance="{fleet.node_addrs[0]}"] [data-field="requests"]'
+    )
+    before = int(first.inner_text())
+    sent = send_traffic(fleet.node_url(0), "fleet-tenant-key", rounds=1)
+    expect(first).to_have_text(str(before + sent), timeout=int((SETTLE_S + INTERVAL_S) * 1000))
+    assert page.evaluate("window.__sameDocument") is True
+    expect(
+        page.locator(
+            f'#fleet-member-table tr.member[data-instance="{fleet.member_addr}"] [data-field="health"]'
+        )
+    ).to_have_text("up")
     tab.shot("fleet", full_page=True)
     assert tab.errors == []
 
@@ -174,7 +202,9 @@ def test_killed_node_is_down_and_alerted_within_two_scrapes(fleet: Fleet) -> Non
 
     def firing() -> list[dict[str, Any]]:
         alerts = httpx.get(fleet.prometheus_url + "/api/v1/alerts", timeout=10).json()["data"]["alerts"]
-        return [a for a in alerts if a["labels"]["alertname"] == "EdgerouteNodeDown" and a["state"] == "firing"]
+        return [
+            a for a in alerts if a["labels"]["alertname"] == "EdgerouteNodeDown" and a["state"] == "firing"
+        ]
 
     assert wait_for(down, SETTLE_S)
     alerts = wait_for(firing, SETTLE_S)
@@ -186,12 +216,17 @@ def test_killed_node_is_down_and_alerted_within_two_scrapes(fleet: Fleet) -> Non
     # On Prometheus's own clock: the alert went active within two scrape intervals of the last
     # scrape that still saw the node up.
     series = httpx.get(
-        fleet.prometheus_url + "/api/v1/query", params={"query": f'up{{job="edgeroute", instance="{victim}"}}[60s]'}, timeout=10
+        fleet.prometheus_url + "/api/v1/query",
+        params={"query": f'up{{job="edgeroute", instance="{victim}"}}[60s]'},
+        timeout=10,
     ).json()["data"]["result"][0]["values"]
     last_up = max(float(t) for t, v in series if v == "1")
     active_at = _rfc3339(alerts[0]["activeAt"])
-    assert last_up < active_at <= last_up + 2 * INTERVAL_S + 0.05
-    print(f"down and firing seen {seen_s:.1f}s after the kill; alert active {active_at - last_up:.2f}s after the last up scrape")
+    # (0.25 s for a loaded box: a rule evaluation may run before the failed scrape is stored.)
+    assert last_up < active_at <= last_up + 2 * INTERVAL_S + 0.25
+    print(
+        f"down and firing seen {seen_s:.1f}s after the kill; alert active {active_at - last_up:.2f}s after the last up scrape"
+    )
 
 
 def _rfc3339(text: str) -> float:

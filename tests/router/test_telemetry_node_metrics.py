@@ -18,8 +18,15 @@ from tests.router.test_telemetry_metrics import samples
 
 def event(route: str, prompt: int, completion: int, status: str = "ok") -> DecisionEvent:
     return DecisionEvent(
-        ts=time.time(), request_id="r", tenant="t", model="auto", route=route, reason="why",
-        prompt_tokens=prompt, completion_tokens=completion, status=status,
+        ts=time.time(),
+        request_id="r",
+        tenant="t",
+        model="auto",
+        route=route,
+        reason="why",
+        prompt_tokens=prompt,
+        completion_tokens=completion,
+        status=status,
     )
 
 
@@ -28,8 +35,11 @@ def test_node_info_and_draining_are_exported(tmp_path: Path) -> None:
     info = NodeInfo("store-7", "smollm2-135m-q4_1", "0123456789ab", "0.1.0", "/dashboard", draining=True)
     got = samples(telemetry.render_metrics(node=info).decode())
     labels = (
-        ("dashboard_path", "/dashboard"), ("edge_model", "smollm2-135m-q4_1"),
-        ("edge_model_version", "0123456789ab"), ("node", "store-7"), ("version", "0.1.0"),
+        ("dashboard_path", "/dashboard"),
+        ("edge_model", "smollm2-135m-q4_1"),
+        ("edge_model_version", "0123456789ab"),
+        ("node", "store-7"),
+        ("version", "0.1.0"),
     )
     assert got[("edgeroute_node_info", labels)] == 1.0
     assert got[("edgeroute_node_draining", ())] == 1.0
@@ -42,7 +52,9 @@ def test_no_node_no_info(tmp_path: Path) -> None:
 
 
 def test_spend_counters_follow_the_prices(tmp_path: Path) -> None:
-    prices = PriceSettings(currency="EUR", cloud_prompt_per_1k=1.0, cloud_completion_per_1k=2.0, edge_per_1k=0.5)
+    prices = PriceSettings(
+        currency="EUR", cloud_prompt_per_1k=1.0, cloud_completion_per_1k=2.0, edge_per_1k=0.5
+    )
     telemetry = Telemetry(TelemetrySettings(enabled=False, prices=prices), tmp_path)
     telemetry.record(event("cloud", 1000, 500))  # spent 1 + 1 = 2; all-cloud 2
     telemetry.record(event("edge", 1000, 1000))  # spent 2000 tokens * 0.5/1k = 1; all-cloud 1 + 2 = 3
@@ -56,8 +68,12 @@ def test_spend_counters_follow_the_prices(tmp_path: Path) -> None:
 def test_node_info_reads_the_node_settings_and_drain() -> None:
     settings = Settings(server=ServerSettings(node_name="factory-2"))
     spec = SimpleNamespace(alias="smollm2", sha256="ffeeddccbbaa99887766")
-    state = State({"node": SimpleNamespace(settings=settings, edge=SimpleNamespace(spec=spec)),
-                   "drain": SimpleNamespace(draining=False)})
+    state = State(
+        {
+            "node": SimpleNamespace(settings=settings, edge=SimpleNamespace(spec=spec)),
+            "drain": SimpleNamespace(draining=False),
+        }
+    )
     info = node_info(state)
     assert info is not None
     assert (info.name, info.edge_model, info.edge_model_version) == ("factory-2", "smollm2", "ffeeddccbbaa")
