@@ -234,3 +234,42 @@ def _rfc3339(text: str) -> float:
 
     whole, _, frac = text.rstrip("Z").partition(".")
     return datetime.fromisoformat(whole + "+00:00").timestamp() + float(f"0.{frac or 0}")
+
+
+def test_draining_node_shows_draining(fleet: Fleet) -> None:
+    """After SIGTERM the node keeps answering /metrics, so the fleet sees it draining, not down."""
+    import signal
+    import socket
+
+    node = fleet.node_procs[1]
+    host, port = fleet.node_addrs[1].split(":")
+    # A request whose body is still on its way holds the drain open (it counts as in flight).
+    with socket.create_connection((host, int(port)), timeout=10) as slow:
+        slow.sendall(
+            b"POST /v1/chat/completions HTTP/1.1\r\nhost: x\r\nauthorization: Bearer fleet-tenant-key\r\n"
+            b"content-type: application/json\r\ncontent-length: 200\r\n\r\n{"
+        )
+        time.sleep(0.3)
+        assert node.proc is not None
+        node.proc.send_signal(signal.SIGTERM)
+
+        def own_draining() -> str:
+            text = httpx.get(fleet.node_url(1) + "/metrics", headers=OPERATOR, timeout=10).text
+            return next(
+                (line for line in text.splitlines() if line.startswith("edgeroute_node_draining ")), ""
+            )
+
+        assert wait_for(lambda: own_draining() == "edgeroute_node_draining 1.0", 5.0)
+        refused = httpx.post(fleet.node_url(1) + "/v1/chat/completions", headers=TENANT, json={}, timeout=10)
+        assert refused.status_code == 503
+
+        def draining() -> bool:
+            return any(
+                n["instance"] == fleet.node_addrs[1] and n["health"] == "draining" for n in api_nodes(fleet)
+            )
+
+        assert wait_for(draining, SETTLE_S)
+        nodes = {n["instance"]: n for n in api_nodes(fleet)}
+        assert nodes[fleet.node_addrs[1]]["up"] is True
+    # The client gave up: nothing holds the drain, the node exits 0.
+    assert node.proc.wait(60) == 0
