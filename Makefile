@@ -46,10 +46,10 @@ prometheus:
 	  $$SUDO apt-get update -qq && $$SUDO env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends prometheus >/dev/null; }
 	@command -v prometheus >/dev/null 2>&1 || test -x /usr/bin/prometheus || { echo "prometheus is still missing" >&2; exit 1; }
 
-# Three edge nodes, Prometheus and the fleet dashboard on loopback, with a little traffic
-# (docs/fleet.md). Ctrl-C stops them all.
+# Three edge nodes sharing one cloud pool member, Prometheus and the fleet dashboard on
+# loopback, with a little traffic (docs/fleet.md). Ctrl-C stops them all.
 fleet: prepare prometheus
-	$(BIN)/python -m loadtest.fleet --port 8090 --prometheus-port 9090
+	$(BIN)/python -m loadtest.fleet --member --port 8090 --prometheus-port 9090
 
 test: prepare browser prometheus
 	$(BIN)/lint-imports && $(BIN)/python -m pytest

@@ -19,7 +19,7 @@ from pathlib import Path
 
 import httpx
 
-from cloud.local import ServerProcess
+from cloud.local import LocalMember, ServerProcess
 from cloud.member.ranks import free_port, project_root
 
 RULES = project_root() / "deploy" / "prometheus" / "edgeroute-rules.yml"
@@ -75,7 +75,7 @@ class Fleet:
     interval_s: float = 1.0
     operator_key: str = "fleet-operator-key"
     tenant_keys: dict[str, str] = field(default_factory=lambda: {"fleet-tenant-key": "acme"})
-    member: bool = False
+    member: bool = False  # a local pool member (the project's own; it exports vLLM's load gauges)
     dashboard_port: int | None = None
     prometheus_port: int | None = None
     startup_timeout_s: float = 300.0
@@ -98,21 +98,36 @@ class Fleet:
     def node_url(self, i: int) -> str:
         return f"http://{self.node_addrs[i]}"
 
-    def _config(self) -> Path:
+    def _config(self, member: LocalMember | None) -> Path:
         keys = ", ".join(f'"{k}" = "{t}"' for k, t in self.tenant_keys.items())
-        path = self.root / "edgeroute.toml"
-        path.write_text(
+        text = (
             "[server]\n"
             f'operator_keys = ["{self.operator_key}"]\n'
             f"api_keys = {{ {keys} }}\n"
             "[telemetry.dashboard]\ntick_s = 1.0\n"
         )
+        if member is not None:
+            # Every node's cloud pool is the one member, as a fleet shares one pool.
+            m = member.settings
+            text += f'[[cloud.members]]\nname = "{m.name}"\nbase_url = "{m.base_url}"\nmodel = "{m.model}"\n'
+        path = self.root / "edgeroute.toml"
+        path.write_text(text)
         return path
 
     def start(self) -> Fleet:
         """Start everything; return once each part answers (nodes start side by side)."""
         self.root.mkdir(parents=True, exist_ok=True)
-        config = self._config()
+        member = None
+        if self.member:
+            member = LocalMember(
+                name="pool-1",
+                threads=1,
+                log_path=self.root / "member.log",
+                startup_timeout_s=self.startup_timeout_s,
+            )
+            member.spawn()
+            self.member_proc, self.member_addr = member, f"127.0.0.1:{member.port}"
+        config = self._config(member)
         for i in range(self.nodes):
             port, name = free_port(), f"edge-{i + 1}"
             env = {**os.environ, "EDGEROUTE_SERVER__NODE_NAME": name, "HF_HUB_OFFLINE": "1"}
@@ -141,17 +156,6 @@ class Fleet:
             self.node_procs.append(proc)
             self.node_names.append(name)
             self.node_addrs.append(f"127.0.0.1:{port}")
-        if self.member:
-            from cloud.local import LocalMember
-
-            member = LocalMember(
-                name="pool-1",
-                threads=1,
-                log_path=self.root / "member.log",
-                startup_timeout_s=self.startup_timeout_s,
-            )
-            member.spawn()
-            self.member_proc, self.member_addr = member, f"127.0.0.1:{member.port}"
         self._start_prometheus()
         self._start_dashboard(config)
         for proc in [*self.node_procs, *filter(None, [self.member_proc, self.prometheus, self.dashboard])]:
@@ -230,14 +234,17 @@ PROMPTS = (
 )
 
 
-def send_traffic(base: str, api_key: str, rounds: int = 2, max_tokens: int = 8) -> int:
-    """Short chat requests, each prompt ``rounds`` times (repeats are cache hits); requests sent."""
+def send_traffic(base: str, api_key: str, rounds: int = 2, max_tokens: int = 8, cloud: bool = False) -> int:
+    """Short chat requests, each prompt ``rounds`` times (repeats are cache hits); requests sent.
+
+    With ``cloud``, the first prompt of each round asks for the cloud pool (``model: cloud``).
+    """
     sent = 0
     with httpx.Client(base_url=base, timeout=120, headers={"authorization": f"Bearer {api_key}"}) as client:
         for _ in range(rounds):
-            for prompt in PROMPTS:
+            for i, prompt in enumerate(PROMPTS):
                 body = {
-                    "model": "auto",
+                    "model": "cloud" if cloud and i == 0 else "auto",
                     "messages": [{"role": "user", "content": prompt}],
                     "max_tokens": max_tokens,
                     "temperature": 0,
@@ -254,7 +261,9 @@ def main() -> None:
 
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--nodes", type=int, default=3)
-    parser.add_argument("--member", action="store_true", help="also start a local pool member (torch)")
+    parser.add_argument(
+        "--member", action="store_true", help="also start a local pool member, the nodes' cloud pool"
+    )
     parser.add_argument("--port", type=int, default=8090, help="the fleet dashboard's port")
     parser.add_argument("--prometheus-port", type=int, default=9090)
     parser.add_argument("--interval", type=float, default=2.0, help="scrape interval, seconds")
@@ -273,7 +282,7 @@ def main() -> None:
     try:
         fleet.start()
         for i in range(args.nodes):
-            n = send_traffic(fleet.node_url(i), next(iter(fleet.tenant_keys)))
+            n = send_traffic(fleet.node_url(i), next(iter(fleet.tenant_keys)), cloud=args.member)
             print(f"  {fleet.node_names[i]} at {fleet.node_url(i)}: {n} requests sent", flush=True)
         print(f"\nfleet dashboard: {fleet.dashboard_url}/fleet  (operator key: {fleet.operator_key})")
         print(f"Prometheus:      {fleet.prometheus_url}  (alerts: {fleet.prometheus_url}/alerts)")

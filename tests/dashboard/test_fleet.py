@@ -41,7 +41,7 @@ def fleet(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Fleet]:
         running.start()
         # 4, 8 and 12 requests: each node's counts differ, so a mix-up between nodes shows.
         for i in range(3):
-            send_traffic(running.node_url(i), "fleet-tenant-key", rounds=i + 1)
+            send_traffic(running.node_url(i), "fleet-tenant-key", rounds=i + 1, cloud=True)
         yield running
     finally:
         running.stop()
