@@ -170,8 +170,12 @@ def test_fleet_page_in_chromium_matches_each_node(fleet: Fleet, tab: Tab) -> Non
         own = tab.context.new_page()
         own.goto(fleet.node_url(i) + "/dashboard")
         total = own.inner_text("#stat-total")
+        # The node is younger than its dashboard's window: its window rates are its totals' rates.
+        exact, semantic = own.inner_text("#stat-exact"), own.inner_text("#stat-semantic")
         own.close()
         expect(row.locator('[data-field="requests"]')).to_have_text(total, timeout=int(SETTLE_S * 1000))
+        expect(row.locator('[data-field="exact"]')).to_have_text(exact)
+        expect(row.locator('[data-field="semantic"]')).to_have_text(semantic)
         assert row.locator('a[data-field="link"]').get_attribute("href") == fleet.node_url(i) + "/dashboard"
     expect(page.locator("#fleet-up")).to_have_text("3 / 3")
     # Live: more traffic to one node shows on the open page, without a reload.
