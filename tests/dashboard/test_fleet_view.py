@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import re
 import json
 
 import httpx
@@ -203,3 +204,22 @@ def test_tenant_key_is_refused_everywhere() -> None:
         login = client.get("/fleet", follow_redirects=False)
         assert (login.status_code, login.headers["location"]) == (303, "/fleet/login?next=/fleet")
         assert client.get("/", follow_redirects=False).headers["location"] == "/fleet"
+
+
+def test_nodes_panel_renders_each_node_escaped() -> None:
+    from dashboard.fleet.routes import members_html, nodes_html
+    from dashboard.panels import Links
+
+    results = dict(RESULTS)
+    results["info"] = [
+        *RESULTS["info"][1:],
+        s(1, instance=A, node="<script>x</script>", edge_model="smollm2", dashboard_path="/dashboard"),
+    ]
+    view = FleetView(at=0.0, nodes=build_nodes(results, {A: "http://10.0.0.1:8080/metrics"}))
+    html = nodes_html(view, Links("/fleet"))
+    rows = re.findall(r'<tr class="node (\w+)" data-instance="([^"]+)"', html)
+    assert sorted(rows) == sorted([("degraded", A), ("draining", B), ("down", C)])
+    assert "<script>x</script>" not in html and "&lt;script&gt;x&lt;/script&gt;" in html
+    assert '<a href="http://10.0.0.1:8080/dashboard" data-field="link">' in html
+    assert 'id="fleet-up">2 / 3<' in html
+    assert 'id="fleet-no-members"' in members_html(view)
