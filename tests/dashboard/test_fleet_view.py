@@ -3,8 +3,8 @@
 from __future__ import annotations
 
 import asyncio
-import re
 import json
+import re
 
 import httpx
 import pytest
