@@ -10,7 +10,7 @@ export HF_HUB_OFFLINE := 1
 export TRANSFORMERS_OFFLINE := 1
 export CMAKE_BUILD_PARALLEL_LEVEL := 2
 
-.PHONY: install prepare run test browser bench clean
+.PHONY: install prepare run test browser prometheus fleet bench clean
 
 $(STAMP): pyproject.toml
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -37,7 +37,21 @@ browser:
 	  $$SUDO apt-get update -qq && $$SUDO env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium >/dev/null; }
 	@command -v chromium >/dev/null 2>&1 || test -x /usr/bin/chromium || { echo "chromium is still missing" >&2; exit 1; }
 
-test: prepare browser
+# Debian's Prometheus (and promtool) for the fleet tests and `make fleet`, found as the tests
+# find it (loadtest/fleet.py): `prometheus` on PATH, else /usr/bin/prometheus.
+# EDGEROUTE_SKIP_PROMETHEUS=1 skips the fleet tests without it.
+prometheus:
+	@command -v prometheus >/dev/null 2>&1 || test -x /usr/bin/prometheus || { \
+	  SUDO=$$( [ "$$(id -u)" = 0 ] || echo sudo ); \
+	  $$SUDO apt-get update -qq && $$SUDO env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends prometheus >/dev/null; }
+	@command -v prometheus >/dev/null 2>&1 || test -x /usr/bin/prometheus || { echo "prometheus is still missing" >&2; exit 1; }
+
+# Three edge nodes sharing one cloud pool member, Prometheus and the fleet dashboard on
+# loopback, with a little traffic (docs/fleet.md). Ctrl-C stops them all.
+fleet: prepare prometheus
+	$(BIN)/python -m loadtest.fleet --member --port 8090 --prometheus-port 9090
+
+test: prepare browser prometheus
 	$(BIN)/lint-imports && $(BIN)/python -m pytest
 
 bench: prepare

@@ -14,6 +14,7 @@ import typer
 
 from cloud import register_prepare_steps
 from cloud.cli import cloud_app
+from dashboard.fleet import FleetSettings, create_fleet_app
 from edge.cli import cache_app
 from loadtest.faults import run_faults
 from loadtest.loadgen import LoadConfig, Tenant, run_load, table
@@ -22,6 +23,7 @@ from router import Settings, is_loopback, load_settings
 from router.logs import configure_logging
 from router.policy.cli import router_app
 from router.server import serve as run_server
+from router.settings import describe_errors
 
 from .app import create_app
 
@@ -100,6 +102,56 @@ def serve(
     # access log, since the node writes its own line per request.
     _return_large_blocks()
     run_server(create_app(settings), server, log_level=log_level)
+
+
+@app.command()
+def dashboard(
+    prometheus: Annotated[
+        str, typer.Option(envvar="EDGEROUTE_FLEET_PROMETHEUS", help="base URL of the Prometheus that scrapes the fleet")
+    ],
+    host: Annotated[str, typer.Option(help="bind address")] = "127.0.0.1",
+    port: Annotated[int, typer.Option(min=0, max=65535, help="port")] = 8090,
+    config: ConfigOpt = None,
+    nodes_job: Annotated[str, typer.Option(help="Prometheus job of the nodes")] = "edgeroute",
+    members_job: Annotated[str, typer.Option(help="Prometheus job of the vLLM pool members")] = "vllm",
+    window: Annotated[str, typer.Option(help="window of route split, hit rates, percentiles")] = "5m",
+    rate_window: Annotated[str, typer.Option(help="window of requests/s")] = "1m",
+    tick_s: Annotated[float, typer.Option(help="seconds between live updates")] = 2.0,
+    log_level: Annotated[str, typer.Option(help="log level (debug, info, warning, error)")] = "info",
+    insecure_no_auth: Annotated[
+        bool, typer.Option("--insecure-no-auth", help="serve a non-loopback address with no operator key")
+    ] = False,
+) -> None:
+    """Serve the fleet dashboard: every node and vLLM member Prometheus scrapes, on one page.
+
+    No node runs in this process; it reads Prometheus's HTTP API only. Operator keys come from
+    the config file's [server] section (or EDGEROUTE_SERVER__OPERATOR_KEYS), as on a node.
+    """
+    from pydantic import ValidationError
+
+    server = _settings(config, None).server
+    try:
+        fleet = FleetSettings(
+            prometheus_url=prometheus, nodes_job=nodes_job, members_job=members_job, window=window,
+            rate_window=rate_window, tick_s=tick_s,
+        )
+    except ValidationError as exc:
+        typer.echo(f"error: invalid fleet options:\n{describe_errors(exc)}", err=True)
+        raise typer.Exit(2) from exc
+    if not server.auth_enabled and not is_loopback(host) and not insecure_no_auth:
+        typer.echo(
+            f"error: refusing to serve {host} with no operator key: anyone who can reach it would see the "
+            "whole fleet. Configure server.operator_keys, bind 127.0.0.1, or pass --insecure-no-auth.",
+            err=True,
+        )
+        raise typer.Exit(2)
+    configure_logging(log_level, "text")
+    import uvicorn
+
+    uvicorn.run(
+        create_fleet_app(fleet, server), host=host, port=port, log_config=None, log_level=log_level,
+        access_log=False, timeout_graceful_shutdown=2,
+    )
 
 
 def _return_large_blocks() -> None:

@@ -103,7 +103,8 @@ class AdmissionMiddleware(ASGIMiddleware):
 
     async def handle(self, scope: Scope, receive: Receive, send: Send, next_app: ASGIApp) -> None:
         drain = self.drain
-        if drain.draining:
+        # /metrics stays open: Prometheus sees the node draining rather than down.
+        if drain.draining and scope["path"] != "/metrics":
             raise DrainingError("the node is shutting down; retry on another node or later")
         # The drain waits for API requests only: a dashboard tab's live stream never ends by itself.
         counted = is_api(scope["path"])

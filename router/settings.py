@@ -50,6 +50,9 @@ class ServerSettings(BaseModel):
 
     host: str = "127.0.0.1"
     port: int = Field(8080, ge=0, le=65535)
+    # The node's name in /metrics (``edgeroute_node_info{node=...}``): a fleet dashboard lists
+    # nodes by it. Default: the machine's host name.
+    node_name: str = Field(default_factory=socket.gethostname, min_length=1, max_length=128)
     # Tenant key (or its sha256:<hex> digest) -> tenant: the key reaches that tenant's data only.
     # No keys at all: no key is required and the tenant comes from x-edgeroute-tenant.
     api_keys: dict[str, str] = Field(default_factory=dict)

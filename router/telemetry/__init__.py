@@ -8,7 +8,7 @@ from .events import ROUTES, DecisionEvent, Trace
 from .facade import Telemetry
 from .gcwatch import GcWatch
 from .http import metrics_handler, telemetry_of
-from .sources import EdgeLoadView, MemberStatusLike, PoolView
+from .sources import EdgeLoadView, MemberStatusLike, NodeInfo, PoolView
 from .store import read_decisions
 
 __all__ = [
@@ -21,6 +21,7 @@ __all__ = [
     "GcWatch",
     "InvalidEventError",
     "MemberStatusLike",
+    "NodeInfo",
     "Percentiles",
     "PoolView",
     "PriceSettings",

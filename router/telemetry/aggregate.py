@@ -167,6 +167,11 @@ class Aggregator:
             return event.total_tokens / 1000 * p.cache_per_1k
         return 0.0
 
+    def cost(self) -> CostEstimate:
+        """Spent and all-cloud cost since start (what ``/metrics`` exports as counters)."""
+        with self._lock:
+            return CostEstimate(self.prices.currency, self._cost_actual, self._cost_cloud)
+
     def add(self, event: DecisionEvent) -> None:
         now = self.clock()
         with self._lock:

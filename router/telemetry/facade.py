@@ -15,7 +15,7 @@ from .config import TelemetrySettings
 from .events import DecisionEvent
 from .gcwatch import GcWatch
 from .metrics import Metrics
-from .sources import EdgeLoadView, PoolView
+from .sources import EdgeLoadView, NodeInfo, PoolView
 from .store import DecisionStore, find_decision
 
 log = logging.getLogger(__name__)
@@ -46,7 +46,7 @@ class Telemetry:
         self.aggregator = Aggregator(
             settings.prices, window_s=settings.window_s, rate_window_s=settings.rate_window_s, clock=clock
         )
-        self.metrics = Metrics(self._counts)
+        self.metrics = Metrics(self._counts, self.aggregator.cost)
         self._recent: deque[DecisionEvent] = deque(maxlen=settings.recent)
         self._snap: tuple[float, Snapshot] | None = None
 
@@ -106,9 +106,11 @@ class Telemetry:
         await self.store.flush()
         return await asyncio.to_thread(find_decision, self.db_path, request_id)
 
-    def render_metrics(self, edge: EdgeLoadView | None = None, pool: PoolView | None = None) -> bytes:
-        """Prometheus text exposition, with live gauges read from ``edge`` and ``pool``."""
-        return self.metrics.render(edge, pool)
+    def render_metrics(
+        self, edge: EdgeLoadView | None = None, pool: PoolView | None = None, node: NodeInfo | None = None
+    ) -> bytes:
+        """Prometheus text exposition, with live gauges read from ``edge``, ``pool`` and ``node``."""
+        return self.metrics.render(edge, pool, node)
 
     def _counts(self) -> dict[str, int]:
         live = self.bus.dropped

@@ -9,8 +9,9 @@ from prometheus_client import CollectorRegistry, Counter, Histogram, generate_la
 from prometheus_client.metrics_core import CounterMetricFamily, GaugeMetricFamily, Metric
 from prometheus_client.registry import Collector
 
+from .aggregate import CostEstimate
 from .events import DecisionEvent
-from .sources import CIRCUIT_STATES, EdgeLoadView, PoolView
+from .sources import CIRCUIT_STATES, EdgeLoadView, NodeInfo, PoolView
 
 # The text format 0.0.4; the server appends "; charset=utf-8" as it does for every text type.
 CONTENT_TYPE: Final = "text/plain; version=0.0.4"
@@ -40,16 +41,24 @@ GC_BUCKETS: Final = (0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25)
 class _LiveCollector(Collector):
     """Gauges read at scrape time from the edge engine and the cloud pool."""
 
-    def __init__(self, counts: Callable[[], dict[str, int]]) -> None:
+    def __init__(
+        self, counts: Callable[[], dict[str, int]], cost: Callable[[], CostEstimate] | None = None
+    ) -> None:
         self.edge: EdgeLoadView | None = None
         self.pool: PoolView | None = None
+        self.node: NodeInfo | None = None
         self._counts = counts
+        self._cost = cost
 
     def describe(self) -> Iterator[Metric]:
         # Members come and go: nothing to announce up front (and no source to read at register).
         return iter(())
 
     def collect(self) -> Iterator[Metric]:
+        if self.node is not None:
+            yield from _node_families(self.node)
+        if self._cost is not None:
+            yield from _cost_families(self._cost())
         if self.edge is not None:
             load = self.edge.load()
             running = GaugeMetricFamily(
@@ -82,6 +91,40 @@ class _LiveCollector(Collector):
         dropped.add_metric(["log"], counts.get("dropped_log", 0))
         dropped.add_metric(["live"], counts.get("dropped_live", 0))
         yield from (written, dropped)
+
+
+def _node_families(node: NodeInfo) -> Iterator[Metric]:
+    # The info-metric pattern: a constant 1 whose labels say who the node is; a fleet's queries
+    # join on ``instance`` to name nodes, never repeating these labels on every series.
+    info = GaugeMetricFamily(
+        "edgeroute_node_info",
+        "The node's name, edge model and versions (always 1)",
+        labels=["node", "edge_model", "edge_model_version", "version", "dashboard_path"],
+    )
+    info.add_metric(
+        [node.name, node.edge_model, node.edge_model_version, node.version, node.dashboard_path], 1.0
+    )
+    draining = GaugeMetricFamily(
+        "edgeroute_node_draining", "1 while the node drains (SIGTERM): it refuses new requests"
+    )
+    draining.add_metric([], 1.0 if node.draining else 0.0)
+    yield from (info, draining)
+
+
+def _cost_families(cost: CostEstimate) -> Iterator[Metric]:
+    spent = CounterMetricFamily(
+        "edgeroute_spend",
+        "What the answers cost at the configured prices (telemetry.prices), since start",
+        labels=["currency"],
+    )
+    spent.add_metric([cost.currency], cost.actual)
+    all_cloud = CounterMetricFamily(
+        "edgeroute_spend_all_cloud",
+        "What the same answers would have cost all from the cloud, since start",
+        labels=["currency"],
+    )
+    all_cloud.add_metric([cost.currency], cost.all_cloud)
+    yield from (spent, all_cloud)
 
 
 def _pool_families(pool: PoolView) -> Iterator[Metric]:
@@ -130,7 +173,11 @@ def _pool_families(pool: PoolView) -> Iterator[Metric]:
 class Metrics:
     """Counters and histograms fed by decisions, and gauges read live at scrape time."""
 
-    def __init__(self, counts: Callable[[], dict[str, int]] | None = None) -> None:
+    def __init__(
+        self,
+        counts: Callable[[], dict[str, int]] | None = None,
+        cost: Callable[[], CostEstimate] | None = None,
+    ) -> None:
         self.registry = CollectorRegistry(auto_describe=True)
         r = self.registry
         self.requests = Counter(
@@ -181,7 +228,7 @@ class Metrics:
             ["kind", "member"],
             registry=r,
         )
-        self._live = _LiveCollector(counts or dict)
+        self._live = _LiveCollector(counts or dict, cost)
         r.register(self._live)
 
     def observe(self, event: DecisionEvent) -> None:
@@ -205,10 +252,12 @@ class Metrics:
         if event.cache_refusal:
             self.cache_refusals.labels(event.cache_refusal).inc()
 
-    def render(self, edge: EdgeLoadView | None = None, pool: PoolView | None = None) -> bytes:
-        """The Prometheus text exposition, with the live gauges of ``edge`` and ``pool``."""
-        self._live.edge, self._live.pool = edge, pool
+    def render(
+        self, edge: EdgeLoadView | None = None, pool: PoolView | None = None, node: NodeInfo | None = None
+    ) -> bytes:
+        """The Prometheus text exposition, with the live gauges of ``edge``, ``pool`` and ``node``."""
+        self._live.edge, self._live.pool, self._live.node = edge, pool, node
         try:
             return generate_latest(self.registry)
         finally:
-            self._live.edge = self._live.pool = None
+            self._live.edge = self._live.pool = self._live.node = None

@@ -7,6 +7,7 @@ Telemetry never imports the cloud pool; anything with these attributes will do (
 from __future__ import annotations
 
 from collections.abc import Sequence
+from dataclasses import dataclass
 from typing import Protocol, runtime_checkable
 
 from models import EngineLoad
@@ -43,3 +44,15 @@ class EdgeLoadView(Protocol):
 
 
 CIRCUIT_STATES = ("closed", "half-open", "open")
+
+
+@dataclass(frozen=True, slots=True)
+class NodeInfo:
+    """Who the node is, for ``edgeroute_node_info`` (a fleet tells its nodes apart by it)."""
+
+    name: str
+    edge_model: str = ""
+    edge_model_version: str = ""  # the GGUF's sha256, first 12 hex digits
+    version: str = ""  # edgeroute's own version
+    dashboard_path: str = ""  # "" when the node serves no dashboard
+    draining: bool = False

@@ -1,0 +1,54 @@
+"""One round of queries to Prometheus, shared by every open page and API call."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+
+from .errors import PrometheusUnavailableError
+from .prom import Prometheus, Sample
+from .queries import FleetQueries
+from .view import FleetView, build_members, build_nodes
+
+
+class FleetReader:
+    """The fleet's view, read from Prometheus at most once every ``max_age_s``.
+
+    The fleet page never talks to a node: everything comes from Prometheus, which scrapes each
+    node once per scrape interval whatever the number of open pages.
+    """
+
+    def __init__(self, prometheus: Prometheus, queries: FleetQueries, *, max_age_s: float = 1.0) -> None:
+        self.prometheus = prometheus
+        self.queries = queries
+        self.max_age_s = max_age_s
+        self._lock = asyncio.Lock()
+        self._last: tuple[float, FleetView] | None = None
+
+    async def view(self) -> FleetView:
+        """The latest view; with Prometheus unreachable, one whose ``error`` says why."""
+        async with self._lock:
+            now = time.monotonic()
+            if self._last is not None and now - self._last[0] <= self.max_age_s:
+                return self._last[1]
+            try:
+                view = await self._read()
+            except PrometheusUnavailableError as exc:
+                view = FleetView(at=time.time(), error=str(exc))
+            self._last = (time.monotonic(), view)
+            return view
+
+    async def _read(self) -> FleetView:
+        named = self.queries.all()
+        answers = await asyncio.gather(
+            *(self.prometheus.query(q) for q in named.values()),
+            self.prometheus.scrape_urls(self.queries.nodes_job),
+        )
+        *vectors, urls = answers
+        results: dict[str, list[Sample]] = dict(zip(named, vectors, strict=True))  # type: ignore[arg-type]
+        nodes = {k.removeprefix("nodes."): v for k, v in results.items() if k.startswith("nodes.")}
+        members = {k.removeprefix("members."): v for k, v in results.items() if k.startswith("members.")}
+        return FleetView(at=time.time(), nodes=build_nodes(nodes, urls), members=build_members(members))  # type: ignore[arg-type]
+
+    async def aclose(self) -> None:
+        await self.prometheus.aclose()
