@@ -35,7 +35,7 @@ from typing import Any
 
 import httpx
 
-from cloud.member.ranks import free_port
+from cloud.local import free_port
 from models import EDGE_DEFAULT, default_models_dir, resolve
 
 ALIAS = "llama-member"
