@@ -34,8 +34,9 @@ _FORMAT = "2"
 
 
 def twin_dir(alias: str, models_dir: Path) -> Path:
-    """Where the fp32 twin of ``alias`` lives."""
-    return Path(models_dir) / f"{alias}-fp32"
+    """Where the fp32 twin of ``alias`` lives (``<alias>-fp32``, from versions with another
+    tokenizer, is left alone: a process of such a version may still be serving it)."""
+    return Path(models_dir) / f"{alias}-twin"
 
 
 def _stamp(sha256: str) -> str:
