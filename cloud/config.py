@@ -108,6 +108,11 @@ class MemberServerSettings(BaseModel):
     max_model_len: int = Field(2048, ge=16, description="prompt + completion tokens")
     kv_cache_gib: int = Field(1, ge=1, description="KV cache space in GiB (CPU: VLLM_CPU_KVCACHE_SPACE)")
     max_num_seqs: int | None = Field(None, ge=1, description="sequences decoded together (vLLM's default if unset)")
+    eager: bool | None = Field(
+        None,
+        description="run the model without torch.compile / CUDA graphs; None: eager on a CPU "
+        "(starts in seconds instead of minutes, decodes as fast there), compiled on CUDA",
+    )
     api_key: str | None = None
     vllm_python: Path | None = Field(None, description="the Python of vLLM's environment (default: .venv-vllm)")
     vllm_args: tuple[str, ...] = Field((), description="more arguments for vLLM's server, passed as they are")

@@ -124,6 +124,10 @@ def server_args(settings: MemberServerSettings, model_dir: Path, device: Device)
     if settings.tensor_parallel > 1:
         # One host: ranks are local processes (vLLM's default would be Ray where it is installed).
         args += ["--distributed-executor-backend", "mp"]
+    # On a CPU, compiling the model took 100-170 s of every start on the project's VM (vLLM 0.32
+    # fails to reload its own compile cache there) and decoded no faster than eager mode.
+    if settings.eager if settings.eager is not None else device == "cpu":
+        args += ["--enforce-eager"]
     if device == "cuda":
         args += ["--kv-cache-memory-bytes", f"{settings.kv_cache_gib}G"]
     if settings.max_num_seqs is not None:

@@ -188,12 +188,15 @@ def test_vllm_flags_mirror_the_member_settings() -> None:
         "--disable-uvicorn-access-log",
         "--uvicorn-log-level", "warning",
         "--distributed-executor-backend", "mp",
+        "--enforce-eager",
         "--max-num-seqs", "16",
         "--api-key", "k",
         "--seed", "1",
     ]  # fmt: skip
     cuda = server_args(MemberServerSettings(kv_cache_gib=4), Path("/m"), "cuda")
     assert cuda[-2:] == ["--kv-cache-memory-bytes", "4G"] and "--distributed-executor-backend" not in cuda
+    assert "--enforce-eager" not in cuda  # CUDA graphs and torch.compile stay on a GPU
+    assert "--enforce-eager" not in server_args(MemberServerSettings(eager=False), Path("/m"), "cpu")
     env = server_env(settings, "cpu", {"PYTHONPATH": "/node", "VIRTUAL_ENV": "/node/.venv", "HOME": "/h"})
     assert env == {
         "HOME": "/h",
