@@ -19,11 +19,13 @@ from models import EDGE_DEFAULT
 pytestmark = pytest.mark.slow
 
 ROOT = Path(__file__).resolve().parents[2]
-PROMPTS = ["The sky is", "def fibonacci(n):", "Water boils at"]
+# Few tokens: 3 ranks on 2 cores decode slowly (each token is dozens of all-reduces between
+# processes that share the cores), and the point here is the text, not the speed.
+PROMPTS = ["The sky is", "Water boils at"]
 
 
 def _greedy(root: str, prompt: str) -> str:
-    body = {"model": EDGE_DEFAULT, "prompt": prompt, "max_tokens": 24, "temperature": 0}
+    body = {"model": EDGE_DEFAULT, "prompt": prompt, "max_tokens": 8, "temperature": 0}
     answer = httpx.post(f"{root}/v1/completions", json=body, timeout=120)
     assert answer.status_code == 200, answer.text
     return str(answer.json()["choices"][0]["text"])
