@@ -23,6 +23,7 @@ __all__ = ["LocalMember", "ServerProcess", "free_port"]
 
 log = logging.getLogger(__name__)
 
+
 class LocalMember(ServerProcess):
     """vLLM's server as a child process of this node, for the pool's out-of-the-box member."""
 
