@@ -26,8 +26,7 @@ import httpx
 from httpx_sse import aconnect_sse
 
 from cloud import CloudPool, LocalMember, MemberSettings, PoolSettings
-from cloud.local import ServerProcess
-from cloud.local import free_port
+from cloud.local import ServerProcess, free_port
 from models.openai.client import request_body
 from models import GenerationRequest, SamplingParams
 
