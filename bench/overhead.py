@@ -1,8 +1,10 @@
 """What the node adds in front of a cloud member: the latency of a 1-token request through the node
 (``model: cloud``, cache off) minus the same request sent to the member directly.
 
-The member is llama.cpp's own OpenAI-compatible server (``llama_cpp.server``) on the edge GGUF,
-on loopback; the node is ``edgeroute serve`` with that server as its only member. Direct and
+The member is vLLM's server on the edge model's twin (``--member vllm``, the default: the node's
+own member, started with ``edgeroute cloud serve``) or llama.cpp's OpenAI-compatible server on
+the edge GGUF (``--member llama``), on loopback; the node is ``edgeroute serve`` with that server
+as its only member. Direct and
 routed requests alternate (the order flips every pair) on kept-alive connections, so machine noise
 hits both alike; the figure is the median of the paired differences. ``GET /healthz`` on the node
 is timed too: the cost of one trip through the HTTP stack alone.
@@ -10,8 +12,8 @@ is timed too: the cost of one trip through the HTTP stack alone.
 Two rows per node: ``whole`` (the client sends ``stream: false``; the node asks the member for a
 whole answer too) and ``stream`` (the client streams; the node streams from the member).
 
-    python -m bench.overhead [--pairs 200] [--warmup 20] [--json artifacts/bench_overhead.json]
-                             [--against DIR]
+    python -m bench.overhead [--member vllm|llama] [--pairs 200] [--warmup 20]
+                             [--json artifacts/bench_overhead.json] [--against DIR]
 
 ``--against DIR`` starts a second node from another checkout (e.g. an older commit unpacked with
 ``git archive``) in front of the same member, timed in the same rounds: a regression check that
@@ -35,7 +37,7 @@ from typing import Any
 
 import httpx
 
-from cloud.member.ranks import free_port
+from cloud.local import free_port
 from models import EDGE_DEFAULT, default_models_dir, resolve
 
 ALIAS = "llama-member"
@@ -83,7 +85,9 @@ def _summary(values: list[float]) -> dict[str, float]:
     return {"p50": statistics.median(values), "p05": q[0], "p95": q[-1], "mean": statistics.fmean(values)}
 
 
-def measure(member: str, nodes: dict[str, str], pairs: int, warmup: int, stream: bool) -> dict[str, Any]:
+def measure(
+    member: str, nodes: dict[str, str], pairs: int, warmup: int, stream: bool, alias: str = ALIAS
+) -> dict[str, Any]:
     """Each round times the member directly and every node once, in an order that rotates."""
     body = {"messages": [{"role": "user", "content": "Hi"}], "max_tokens": 1, "temperature": 0, "stream": stream}
 
@@ -100,7 +104,7 @@ def measure(member: str, nodes: dict[str, str], pairs: int, warmup: int, stream:
 
     clients = {name: httpx.Client(timeout=60) for name in ["direct", *nodes]}
     try:
-        calls = {"direct": post(clients["direct"], member + "/v1/chat/completions", ALIAS)}
+        calls = {"direct": post(clients["direct"], member + "/v1/chat/completions", alias)}
         calls.update({name: post(clients[name], url + "/v1/chat/completions", "cloud") for name, url in nodes.items()})
         first = next(iter(nodes))
         health = lambda: clients[first].get(nodes[first] + "/healthz")  # noqa: E731
@@ -145,7 +149,9 @@ def main() -> None:
     ap.add_argument("--warmup", type=int, default=20)
     ap.add_argument("--json", type=Path, default=Path("artifacts/bench_overhead.json"))
     ap.add_argument("--against", type=Path, help="a second node from this checkout, timed in the same rounds")
+    ap.add_argument("--member", choices=["vllm", "llama"], default="vllm", help="the server behind the node")
     args = ap.parse_args()
+    alias = EDGE_DEFAULT if args.member == "vllm" else ALIAS
 
     work = Path(tempfile.mkdtemp(prefix="edgeroute-overhead-"))
     gguf = resolve(EDGE_DEFAULT, default_models_dir()).path
@@ -154,29 +160,32 @@ def main() -> None:
     config = work / "node.toml"
     config.write_text(
         "[cache]\nenabled = false\n\n[cloud]\nlocal_member = false\n\n"
-        f'[[cloud.members]]\nname = "llama"\nbase_url = "{member_url}/v1"\nmodel = "{ALIAS}"\n'
+        f'[[cloud.members]]\nname = "{args.member}"\nbase_url = "{member_url}/v1"\nmodel = "{alias}"\n'
     )
-    member = _spawn(
-        [sys.executable, "-m", "llama_cpp.server", "--model", str(gguf), "--model_alias", ALIAS,
-         "--host", "127.0.0.1", "--port", str(member_port), "--n_threads", "1", "--n_ctx", "2048",
-         # By default a request arriving mid-stream (the nodes' health probes take the same lock) cuts
-         # the stream short without an end; a pool member queues instead.
-         "--interrupt_requests", "False"],
-        work / "member.log",
-    )
+    if args.member == "vllm":
+        member = _spawn([sys.executable, "-m", "cloud.member", "--port", str(member_port)], work / "member.log")
+    else:
+        member = _spawn(
+            [sys.executable, "-m", "llama_cpp.server", "--model", str(gguf), "--model_alias", ALIAS,
+             "--host", "127.0.0.1", "--port", str(member_port), "--n_threads", "1", "--n_ctx", "2048",
+             # By default a request arriving mid-stream (the nodes' health probes take the same lock)
+             # cuts the stream short without an end; a pool member queues instead.
+             "--interrupt_requests", "False"],
+            work / "member.log",
+        )
     trees = {"node": Path(__file__).resolve().parents[1]}
     if args.against is not None:
         trees["against"] = args.against.resolve()
     procs: list[subprocess.Popen[bytes]] = []
     try:
-        _wait(member_url + "/v1/models", member)
+        _wait(member_url + "/v1/models", member, timeout_s=900)  # vLLM compiles the model first
         urls = {}
         for name, tree in trees.items():
             port = free_port()
             procs.append(_node(tree, port, config, work / name, work / f"{name}.log"))
             urls[name] = f"http://127.0.0.1:{port}"
             _wait(urls[name] + "/healthz", procs[-1])
-        results = [measure(member_url, urls, args.pairs, args.warmup, stream) for stream in (False, True)]
+        results = [measure(member_url, urls, args.pairs, args.warmup, stream, alias) for stream in (False, True)]
     finally:
         for proc in procs:
             _stop(proc)
@@ -191,7 +200,8 @@ def main() -> None:
                 f"GET /healthz {h['p50']:.2f} ms ({r['pairs']} rounds)"
             )
     args.json.parent.mkdir(parents=True, exist_ok=True)
-    args.json.write_text(json.dumps({"member": "llama_cpp.server", "results": results}, indent=2))
+    served_by = "vllm (edgeroute cloud serve)" if args.member == "vllm" else "llama_cpp.server"
+    args.json.write_text(json.dumps({"member": served_by, "results": results}, indent=2))
 
 
 if __name__ == "__main__":

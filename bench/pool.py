@@ -3,11 +3,12 @@
 Two members, each started as a child process on loopback:
   * ``echo``: a minimal OpenAI SSE server answering instantly (8 chunks), so the difference is
     the pool's own overhead (choice, breaker, retries setup, parsing, events) and nothing else;
-  * ``torch``: this project's member server (1 rank, fp32 twin), for TTFT through the pool.
+  * ``vllm``: the node's default local member, vLLM's server on the edge model's twin (1 rank,
+    bfloat16), for TTFT through the pool.
 "Direct" is the same streaming request read with httpx + httpx-sse, without the pool.
 Direct and pooled requests alternate, so machine noise hits both alike.
 
-    python -m bench.pool [--requests 300] [--torch-requests 20] [--json out.json]
+    python -m bench.pool [--requests 300] [--vllm-requests 20] [--json out.json]
 """
 
 from __future__ import annotations
@@ -25,8 +26,7 @@ import httpx
 from httpx_sse import aconnect_sse
 
 from cloud import CloudPool, LocalMember, MemberSettings, PoolSettings
-from cloud.local import ServerProcess
-from cloud.member.ranks import free_port
+from cloud.local import ServerProcess, free_port
 from models.openai.client import request_body
 from models import GenerationRequest, SamplingParams
 
@@ -191,17 +191,17 @@ async def main_async(args: argparse.Namespace) -> list[dict[str, Any]]:
         rows.append(await measure(echo_member, req, args.requests, warmup=20))
     finally:
         echo.kill()
-    if args.torch_requests:
-        torch_member = LocalMember(name="torch", threads=args.threads)
+    if args.vllm_requests:
+        vllm_member = LocalMember(name="vllm")
         try:
-            await torch_member.start()
+            await vllm_member.start()
             req = GenerationRequest(
                 SamplingParams(max_tokens=4, temperature=0.0),
                 messages=({"role": "user", "content": "What is the capital of France?"},),
             )
-            rows.append(await measure(torch_member.settings, req, args.torch_requests, warmup=2))
+            rows.append(await measure(vllm_member.settings, req, args.vllm_requests, warmup=2))
         finally:
-            await torch_member.aclose()
+            await vllm_member.aclose()
     return rows
 
 
@@ -211,9 +211,8 @@ def main() -> None:
     )
     parser.add_argument("--requests", type=int, default=300, help="requests per side against the echo member")
     parser.add_argument(
-        "--torch-requests", type=int, default=20, help="requests per side against the torch member"
+        "--vllm-requests", type=int, default=20, help="requests per side against the vLLM member"
     )
-    parser.add_argument("--threads", type=int, default=None, help="torch threads of the member")
     parser.add_argument("--json", type=Path, default=None, help="also write the JSON here")
     parser.add_argument("--serve-echo", type=int, default=None, help=argparse.SUPPRESS)
     args = parser.parse_args()

@@ -51,7 +51,7 @@ __all__ = [
 
 
 def _prepare_twin(models_dir: Path, progress: bool) -> None:
-    from .member.weights import prepare_twin
+    from .twin import prepare_twin
 
     prepare_twin(models_dir, progress)
 

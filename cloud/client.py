@@ -94,6 +94,13 @@ class Member:
     def score(self) -> float:
         return self.depth() / self.settings.weight
 
+    def kv_usage(self) -> float:
+        """The share of the member's KV cache in use per its last fresh scrape (0 when unknown):
+        between members equally deep, the one with more room takes longer prompts without
+        preempting what it runs."""
+        s = self._fresh_scrape()
+        return 0.0 if s is None or s.kv_usage is None else s.kv_usage
+
     def load(self) -> EngineLoad:
         return EngineLoad(running=min(self.depth(), 1), waiting=max(self.depth() - 1, 0), capacity=1)
 
@@ -123,6 +130,7 @@ class Member:
             failures=self.breaker.failures,
             total_failures=self.breaker.total_failures,
             last_error=self.last_error,
+            kv_cache_usage=s.kv_usage if s is not None else None,
         )
 
     # -- outcomes --------------------------------------------------------------------------

@@ -2,15 +2,15 @@
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Literal
 
 from pydantic import BaseModel, Field, field_validator, model_validator
 
 from models import EDGE_DEFAULT
 
-# The torch member's weights. bfloat16 by default: the fp32 twin's 538 MB of SmolLM2-135M become
-# 269 MB (it is what keeps a default node under 1.5 GB), and it decoded faster than float32 on
-# the project's CPU (docs/cloud.md).
+# The member's weights in vLLM. bfloat16 by default: half the memory of the fp32 twin, and vLLM's
+# CPU kernels are written for it (AVX-512 BF16 where the CPU has it).
 MemberDtype = Literal["float32", "bfloat16", "float16"]
 
 
@@ -41,14 +41,17 @@ class PoolSettings(BaseModel):
 
     members: list[MemberSettings] = Field(default_factory=list)
     local_member: bool = Field(True, description="start one local member when none is configured")
-    local_model: str = Field(EDGE_DEFAULT, description="registry alias the local member serves (fp32 twin)")
-    local_tensor_parallel: int = Field(1, ge=1, description="ranks of the local member")
+    local_model: str = Field(
+        EDGE_DEFAULT, description="registry alias the local member (vLLM) serves: its full-precision twin"
+    )
+    local_tensor_parallel: int = Field(1, ge=1, description="vLLM ranks of the local member")
     local_dtype: MemberDtype = Field("bfloat16", description="dtype of the local member's weights")
+    local_kv_cache_gib: int = Field(1, ge=1, description="KV cache space of the local member, GiB")
     local_port: int | None = Field(
         None, ge=1, le=65535, description="port of the local member (default: free)"
     )
     local_startup_timeout_s: float = Field(
-        300.0, gt=0, description="how long the local member may take to load"
+        600.0, gt=0, description="how long the local member may take to load and warm up"
     )
 
     connect_timeout_s: float = Field(2.0, gt=0, description="TCP connect timeout per attempt")
@@ -93,26 +96,29 @@ class PoolSettings(BaseModel):
 
 
 class MemberServerSettings(BaseModel):
-    """`edgeroute cloud serve`: one pool member serving a full-precision model."""
+    """`edgeroute cloud serve`: one pool member, vLLM's OpenAI-compatible server on a full-precision model."""
 
-    model: str = Field(EDGE_DEFAULT, description="registry alias (its fp32 twin is served) or a HF model dir")
+    model: str = Field(EDGE_DEFAULT, description="registry alias (its full-precision twin is served) or a model dir")
     served_model_name: str | None = Field(None, description="model id in the API (default: the alias)")
-    tensor_parallel: int = Field(1, ge=1, le=64)
+    tensor_parallel: int = Field(1, ge=1, le=64, description="vLLM's --tensor-parallel-size")
     host: str = "127.0.0.1"
     port: int = Field(8000, ge=0, le=65535)
-    engine: Literal["torch", "vllm"] = "torch"
-    device: Literal["auto", "cpu", "cuda"] = "auto"
-    dtype: MemberDtype = Field(
-        "bfloat16",
-        description="weights and compute dtype (the fp32 twin is cast when loaded): half the memory of float32",
-    )
-    threads: int | None = Field(None, ge=1, description="torch threads per rank (default: cores / ranks)")
+    device: Literal["auto", "cpu", "cuda"] = Field("auto", description="auto: cuda where an NVIDIA device is present")
+    dtype: MemberDtype = Field("bfloat16", description="weights and compute dtype (the fp32 twin is cast when loaded)")
     max_model_len: int = Field(2048, ge=16, description="prompt + completion tokens")
-    default_max_tokens: int = Field(256, ge=1, description="max_tokens when a request gives none")
-    max_waiting: int = Field(64, ge=1, description="queued requests beyond this bound are refused")
+    kv_cache_gib: int = Field(1, ge=1, description="KV cache space in GiB (CPU: VLLM_CPU_KVCACHE_SPACE)")
+    max_num_seqs: int | None = Field(None, ge=1, description="sequences decoded together (vLLM's default if unset)")
+    eager: bool | None = Field(
+        None,
+        description="run the model without torch.compile / CUDA graphs; None: eager on a CPU "
+        "(starts in seconds instead of minutes, decodes as fast there), compiled on CUDA",
+    )
     api_key: str | None = None
-    heartbeat_s: float = Field(2.0, gt=0, description="idle ranks hear from rank 0 this often")
-    collective_timeout_s: float = Field(60.0, gt=0, description="a rank silent this long is dead")
+    vllm_python: Path | None = Field(None, description="the Python of vLLM's environment (default: .venv-vllm)")
+    vllm_args: tuple[str, ...] = Field((), description="more arguments for vLLM's server, passed as they are")
+    startup_timeout_s: float = Field(600.0, gt=0, description="how long vLLM may take to load and compile")
+    health_interval_s: float = Field(5.0, gt=0, description="how often the supervisor checks /health")
+    max_backoff_s: float = Field(60.0, gt=0, description="longest wait before a restart (it doubles from 1 s)")
     parent_pid: int | None = Field(None, description="exit when this process goes away")
     log_level: str = "warning"
 

@@ -89,34 +89,16 @@ class TruncatedStreamError(StreamFaultError):
     """The stream ended (EOF or ``[DONE]``) before a finish_reason."""
 
 
-# -- the member server -----------------------------------------------------------------------
+# -- the member (vLLM, launched and supervised here) -------------------------------------------
 
 
 class MemberServerError(CloudError):
-    """Base of the member server's errors."""
+    """Base of the member launcher's errors."""
 
 
 class WeightsError(MemberServerError):
-    """The full-precision weights could not be prepared or loaded."""
-
-
-class BadRequestError(MemberServerError, RequestRejectedError):
-    """The request is invalid for this member (unknown model, prompt too long, bad field)."""
-
-
-class OverloadedError(MemberServerError, EngineUnavailableError):
-    """The member's queue is full."""
-
-
-class RankFailureError(MemberServerError, EngineUnavailableError):
-    """A tensor-parallel rank died or stopped answering; the member is going down."""
-
-    error_type = "server_error"
-
-
-class ProcessGroupError(MemberServerError):
-    """The tensor-parallel ranks could not form their torch.distributed process group."""
+    """The full-precision twin could not be prepared."""
 
 
 class VllmUnavailableError(MemberServerError):
-    """`--engine vllm` was asked for where vLLM is not installed (or could not be executed)."""
+    """vLLM cannot run here: its environment is missing, or the CPU lacks what its build needs."""

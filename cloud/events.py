@@ -49,3 +49,4 @@ class MemberStatus:
     failures: int  # consecutive
     total_failures: int
     last_error: str | None
+    kv_cache_usage: float | None = None  # 0 to 1, from the member's vLLM metrics when it publishes them

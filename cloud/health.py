@@ -11,6 +11,17 @@ from prometheus_client.parser import text_string_to_metric_families
 
 RUNNING = "vllm:num_requests_running"
 WAITING = "vllm:num_requests_waiting"
+# The share of the KV cache in use, 0 to 1 (older vLLM releases called it gpu_cache_usage_perc).
+KV_USAGE = ("vllm:kv_cache_usage_perc", "vllm:gpu_cache_usage_perc")
+
+
+@dataclass(frozen=True, slots=True)
+class Load:
+    """vLLM's load gauges, summed over their labels (engines)."""
+
+    running: int
+    waiting: int
+    kv_usage: float | None = None  # None: the member does not publish it
 
 
 @dataclass(frozen=True, slots=True)
@@ -21,6 +32,7 @@ class Scrape:
     waiting: int
     ours: int
     at: float
+    kv_usage: float | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -30,22 +42,28 @@ class Probe:
     scrape: Scrape | None = None
 
 
-def parse_load(text: str) -> tuple[int, int] | None:
-    """(running, waiting) summed over labels, or None when the member publishes neither gauge."""
+def parse_load(text: str) -> Load | None:
+    """vLLM's gauges in a `/metrics` text, or None when the member publishes neither request gauge."""
     running = waiting = 0.0
+    kv: list[float] = []
     seen = False
     try:
         for family in text_string_to_metric_families(text):
+            values = [s.value for s in family.samples if s.name == family.name]
             if family.name in (RUNNING, WAITING):
                 seen = True
-                total = sum(s.value for s in family.samples if s.name == family.name)
                 if family.name == RUNNING:
-                    running += total
+                    running += sum(values)
                 else:
-                    waiting += total
+                    waiting += sum(values)
+            elif family.name in KV_USAGE and not kv:
+                kv = values
     except ValueError:
         return None
-    return (int(running), int(waiting)) if seen else None
+    if not seen:
+        return None
+    # Several engines (data parallel) each publish their share: the fullest one bounds admission.
+    return Load(int(running), int(waiting), max(kv) if kv else None)
 
 
 async def probe(
@@ -72,7 +90,7 @@ async def probe(
             if metrics.status_code == 200:
                 load = parse_load(metrics.text)
                 if load is not None:
-                    scrape = Scrape(load[0], load[1], ours, time.monotonic())
+                    scrape = Scrape(load.running, load.waiting, ours, time.monotonic(), load.kv_usage)
             return Probe(True, None, scrape)
     except TimeoutError:
         # A busy single-slot server (llama.cpp's) may hold probes behind a running request.

@@ -1,208 +1,95 @@
-"""Server processes this node starts itself: the local pool member (and, in tests, other servers).
-
-Each runs in its own process group so stopping it takes every rank with it; a stop that is not
-heeded within the timeout becomes SIGKILL, and an ``atexit`` hook (armed by the first spawn)
-kills whatever is left. The member server also exits by itself if this process disappears
-(``--parent-pid``).
-"""
+"""The node's own pool member: vLLM's server on the edge model's full-precision twin, started as a
+child process of the node, restarted with backoff when it dies, and stopped with every process it
+made (its own process group; it also goes by itself if the node disappears)."""
 
 from __future__ import annotations
 
 import asyncio
-import atexit
-import contextlib
 import logging
 import os
-import signal
-import subprocess
-import sys
-import time
-import weakref
 from collections.abc import Sequence
 from pathlib import Path
 
-import httpx
+from models import EDGE_DEFAULT, EdgerouteError, default_models_dir
 
-from models import EDGE_DEFAULT
-from models.files import private_file
-
-from .config import MemberSettings
+from .config import MemberDtype, MemberServerSettings, MemberSettings
 from .errors import LocalMemberError
-from .member.ranks import child_env, free_port, project_root
+from .member.launcher import launch
+from .member.process import ServerProcess, free_port
+from .member.supervisor import died_because
+from .twin import ensure_twin
+
+__all__ = ["LocalMember", "ServerProcess", "free_port"]
 
 log = logging.getLogger(__name__)
 
-_LIVE: weakref.WeakSet[ServerProcess] = weakref.WeakSet()
-_atexit_armed = False
-
-
-def _kill_leftovers() -> None:
-    for proc in list(_LIVE):
-        proc.kill()
-
-
-def _arm_atexit() -> None:
-    """Register the leftover killer on the first spawn: importing this module has no side effect."""
-    global _atexit_armed
-    if not _atexit_armed:
-        atexit.register(_kill_leftovers)
-        _atexit_armed = True
-
-
-class ServerProcess:
-    """A child HTTP server, ready once ``ready_url`` answers 200."""
-
-    def __init__(
-        self,
-        argv: Sequence[str],
-        ready_url: str,
-        *,
-        log_path: Path | None = None,
-        env: dict[str, str] | None = None,
-        startup_timeout_s: float = 300.0,
-    ) -> None:
-        self.argv = list(argv)
-        self.ready_url = ready_url
-        self.log_path = log_path
-        self.env = env
-        self.startup_timeout_s = startup_timeout_s
-        self.proc: subprocess.Popen[bytes] | None = None
-
-    @property
-    def pid(self) -> int | None:
-        return self.proc.pid if self.proc is not None else None
-
-    def alive(self) -> bool:
-        return self.proc is not None and self.proc.poll() is None
-
-    def spawn(self) -> None:
-        """Start the process (its own session and process group); returns at once."""
-        if self.alive():
-            return
-        out = private_file(self.log_path).open("ab") if self.log_path is not None else None
-        try:
-            self.proc = subprocess.Popen(
-                self.argv,
-                env=self.env,
-                cwd=str(project_root()),
-                stdin=subprocess.DEVNULL,
-                stdout=out,
-                stderr=subprocess.STDOUT if out is not None else None,
-                start_new_session=True,
-            )
-        except OSError as exc:
-            raise LocalMemberError(f"could not start {self.argv[0]}: {exc}") from exc
-        finally:
-            if out is not None:
-                out.close()
-        _LIVE.add(self)
-        _arm_atexit()
-
-    def _failed_to_start(self, why: str) -> LocalMemberError:
-        tail = ""
-        if self.log_path is not None and self.log_path.is_file():
-            tail = "\n" + "\n".join(self.log_path.read_text(errors="replace").splitlines()[-15:])
-        return LocalMemberError(f"{' '.join(self.argv[:4])}...: {why}{tail}")
-
-    def wait_ready(self, timeout_s: float | None = None) -> None:
-        """Block until the server answers ``ready_url``; kill it and raise if it dies or times out."""
-        deadline = time.monotonic() + (timeout_s or self.startup_timeout_s)
-        with httpx.Client(timeout=2.0) as client:
-            while time.monotonic() < deadline:
-                if self.proc is None or self.proc.poll() is not None:
-                    code = None if self.proc is None else self.proc.returncode
-                    raise self._failed_to_start(f"exited with code {code} before it was ready")
-                with contextlib.suppress(httpx.HTTPError):
-                    if client.get(self.ready_url).status_code == 200:
-                        return
-                time.sleep(0.2)
-        self.kill()
-        raise self._failed_to_start(f"not ready after {timeout_s or self.startup_timeout_s:g}s")
-
-    def _signal_group(self, sig: signal.Signals) -> None:
-        if self.proc is None:
-            return
-        with contextlib.suppress(ProcessLookupError, PermissionError):
-            os.killpg(self.proc.pid, sig)
-
-    def kill(self) -> None:
-        """SIGKILL the whole process group now (idempotent)."""
-        self._signal_group(signal.SIGKILL)
-        if self.proc is not None:
-            with contextlib.suppress(subprocess.TimeoutExpired):
-                self.proc.wait(5)
-        _LIVE.discard(self)
-
-    def stop(self, timeout_s: float = 10.0) -> None:
-        """SIGTERM, a grace period, then SIGKILL for anything left in the group."""
-        if self.proc is not None and self.proc.poll() is None:
-            with contextlib.suppress(ProcessLookupError):
-                self.proc.send_signal(signal.SIGTERM)
-            with contextlib.suppress(subprocess.TimeoutExpired):
-                self.proc.wait(timeout_s)
-        self.kill()
-
-    def restart(self, timeout_s: float | None = None) -> None:
-        self.kill()
-        self.spawn()
-        self.wait_ready(timeout_s)
-
 
 class LocalMember(ServerProcess):
-    """`edgeroute cloud serve` as a child process of this node, for the pool's out-of-the-box member."""
+    """vLLM's server as a child process of this node, for the pool's out-of-the-box member."""
 
     def __init__(
         self,
         *,
         model: str = EDGE_DEFAULT,
         tensor_parallel: int = 1,
-        dtype: str | None = None,
+        dtype: MemberDtype = "bfloat16",
+        kv_cache_gib: int = 1,
         name: str = "local",
         host: str = "127.0.0.1",
         port: int | None = None,
         models_dir: Path | None = None,
-        threads: int | None = None,
         extra_args: Sequence[str] = (),
         log_path: Path | None = None,
-        startup_timeout_s: float = 300.0,
+        startup_timeout_s: float = 600.0,
         restart: bool = False,
     ) -> None:
         self.name = name
         self.model = model
         self.host = host
         self.port = port or free_port(host)
-        argv = [
-            sys.executable,
-            "-m",
-            "cloud.member",
-            "--model",
-            model,
-            "--tensor-parallel",
-            str(tensor_parallel),
-            "--host",
-            host,
-            "--port",
-            str(self.port),
-            "--parent-pid",
-            str(os.getpid()),
-        ]
-        if threads is not None:
-            argv += ["--threads", str(threads)]
-        if dtype is not None:
-            argv += ["--dtype", dtype]
-        if models_dir is not None:
-            argv += ["--models-dir", str(models_dir)]
-        argv += list(extra_args)
+        self.models_dir = models_dir or default_models_dir()
+        self.member_settings = MemberServerSettings(
+            model=model,
+            served_model_name=model,
+            tensor_parallel=tensor_parallel,
+            host=host,
+            port=self.port,
+            dtype=dtype,
+            kv_cache_gib=kv_cache_gib,
+            vllm_args=tuple(extra_args),
+            startup_timeout_s=startup_timeout_s,
+        )
         super().__init__(
-            argv,
+            [],
             f"http://{host}:{self.port}/health",
             log_path=log_path,
-            env=child_env({}),
             startup_timeout_s=startup_timeout_s,
+            label=f"the local vLLM member ({model})",
         )
         self.restart_on_exit = restart
         self._supervisor: asyncio.Task[None] | None = None
         self._stopping = False
+
+    def prepare(self) -> None:
+        """Resolve the model (making its twin if needed) and the vLLM command; raises LocalMemberError."""
+        if self.argv:
+            return
+        try:
+            start = launch(self.member_settings, ensure_twin(self.model, self.models_dir), os.getpid())
+        except EdgerouteError as exc:
+            raise LocalMemberError(f"{self.label}: {exc.message}", code=exc.code) from exc
+        for warning in start.warnings:
+            log.warning("local member %s: %s", self.name, warning)
+        self.argv, self.env = start.argv, start.env
+
+    def spawn(self) -> None:
+        self.prepare()
+        super().spawn()
+
+    def _failed_to_start(self, why: str) -> LocalMemberError:
+        if self.proc is not None and self.proc.returncode is not None:
+            why = f"{why} (vLLM {died_because(self.proc.returncode)})"
+        return super()._failed_to_start(why)
 
     @property
     def settings(self) -> MemberSettings:
@@ -212,6 +99,7 @@ class LocalMember(ServerProcess):
     async def start(self) -> MemberSettings:
         """Start the member and wait until it serves (model loaded on every rank)."""
         self._stopping = False
+        await asyncio.to_thread(self.prepare)  # a missing twin is made here: tens of seconds
         self.spawn()
         try:
             await asyncio.to_thread(self.wait_ready)
@@ -223,14 +111,15 @@ class LocalMember(ServerProcess):
         return self.settings
 
     async def _supervise(self) -> None:
-        """Restart the member when it exits on its own (e.g. a tensor-parallel rank died)."""
+        """Restart the member when it exits on its own (e.g. it was killed, or a rank died)."""
         backoff = 1.0
         while not self._stopping:
             await asyncio.sleep(0.5)
             if self._stopping or self.alive():
                 continue
             code = self.proc.returncode if self.proc is not None else None
-            log.warning("local member %s exited (code %s); restarting in %.0fs", self.name, code, backoff)
+            log.warning("local member %s %s; restarting in %.0fs", self.name, died_because(code), backoff)
+            self.kill()  # what is left of its process group (engine core, ranks) holds the port
             await asyncio.sleep(backoff)
             if self._stopping:
                 return

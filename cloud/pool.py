@@ -140,10 +140,11 @@ class CloudPool:
 
     def _choose(self, tried: list[str]) -> Member | None:
         """The member to try next: a half-open member's probe first, then the least loaded
-        (depth / weight), then the one with fewer recent failures; untried members before tried
-        ones; ties rotate."""
+        (depth / weight, where depth counts other clients' requests from vLLM's gauges), then the
+        one with the emptier KV cache, then the one with fewer recent failures; untried members
+        before tried ones; ties rotate."""
         best: list[Member] = []
-        best_key: tuple[bool, int, float, int] | None = None
+        best_key: tuple[bool, int, float, float, int] | None = None
         for m in self.members:
             if not m.breaker.available():
                 continue
@@ -156,7 +157,7 @@ class CloudPool:
                 tier = 2
             else:
                 continue
-            key = (m.name in tried, tier, m.score(), m.breaker.failures)
+            key = (m.name in tried, tier, m.score(), m.kv_usage(), m.breaker.failures)
             if best_key is None or key < best_key:
                 best, best_key = [m], key
             elif key == best_key:

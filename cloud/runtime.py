@@ -28,9 +28,9 @@ async def open_pool(
 ) -> AsyncIterator[CloudPool]:
     """A started pool; on exit the pool is closed and any local member stopped (SIGTERM, then SIGKILL).
 
-    Without configured members and with ``settings.local_member`` on, a local member (the fp32 twin
-    of ``settings.local_model``, ``settings.local_tensor_parallel`` ranks) is started as a child
-    process and supervised (restarted if it dies). ``wait_for_local`` holds startup until it
+    Without configured members and with ``settings.local_member`` on, a local member (vLLM's server
+    on the full-precision twin of ``settings.local_model``, ``settings.local_tensor_parallel``
+    ranks) is started as a child process and supervised (restarted if it dies). ``wait_for_local`` holds startup until it
     serves; otherwise it joins the pool when ready. A local member that cannot start is logged and
     the pool stays empty: every request then raises :class:`PoolUnavailableError` (edge-only node).
     """
@@ -43,6 +43,7 @@ async def open_pool(
                 model=settings.local_model,
                 tensor_parallel=settings.local_tensor_parallel,
                 dtype=settings.local_dtype,
+                kv_cache_gib=settings.local_kv_cache_gib,
                 port=settings.local_port,
                 models_dir=models_dir,
                 log_path=log_path,
@@ -66,9 +67,14 @@ async def open_pool(
 
 
 async def _join(pool: CloudPool, local: LocalMember) -> None:
+    began = asyncio.get_running_loop().time()
     try:
         member = pool.add_member(await local.start())
     except LocalMemberError as exc:
         log.error("the local cloud member did not start; the cloud pool is empty: %s", exc.message)
         return
     await member.check()
+    log.warning(
+        "local cloud member %s (vLLM, pid %s) serves %s (ready in %.0fs)",
+        local.name, local.pid, local.model, asyncio.get_running_loop().time() - began,
+    )

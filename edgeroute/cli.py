@@ -188,6 +188,9 @@ def bench_faults(
     error_rate: Annotated[float, typer.Option(help="share of member answers that are a 500")] = 0.2,
     cut_rate: Annotated[float, typer.Option(help="share of member streams cut mid-way")] = 0.2,
     seed: Annotated[int, typer.Option(help="seed of the faults and the chaos")] = 0,
+    engine: Annotated[
+        str, typer.Option(help="scripted: members that fail on purpose; vllm: vLLM members, killed now and then")
+    ] = "scripted",
     data_dir: DataDirOpt = None,
 ) -> None:
     """Streams through a node whose members fail, die and come back: every stream must end with
@@ -196,7 +199,7 @@ def bench_faults(
         report = run_faults(
             requests=requests, concurrency=concurrency, members=members, max_tokens=max_tokens,
             error_rate=error_rate, cut_rate=cut_rate, seed=seed, data_dir=data_dir or Path(tmp),
-            app_factory=create_app,
+            app_factory=create_app, engine=engine,
         )
     typer.echo(report.summary())
     typer.echo("PASS" if report.ok() else "FAIL")

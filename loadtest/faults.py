@@ -7,6 +7,11 @@ The node (the real API and pipeline; the real edge model as the last resort; cac
 this process. Every stream is checked: it ends with exactly one ``[DONE]``, no error event, a
 ``finish_reason``, and never more content chunks (or usage tokens) than ``max_tokens``.
 
+With ``engine="vllm"`` (``--engine vllm``) the members are vLLM servers instead, each started by
+``edgeroute cloud serve`` under its supervisor: they fail only by being killed (the chaos SIGKILLs
+one vLLM server, engine and all, every 20-60 s, and its supervisor restarts it, which takes
+minutes on a CPU).
+
 A command, not a test: ``--requests 1000`` is the issue's run; a short run checks the wiring.
 """
 
@@ -127,6 +132,69 @@ class _Members:
             self.kill(port)
 
 
+@dataclass
+class _VllmMembers:
+    """vLLM members, each `edgeroute cloud serve` (a supervisor and the vLLM server it restarts)."""
+
+    ports: list[int]
+    supervisors: dict[int, subprocess.Popen[bytes]] = field(default_factory=dict)
+    kills: int = 0
+    log_dir: Path | None = None
+
+    def start(self, port: int) -> None:
+        root = Path(__file__).resolve().parents[1]
+        log = open(self.log_dir / f"vllm-{port}.log", "wb") if self.log_dir else subprocess.DEVNULL  # noqa: SIM115
+        self.supervisors[port] = subprocess.Popen(
+            [sys.executable, "-m", "cloud.member", "--port", str(port)],
+            cwd=root, stdout=log, stderr=subprocess.STDOUT, start_new_session=True,
+        )
+
+    def server(self, port: int) -> int | None:
+        """The pid of the vLLM server a supervisor runs now (it leads its own process group)."""
+        sup = self.supervisors[port].pid
+        for stat in Path("/proc").glob("[0-9]*/stat"):
+            try:
+                fields = stat.read_text().rsplit(")", 1)[1].split()
+            except (OSError, IndexError):
+                continue
+            if int(fields[1]) == sup and fields[0] != "Z":
+                return int(stat.parent.name)
+        return None
+
+    def kill(self, port: int) -> None:
+        pid = self.server(port)
+        if pid is not None:
+            try:
+                os.killpg(pid, signal.SIGKILL)
+            except ProcessLookupError:
+                return
+            self.kills += 1
+
+    def ready(self, port: int) -> bool:
+        try:
+            return httpx.get(f"http://127.0.0.1:{port}/health", timeout=2).status_code == 200
+        except httpx.HTTPError:
+            return False
+
+    def stop(self) -> None:
+        for proc in self.supervisors.values():
+            proc.send_signal(signal.SIGTERM)
+        for proc in self.supervisors.values():
+            try:
+                proc.wait(60)
+            except subprocess.TimeoutExpired:
+                os.killpg(proc.pid, signal.SIGKILL)
+
+
+async def _vllm_chaos(members: _VllmMembers, rng: random.Random, stop: asyncio.Event) -> None:
+    """Kill a serving member's vLLM now and then; its supervisor brings it back."""
+    while not stop.is_set():
+        await asyncio.sleep(rng.uniform(20, 60))
+        serving = [p for p in members.ports if await asyncio.to_thread(members.ready, p)]
+        if serving:
+            await asyncio.to_thread(members.kill, rng.choice(serving))
+
+
 async def _chaos(members: _Members, rng: random.Random, stop: asyncio.Event) -> None:
     while not stop.is_set():
         await asyncio.sleep(rng.uniform(0.3, 1.5))
@@ -227,22 +295,38 @@ def run_faults(
     seed: int = 0,
     data_dir: Path,
     app_factory: Any,
+    engine: str = "scripted",
 ) -> FaultReport:
     """Start the members and a node (``app_factory(settings)``), run the clients, report."""
     import uvicorn
 
+    from models import EDGE_DEFAULT
     from router.settings import load_settings
 
     random.seed(seed)
     rng = random.Random(seed)
-    crew = _Members([_free_port() for _ in range(members)], error_rate, cut_rate)
+    ports = [_free_port() for _ in range(members)]
+    crew: _Members | _VllmMembers
+    if engine == "vllm":
+        crew = _VllmMembers(ports, log_dir=data_dir)
+        model, timeouts = EDGE_DEFAULT, {"stall_timeout_s": 10.0, "first_token_timeout_s": 30.0}
+    else:
+        crew = _Members(ports, error_rate, cut_rate)
+        model, timeouts = MODEL, {"stall_timeout_s": 3.0, "first_token_timeout_s": 10.0}
     for port in crew.ports:
         crew.start(port)
+    if isinstance(crew, _VllmMembers):
+        deadline = time.monotonic() + 1200  # vLLM loads and compiles the model first
+        while not all(crew.ready(p) for p in crew.ports):
+            if time.monotonic() > deadline:
+                crew.stop()
+                raise RuntimeError("the vLLM members did not start")
+            time.sleep(2)
     cloud = {
-        "members": [{"name": f"m{i}", "base_url": f"http://127.0.0.1:{p}/v1", "model": MODEL}
+        "members": [{"name": f"m{i}", "base_url": f"http://127.0.0.1:{p}/v1", "model": model}
                     for i, p in enumerate(crew.ports)],
         "local_member": False, "health_interval_s": 0.5, "retries": 1, "cooldown_s": 0.5,
-        "max_cooldown_s": 2.0, "stall_timeout_s": 3.0, "first_token_timeout_s": 10.0,
+        "max_cooldown_s": 2.0, **timeouts,
     }
     settings = load_settings(
         data_dir=data_dir, cloud=cloud, cache={"enabled": False}, edge={"max_queue": 256}
@@ -268,7 +352,9 @@ def run_faults(
 
         async def main() -> None:
             stop = asyncio.Event()
-            chaos = asyncio.create_task(_chaos(crew, rng, stop))
+            chaos = asyncio.create_task(
+                _vllm_chaos(crew, rng, stop) if isinstance(crew, _VllmMembers) else _chaos(crew, rng, stop)
+            )
             try:
                 await _clients(base, requests, concurrency, max_tokens, report)
             finally:

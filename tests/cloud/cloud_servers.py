@@ -1,5 +1,6 @@
-"""Real servers on loopback for the cloud tests: the project's member, llama.cpp's server, and two
-raw TCP servers that misbehave on purpose (one never answers, one plays a scripted stream)."""
+"""Real servers on loopback for the cloud tests: vLLM members (the node's local member), llama.cpp's
+server, and two raw TCP servers that misbehave on purpose (one never answers, one plays a scripted
+stream)."""
 
 from __future__ import annotations
 
@@ -15,23 +16,16 @@ from contextlib import contextmanager
 from pathlib import Path
 
 from cloud import MemberSettings
-from cloud.local import LocalMember, ServerProcess
-from cloud.member.ranks import free_port
+from cloud.local import LocalMember, ServerProcess, free_port
 from models import EDGE_DEFAULT, default_models_dir, resolve
 
 LLAMA_ALIAS = "smollm2-llamacpp"
 
 
 @contextmanager
-def torch_member(log_dir: Path, *, tensor_parallel: int = 1, name: str = "torch") -> Iterator[LocalMember]:
-    """A member server (the fp32 twin, loaded in the default bfloat16) as a child process; always killed at the end."""
-    member = LocalMember(
-        name=name,
-        tensor_parallel=tensor_parallel,
-        threads=1,
-        log_path=log_dir / f"{name}.log",
-        startup_timeout_s=600,
-    )
+def vllm_member(log_dir: Path, *, tensor_parallel: int = 1, name: str = "vllm") -> Iterator[LocalMember]:
+    """vLLM's server on the edge model's twin (bfloat16), as the node starts its local member; always killed at the end."""
+    member = LocalMember(name=name, tensor_parallel=tensor_parallel, log_path=log_dir / f"{name}.log")
     try:
         member.spawn()
         member.wait_ready()
@@ -44,7 +38,7 @@ def torch_member(log_dir: Path, *, tensor_parallel: int = 1, name: str = "torch"
 # test process killed outright leaves no server behind.
 _LIFELINE = (
     "import os, runpy, sys\n"
-    "from cloud.member.ranks import exit_with_parent\n"
+    "from cloud.member.process import exit_with_parent\n"
     "exit_with_parent(int(sys.argv[1]))\n"
     "sys.argv = [sys.argv[2], *sys.argv[3:]]\n"
     "runpy.run_module(sys.argv[0], run_name='__main__', alter_sys=True)\n"

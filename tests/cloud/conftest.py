@@ -2,11 +2,12 @@
 
 from __future__ import annotations
 
+import os
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from cloud_servers import llama_server, running, torch_member
+from cloud_servers import llama_server, running, vllm_member
 
 from cloud.local import LocalMember, ServerProcess
 
@@ -18,8 +19,13 @@ def logs(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 @pytest.fixture(scope="session")
 def member(logs: Path) -> Iterator[LocalMember]:
-    """One 1-rank member server (the fp32 twin of the edge model, loaded in bfloat16)."""
-    with torch_member(logs) as m:
+    """One vLLM member for the whole session (1 rank, the edge model's twin in bfloat16): it takes
+    minutes to start on a CPU, so every test that needs one shares it."""
+    port = os.environ.get("EDGEROUTE_TEST_VLLM_PORT")
+    if port:  # a vLLM member already running (`edgeroute cloud serve --port N`), while working on tests
+        yield LocalMember(name="vllm", port=int(port))
+        return
+    with vllm_member(logs) as m:
         yield m
 
 

@@ -1,21 +1,22 @@
 """Child server processes: readiness, stop/kill of the whole process group, exit with the parent,
-supervision, and the `cloud serve` command line."""
+supervision (the node's local vLLM member and `cloud serve`'s supervisor), and vLLM's command line."""
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
 import os
+import re
 import signal
 import subprocess
 import sys
 import textwrap
+import threading
 import time
 from pathlib import Path
 
 import httpx
 import pytest
-from typer.testing import CliRunner
 
 from cloud import (
     LocalMember,
@@ -27,10 +28,10 @@ from cloud import (
     PoolUnavailableError,
     open_pool,
 )
-from cloud.cli import cloud_app
-from cloud.local import ServerProcess
-from cloud.member import vllm_command
-from cloud.member.ranks import free_port
+from cloud.errors import VllmUnavailableError
+from cloud.local import ServerProcess, free_port
+from cloud.member import Launch, Supervisor, server_args
+from cloud.member.launcher import check_cpu, cpu_flags, server_env
 from models import GenerationRequest, SamplingParams, collect
 
 
@@ -73,7 +74,7 @@ def test_a_member_exits_when_its_parent_dies(tmp_path: Path) -> None:
     # that (a fixed sleep was the wait, and the import took longer on a slow VM) left it
     # watching its new parent, init, for ever.
     child_code = (
-        "import os, time\nfrom cloud.member.ranks import exit_with_parent\n"
+        "import os, time\nfrom cloud.member.process import exit_with_parent\n"
         "exit_with_parent(os.getppid())\n"
         f"open({str(pidfile) + '.tmp'!r}, 'w').write(str(os.getpid()))\n"
         f"os.replace({str(pidfile) + '.tmp'!r}, {str(pidfile)!r})\ntime.sleep(300)"
@@ -102,47 +103,57 @@ def test_a_member_exits_when_its_parent_dies(tmp_path: Path) -> None:
 
 
 def test_a_member_that_cannot_start_reports_why(tmp_path: Path) -> None:
-    member = LocalMember(model="no-such-model", log_path=tmp_path / "bad.log", startup_timeout_s=120)
-    member.spawn()
-    with pytest.raises(LocalMemberError, match="exited with code 2 before it was ready") as info:
-        member.wait_ready()
-    assert "unknown model 'no-such-model'" in info.value.message
-    member.kill()
+    member = LocalMember(model="no-such-model", log_path=tmp_path / "bad.log")
+    with pytest.raises(LocalMemberError, match="unknown model 'no-such-model'"):
+        member.spawn()
+    assert member.proc is None  # nothing was started
 
 
 @pytest.mark.slow
 async def test_open_pool_starts_supervises_and_stops_the_local_member(tmp_path: Path) -> None:
-    """No member configured: the node's pool runs one local member (in the dtype asked for),
-    restarts it when it dies, and stops it on exit."""
+    """No member configured: the node's pool runs one local member, vLLM's server, restarts it
+    when it is killed, and stops it (with its engine process) on exit."""
     events: list[PoolEvent] = []
-    settings = PoolSettings(
-        health_interval_s=0.5, cooldown_s=0.5, local_startup_timeout_s=600, local_dtype="float32"
-    )
+    settings = PoolSettings(health_interval_s=0.5, cooldown_s=0.5)
     request = GenerationRequest(
         SamplingParams(max_tokens=3, temperature=0.0), messages=({"role": "user", "content": "Hi"},)
     )
     async with open_pool(settings, on_event=events.append, log_path=tmp_path / "local.log") as pool:
         local = pool.local_member
         assert local is not None and local.pid is not None
+        assert "vllm.entrypoints.openai.api_server" in local.argv
         assert [(s.name, s.healthy) for s in pool.status()] == [("local", True)]
         assert (await collect(pool.stream(request))).text
         async with httpx.AsyncClient() as http:
-            health = (await http.get(f"http://127.0.0.1:{local.port}/health", timeout=30)).json()
-        assert health["dtype"] == "float32"  # not the default bfloat16: local_dtype reached the member
+            metrics = (await http.get(f"http://127.0.0.1:{local.port}/metrics", timeout=30)).text
+        assert "vllm:num_requests_running" in metrics  # vLLM itself answers
+        group = _group(local.pid)
+        assert len(group) >= 2  # the API server and its engine core
 
         first_pid = local.pid
         os.kill(first_pid, signal.SIGKILL)
-        deadline = time.monotonic() + 600
+        deadline = time.monotonic() + 900
         served_again = False
         while time.monotonic() < deadline and not served_again:
-            await asyncio.sleep(0.3)
+            await asyncio.sleep(0.5)
             if local.pid != first_pid and local.alive() and pool.status()[0].healthy:
                 with contextlib.suppress(PoolUnavailableError):  # readmission may need one more round
                     served_again = bool((await collect(pool.stream(request))).text)
         assert served_again and local.pid != first_pid
-        last_pid = local.pid
-    assert last_pid is not None and _wait_gone(last_pid, 5)
-    assert not _alive(first_pid)
+        assert all(_wait_gone(pid, 10) for pid in group)  # the killed server's engine went too
+        last_group = _group(local.pid)
+    assert all(_wait_gone(pid, 10) for pid in last_group)
+
+
+def _group(pgid: int) -> list[int]:
+    """The live processes of a process group."""
+    out = []
+    for stat in Path("/proc").glob("[0-9]*/stat"):
+        with contextlib.suppress(OSError, IndexError, ValueError):
+            fields = stat.read_text().rsplit(")", 1)[1].split()
+            if int(fields[2]) == pgid and fields[0] != "Z":
+                out.append(int(stat.parent.name))
+    return out
 
 
 def test_no_local_member_when_turned_off_or_members_are_configured() -> None:
@@ -160,31 +171,98 @@ def test_no_local_member_when_turned_off_or_members_are_configured() -> None:
     assert asyncio.run(members(configured)) == ["gpu0"]
 
 
-def test_vllm_engine_says_clearly_when_vllm_is_missing(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setenv("PATH", "/nonexistent")
-    result = CliRunner().invoke(cloud_app, ["serve", "--engine", "vllm", "--tensor-parallel", "3"])
-    assert result.exit_code == 2
-    assert "vLLM is not installed here" in result.output
+def test_vllm_flags_mirror_the_member_settings() -> None:
+    settings = MemberServerSettings(
+        tensor_parallel=3, port=9000, host="0.0.0.0", api_key="k", max_num_seqs=16, vllm_args=("--seed", "1")
+    )
+    args = server_args(settings, Path("/m/smollm2-135m-instruct-fp32"), "cpu")
+    assert args == [
+        "--model", "/m/smollm2-135m-instruct-fp32",
+        "--served-model-name", "smollm2-135m-instruct",
+        "--host", "0.0.0.0",
+        "--port", "9000",
+        "--tensor-parallel-size", "3",
+        "--dtype", "bfloat16",
+        "--max-model-len", "2048",
+        "--generation-config", "vllm",
+        "--disable-uvicorn-access-log",
+        "--uvicorn-log-level", "warning",
+        "--distributed-executor-backend", "mp",
+        "--enforce-eager",
+        "--max-num-seqs", "16",
+        "--api-key", "k",
+        "--seed", "1",
+    ]  # fmt: skip
+    cuda = server_args(MemberServerSettings(kv_cache_gib=4), Path("/m"), "cuda")
+    assert cuda[-2:] == ["--kv-cache-memory-bytes", "4G"] and "--distributed-executor-backend" not in cuda
+    assert "--enforce-eager" not in cuda  # CUDA graphs and torch.compile stay on a GPU
+    assert "--enforce-eager" not in server_args(MemberServerSettings(eager=False), Path("/m"), "cpu")
+    env = server_env(settings, "cpu", {"PYTHONPATH": "/node", "VIRTUAL_ENV": "/node/.venv", "HOME": "/h"})
+    assert env == {
+        "HOME": "/h",
+        "HF_HUB_OFFLINE": "1",
+        "TRANSFORMERS_OFFLINE": "1",
+        "VLLM_NO_USAGE_STATS": "1",
+        "DO_NOT_TRACK": "1",
+        "VLLM_CPU_KVCACHE_SPACE": "1",
+        "VLLM_CPU_OMP_THREADS_BIND": "nobind",
+    }
+    one_rank = server_env(MemberServerSettings(kv_cache_gib=2), "cpu", {})
+    assert one_rank["VLLM_CPU_KVCACHE_SPACE"] == "2" and "VLLM_CPU_OMP_THREADS_BIND" not in one_rank
+    assert "VLLM_CPU_KVCACHE_SPACE" not in server_env(settings, "cuda", {})
 
 
-def test_vllm_command_mirrors_the_member_flags() -> None:
-    settings = MemberServerSettings(tensor_parallel=3, port=9000, host="0.0.0.0", api_key="k")
-    assert vllm_command(settings, Path("/m/smollm2-135m-instruct-fp32")) == [
-        "vllm",
-        "serve",
-        "/m/smollm2-135m-instruct-fp32",
-        "--served-model-name",
-        "smollm2-135m-instruct",
-        "--tensor-parallel-size",
-        "3",
-        "--host",
-        "0.0.0.0",
-        "--port",
-        "9000",
-        "--max-model-len",
-        "2048",
-        "--dtype",
-        "bfloat16",
-        "--api-key",
-        "k",
-    ]
+def test_a_cpu_without_avx2_is_refused_with_the_reason() -> None:
+    cpuinfo = "processor\t: 0\nflags\t\t: fpu sse sse2 ssse3 sse4_1 sse4_2 avx\n"
+    with pytest.raises(VllmUnavailableError, match="neither AVX-512 nor AVX2") as info:
+        check_cpu("x86_64", cpu_flags(cpuinfo))
+    assert info.value.code == "cpu_unsupported"
+    (warning,) = check_cpu("x86_64", cpu_flags(cpuinfo.replace("avx\n", "avx avx2\n")))
+    assert "AVX2 but not AVX-512" in warning
+    assert check_cpu("x86_64", {"avx2", "avx512f"}) == ()
+    assert check_cpu("aarch64", {"asimd"}) == ()
+
+
+_HEALTH_SERVER = """
+import http.server, sys
+class H(http.server.BaseHTTPRequestHandler):
+    def do_GET(self):
+        self.send_response(200 if self.path == "/health" else 404)
+        self.end_headers()
+    def log_message(self, *a):
+        pass
+http.server.ThreadingHTTPServer(("127.0.0.1", int(sys.argv[1])), H).serve_forever()
+"""
+
+
+def test_the_supervisor_restarts_a_dead_server_and_stops_it_cleanly(tmp_path: Path) -> None:
+    """`cloud serve`'s supervisor over a stand-in server (vLLM's place is taken by a tiny HTTP
+    server with /health): a SIGKILLed server comes back on the same port, and stop() leaves no process."""
+    port = free_port()
+    settings = MemberServerSettings(port=port, health_interval_s=0.2, startup_timeout_s=30)
+    start = Launch([sys.executable, "-c", _HEALTH_SERVER, str(port)], dict(os.environ), "cpu", f"http://127.0.0.1:{port}")
+    said: list[str] = []
+    supervisor = Supervisor(settings, start, log_path=tmp_path / "server.log", say=said.append)
+    runner = threading.Thread(target=supervisor.serve, daemon=True)
+    runner.start()
+    try:
+        deadline = time.monotonic() + 30
+        while not any(line.startswith("serving ") for line in said):
+            assert time.monotonic() < deadline and runner.is_alive(), said
+            time.sleep(0.05)
+        assert supervisor.server is not None and supervisor.server.pid is not None
+        first = supervisor.server.pid
+        os.kill(first, signal.SIGKILL)
+        while supervisor.restarts < 1:
+            assert time.monotonic() < deadline + 30, said
+            time.sleep(0.05)
+        assert "vLLM stopped serving (killed by SIGKILL); restarting in 1s" in said
+        assert re.fullmatch(r"serving again \(ready in \d+s, restart 1\)", said[-1])
+        second = supervisor.server.pid
+        assert second != first and _alive(second)
+        assert httpx.get(f"http://127.0.0.1:{port}/health", timeout=5).status_code == 200
+    finally:
+        supervisor.stop(timeout_s=5)
+        runner.join(10)
+    assert not runner.is_alive()
+    assert _wait_gone(second, 10)

