@@ -20,7 +20,7 @@ from pathlib import Path
 import httpx
 
 from cloud.local import LocalMember, ServerProcess
-from cloud.member.ranks import free_port, project_root
+from cloud.member.process import free_port, project_root
 
 RULES = project_root() / "deploy" / "prometheus" / "edgeroute-rules.yml"
 EDGEROUTE = [sys.executable, "-c", "from edgeroute.cli import main; main()"]
@@ -75,7 +75,7 @@ class Fleet:
     interval_s: float = 1.0
     operator_key: str = "fleet-operator-key"
     tenant_keys: dict[str, str] = field(default_factory=lambda: {"fleet-tenant-key": "acme"})
-    member: bool = False  # a local pool member (the project's own; it exports vLLM's load gauges)
+    member: bool = False  # a local vLLM pool member (its /metrics carry vLLM's load gauges)
     dashboard_port: int | None = None
     prometheus_port: int | None = None
     startup_timeout_s: float = 300.0
@@ -121,7 +121,6 @@ class Fleet:
         if self.member:
             member = LocalMember(
                 name="pool-1",
-                threads=1,
                 log_path=self.root / "member.log",
                 startup_timeout_s=self.startup_timeout_s,
             )

@@ -1,7 +1,7 @@
 """The fleet view on real parts: Debian's Prometheus scraping three real nodes and a pool member.
 
-Three `edgeroute serve` processes (edge-only, each its own data dir and name) and the project's
-own pool member (it exports vLLM's load gauges) run on loopback; Prometheus scrapes them every
+Three `edgeroute serve` processes (each its own data dir and name) and a vLLM pool member (its
+/metrics carry vLLM's load gauges) run on loopback; Prometheus scrapes them every
 second with an operator key and evaluates the shipped alert rules; `edgeroute dashboard
 --prometheus` serves the fleet page. The last test kills a node, so the order matters.
 """
