@@ -159,7 +159,22 @@ class Fleet:
         self._start_dashboard(config)
         for proc in [*self.node_procs, *filter(None, [self.member_proc, self.prometheus, self.dashboard])]:
             proc.wait_ready()
+        if self.member_proc is not None:
+            for i in range(self.nodes):
+                self._wait_member_seen(self.node_url(i))
         return self
+
+    def _wait_member_seen(self, base: str, timeout_s: float = 60.0) -> None:
+        """Until the node's pool has found the member healthy (its health probe runs on its own
+        clock), so that the first cloud request is not answered by the edge as degraded."""
+        deadline = time.monotonic() + timeout_s
+        headers = {"authorization": f"Bearer {self.operator_key}"}
+        while time.monotonic() < deadline:
+            text = httpx.get(base + "/metrics", headers=headers, timeout=10).text
+            if any(line.startswith("edgeroute_pool_member_up{") and line.endswith(" 1.0") for line in text.splitlines()):
+                return
+            time.sleep(0.2)
+        raise TimeoutError(f"{base}: the pool member was not seen healthy within {timeout_s:.0f} s")
 
     def _start_prometheus(self) -> None:
         binary = prometheus_binary()

@@ -228,6 +228,14 @@ class Metrics:
             ["kind", "member"],
             registry=r,
         )
+        # Each route's series exists from the start, at 0: Prometheus's rate() over a window has
+        # no increase before a series' first sample, so a series born with a node's first requests
+        # would hide them from the fleet's windowed figures.
+        for route in ("cache-exact", "cache-semantic", "edge", "cloud"):
+            self.latency.labels(route)
+            self.ttft.labels(route)
+        for kind in ("exact", "semantic"):
+            self.cache_hits.labels(kind)
         self._live = _LiveCollector(counts or dict, cost)
         r.register(self._live)
 
