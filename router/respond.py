@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable, Coroutine
 from typing import Any, TypeVar
@@ -76,7 +77,7 @@ async def text_prompts(node: Node, body: CompletionRequest) -> CompletionRequest
                 f"prompt token id {bad} is beyond the vocabulary of {node.edge_model} ({vocab} tokens): token-id "
                 "prompts are the edge model's ids", param="prompt", code="invalid_value",
             )
-        texts.append(await off_loop(len(tokens) * 4, lambda tokens=tokens: node.edge.text_of_prompt(tokens)))
+        texts.append(await off_loop(len(tokens) * 4, functools.partial(node.edge.text_of_prompt, tokens)))
     single = isinstance(body.prompt, list) and isinstance(body.prompt[0], int)
     return body.model_copy(update={"prompt": texts[0] if single else texts})
 
