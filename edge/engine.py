@@ -173,7 +173,9 @@ class LlamaEngine:
             too_long=self._too_long(request, prompt_tokens, at_least),
         )
 
-    def _too_long(self, request: GenerationRequest, n_prompt: int, at_least: bool = False) -> PromptTooLongError | None:
+    def _too_long(
+        self, request: GenerationRequest, n_prompt: int, at_least: bool = False
+    ) -> PromptTooLongError | None:
         """The context-window check: the prompt (``at_least``: a lower bound of it) and the
         requested tokens must fit one request's window."""
         wanted = request.params.max_tokens
@@ -182,7 +184,8 @@ class LlamaEngine:
         asked = f" + max_tokens {wanted}" if wanted is not None else ""
         return PromptTooLongError(
             f"this model's context window is {self.n_ctx} tokens; the prompt has "
-            f"{'at least ' if at_least else ''}{n_prompt} tokens{asked}. Shorten the messages or lower max_tokens.",
+            f"{'at least ' if at_least else ''}{n_prompt} tokens{asked}. "
+            "Shorten the messages or lower max_tokens.",
             param="messages" if request.is_chat else "prompt",
             code="context_length_exceeded",
         )
@@ -192,7 +195,9 @@ class LlamaEngine:
         templated = request.is_chat and self._formatter is not None
         return self.render_prompt(request), not templated
 
-    async def stream(self, request: GenerationRequest, tokens: Sequence[int] | None = None) -> AsyncIterator[Chunk]:
+    async def stream(
+        self, request: GenerationRequest, tokens: Sequence[int] | None = None
+    ) -> AsyncIterator[Chunk]:
         """Queue the request and yield its tokens as the scheduler decodes them (``tokens``: its
         prompt's, counted before by :meth:`prepare`)."""
         gbnf = None
@@ -219,7 +224,9 @@ class LlamaEngine:
 
     # -- internals -------------------------------------------------------------------------
 
-    def _admit(self, request: GenerationRequest, gbnf: str | None = None, prompt: Sequence[int] | None = None) -> Job:
+    def _admit(
+        self, request: GenerationRequest, gbnf: str | None = None, prompt: Sequence[int] | None = None
+    ) -> Job:
         if self._closed:
             raise EngineClosedError("the edge engine is closed")
         # An empty prompt is valid (OpenAI completes from the start of a document); llama.cpp
