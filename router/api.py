@@ -16,8 +16,7 @@ from litestar.datastructures import State
 from litestar.openapi.datastructures import ResponseSpec
 from litestar.params import Parameter
 
-from models import GenerationRequest
-from models.openai import ChunkWriter, EmbeddingsBody, Kind, api_key_guard, embedding_list
+from models.openai import ChunkWriter, EmbeddingsBody, api_key_guard, embedding_list
 
 from . import openapi
 from .errors import InvalidRequestError
@@ -26,13 +25,6 @@ from .limits import check_inputs
 from .node import Node
 from .respond import embed_texts, respond
 from .schemas import ChatCompletionRequest, CompletionRequest
-
-
-def openai_writer(body: ChatCompletionRequest | CompletionRequest, gen: GenerationRequest) -> ChunkWriter:
-    """The writer of /v1/chat/completions and /v1/completions."""
-    call = body.tool_use() if isinstance(body, ChatCompletionRequest) else None
-    kind: Kind = "chat" if isinstance(body, ChatCompletionRequest) else "text"
-    return ChunkWriter(kind, gen.model, include_usage=body.include_usage, call=call, logprobs=gen.params.logprobs is not None)
 
 
 async def _embeddings(request: Request[Any, Any, State], body: EmbeddingsBody) -> Response[Any]:
@@ -70,7 +62,7 @@ class OpenAIController(Controller):
         operation_class=openapi.StreamingOperation,
     )
     async def chat_completions(self, request: Request[Any, Any, State], data: ChatCompletionRequest) -> Response[Any]:
-        return await respond(request, data, openai_writer)
+        return await respond(request, data, ChunkWriter.for_body)
 
     @post(
         "/completions",
@@ -81,7 +73,7 @@ class OpenAIController(Controller):
         operation_class=openapi.StreamingOperation,
     )
     async def completions(self, request: Request[Any, Any, State], data: CompletionRequest) -> Response[Any]:
-        return await respond(request, data, openai_writer)
+        return await respond(request, data, ChunkWriter.for_body)
 
     @post(
         "/embeddings",
