@@ -22,7 +22,7 @@ from .guards import BEARER, REQUEST_ID_HEADER
 from .llamacpp_api import LlamaCppController
 from .node import open_node
 from .ollama_api import OllamaController
-from .pipeline import Routing
+from .routing import Routing
 from .responses_api import ResponsesController
 from .settings import Settings
 from .tokens import TokenizerController

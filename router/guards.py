@@ -11,7 +11,7 @@ from litestar.connection import ASGIConnection
 from litestar.handlers.base import BaseRouteHandler
 
 from .node import Node
-from .pipeline import Routing
+from .routing import Routing
 
 # A client's own request id is kept when it looks like one (it goes into logs and upstream headers).
 _REQUEST_ID = re.compile(r"[A-Za-z0-9._:-]{1,128}")

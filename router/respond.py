@@ -32,7 +32,7 @@ from .guards import REQUEST_ID_HEADER
 from .limits import check_messages, check_prompt
 from .node import Node
 from .offload import off_loop
-from .pipeline import RequestContext, Routing
+from .routing import RequestContext, Routing
 from .schemas import ChatCompletionRequest, CompletionRequest, dump_extra
 
 T = TypeVar("T")
