@@ -8,7 +8,8 @@ from models.errors import (
     EngineUnavailableError,
     RequestRejectedError,
 )
-from models.errors import StreamBrokenError as _StreamBroken
+# A member's stream that breaks after its first token raises the one the router catches.
+from models.errors import StreamBrokenError as StreamBrokenError
 
 
 class CloudError(EdgerouteError):
@@ -62,15 +63,6 @@ class MemberHTTPError(MemberError):
 
 class MemberProtocolError(MemberError):
     """The member's answer is not a valid OpenAI stream."""
-
-
-class StreamBrokenError(CloudError, _StreamBroken):
-    """A member's stream broke after its first token; ``partial`` is the text received so far."""
-
-    def __init__(
-        self, message: str, *, partial: str, member: str, code: str | None = "stream_broken"
-    ) -> None:
-        super().__init__(message, partial=partial, member=member, code=code)
 
 
 class LocalMemberError(CloudError):

@@ -4,7 +4,7 @@ from .cache import CacheHit, CacheKey, EdgeCache, Lookup, embedding_text
 from .config import CacheSettings, EdgeSettings
 from .embedder import Embedder
 from ._scheduler import EngineStats
-from .engine import LlamaEngine
+from .engine import LlamaEngine, Prepared
 from .errors import (
     CacheError,
     EdgeError,
@@ -35,6 +35,7 @@ __all__ = [
     "EngineStats",
     "GenerationError",
     "LlamaEngine",
+    "Prepared",
     "Lookup",
     "LogitBiasError",
     "PromptTooLongError",

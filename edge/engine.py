@@ -6,17 +6,21 @@ with a bound, shared fairly across the requests' ``fair_key`` (the node's tenant
 :mod:`edge._fair`). Tokens travel back to each request's event loop as they are decoded. Tokenizing
 and detokenizing only read the vocabulary and run on the callers' threads, as the llama.cpp
 server does.
+
+The router asks the engine once before it generates (:meth:`LlamaEngine.prepare`): the prompt's
+tokens, whether they fit the window and the tenant's expected wait come back as one
+:class:`Prepared`, which is also the edge's target for that request (its tokens are not counted
+again when it starts).
 """
 
 from __future__ import annotations
 
 import asyncio
-import collections
 import contextlib
 import functools
 import math
 import random
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import AsyncIterator, Iterator, Sequence
 from typing import Any
 
 from models import Chunk, EngineLoad, GenerationRequest, ModelSpec, SamplingParams
@@ -49,11 +53,6 @@ class LlamaEngine:
         # the tokens of recent prompts rather than tokenize the same text again.
         self._tokens_of = functools.lru_cache(maxsize=512)(
             lambda text, add_bos: tuple(self.tokenize(text, add_bos=add_bos))
-        )
-        # Prompts tokenized by :meth:`prepare` (off the event loop for a big one), by request
-        # object, so admission never renders or tokenizes them again; bounded, oldest out first.
-        self._prepared: collections.OrderedDict[int, tuple[GenerationRequest, tuple[int, ...]]] = (
-            collections.OrderedDict()
         )
         self._scheduler = Scheduler(self._rt, settings)
         self._longest_piece = self._vocab.longest_piece()
@@ -146,33 +145,66 @@ class LlamaEngine:
         # A character is at least one byte, and a token holds at most the longest piece's bytes.
         return (chars + len(request.assistant_prefix)) // self._longest_piece
 
-    def prepare(self, request: GenerationRequest) -> int:
-        """Render and tokenize ``request`` now (a caller may do it on a worker thread) and keep
-        the tokens for its admission; the prompt's token count."""
-        tokens = self._tokens_of(*self._prompt_text(request))
-        self._prepared[id(request)] = (request, tokens)
-        while len(self._prepared) > 256:
-            self._prepared.popitem(last=False)
-        return len(tokens)
+    def prepare(self, request: GenerationRequest, prompt_tokens: int | None = None) -> Prepared:
+        """Everything the router asks of the edge before it generates, in one call (a caller may
+        make it on a worker thread: it renders and tokenizes the prompt).
 
-    def _tokens_for(self, request: GenerationRequest) -> list[int]:
-        entry = self._prepared.pop(id(request), None)
-        if entry is not None and entry[0] is request:
-            return list(entry[1])
-        return self.prompt_tokens(request)
+        ``prompt_tokens``: a count already known (a cached answer's), taken as it is: nothing is
+        rendered. A prompt whose length alone puts it beyond the window is not rendered either.
+        """
+        tokens: tuple[int, ...] | None = None
+        at_least = False
+        if prompt_tokens is None:
+            floor = self.min_prompt_tokens(request)
+            if floor >= self.n_ctx:
+                prompt_tokens, at_least = floor, True
+            else:
+                tokens = self._tokens_of(*self._prompt_text(request))
+                prompt_tokens = len(tokens)
+        view = self._scheduler.view(request.fair_key)
+        return Prepared(
+            engine=self,
+            request=request,
+            prompt_tokens=prompt_tokens,
+            tokens=tokens,
+            n_ctx=self.n_ctx,
+            queue=EngineLoad(running=view.running, waiting=view.ahead, capacity=view.slots),
+            wait_s=view.wait_s(),
+            too_long=self._too_long(request, prompt_tokens, at_least),
+        )
+
+    def _too_long(
+        self, request: GenerationRequest, n_prompt: int, at_least: bool = False
+    ) -> PromptTooLongError | None:
+        """The context-window check: the prompt (``at_least``: a lower bound of it) and the
+        requested tokens must fit one request's window."""
+        wanted = request.params.max_tokens
+        if n_prompt < self.n_ctx and (wanted is None or n_prompt + wanted <= self.n_ctx):
+            return None
+        asked = f" + max_tokens {wanted}" if wanted is not None else ""
+        return PromptTooLongError(
+            f"this model's context window is {self.n_ctx} tokens; the prompt has "
+            f"{'at least ' if at_least else ''}{n_prompt} tokens{asked}. "
+            "Shorten the messages or lower max_tokens.",
+            param="messages" if request.is_chat else "prompt",
+            code="context_length_exceeded",
+        )
 
     def _prompt_text(self, request: GenerationRequest) -> tuple[str, bool]:
         # A rendered chat template already carries its special tokens: no BOS of our own.
         templated = request.is_chat and self._formatter is not None
         return self.render_prompt(request), not templated
 
-    async def stream(self, request: GenerationRequest) -> AsyncIterator[Chunk]:
-        """Queue the request and yield its tokens as the scheduler decodes them."""
+    async def stream(
+        self, request: GenerationRequest, tokens: Sequence[int] | None = None
+    ) -> AsyncIterator[Chunk]:
+        """Queue the request and yield its tokens as the scheduler decodes them (``tokens``: its
+        prompt's, counted before by :meth:`prepare`)."""
         gbnf = None
         if request.params.json_schema is not None:
             # Off the event loop: a large schema's grammar takes tens of milliseconds to build.
             gbnf = await asyncio.to_thread(self._schema_grammar, request.params)
-        job = self._admit(request, gbnf)
+        job = self._admit(request, gbnf, tokens)
         try:
             async for item in drain(job.out):
                 yield item
@@ -192,22 +224,19 @@ class LlamaEngine:
 
     # -- internals -------------------------------------------------------------------------
 
-    def _admit(self, request: GenerationRequest, gbnf: str | None = None) -> Job:
+    def _admit(
+        self, request: GenerationRequest, gbnf: str | None = None, prompt: Sequence[int] | None = None
+    ) -> Job:
         if self._closed:
             raise EngineClosedError("the edge engine is closed")
         # An empty prompt is valid (OpenAI completes from the start of a document); llama.cpp
         # needs at least one token, so it starts from BOS.
-        tokens = self._tokens_for(request) or [self._vocab.bos]
+        tokens = (list(prompt) if prompt is not None else self.prompt_tokens(request)) or [self._vocab.bos]
         n_prompt = len(tokens)
+        too_long = self._too_long(request, n_prompt)
+        if too_long is not None:
+            raise too_long
         wanted = request.params.max_tokens
-        if n_prompt >= self.n_ctx or (wanted is not None and n_prompt + wanted > self.n_ctx):
-            asked = f" + max_tokens {wanted}" if wanted is not None else ""
-            raise PromptTooLongError(
-                f"this model's context window is {self.n_ctx} tokens; the prompt has {n_prompt} tokens"
-                f"{asked}. Shorten the messages or lower max_tokens.",
-                param="messages" if request.is_chat else "prompt",
-                code="context_length_exceeded",
-            )
         bias = request.params.logit_bias
         if bias and not all(0 <= token < self._vocab.n_vocab for token, _ in bias):
             raise LogitBiasError(
@@ -249,6 +278,48 @@ class LlamaEngine:
         finally:
             free_grammar(probe)
         return gbnf
+
+
+class Prepared:
+    """The edge's answer to :meth:`LlamaEngine.prepare`, and the edge's target for that request.
+
+    ``prompt_tokens`` is exact when ``tokens`` are given; else a cached answer's count, or (with
+    ``too_long`` set) a lower bound. ``queue`` and ``wait_s`` are the edge's load as the
+    request's tenant sees it (``wait_s`` None: no estimate yet). Streaming the request it was
+    prepared for admits it with ``tokens``; any other (a continuation) is tokenized anew.
+    """
+
+    name = "edge"
+
+    def __init__(
+        self,
+        *,
+        engine: LlamaEngine,
+        request: GenerationRequest,
+        prompt_tokens: int,
+        tokens: tuple[int, ...] | None,
+        n_ctx: int,
+        queue: EngineLoad,
+        wait_s: float | None,
+        too_long: PromptTooLongError | None,
+    ) -> None:
+        self._engine = engine
+        self.request = request
+        self.prompt_tokens = prompt_tokens
+        self.tokens = tokens
+        self.n_ctx = n_ctx
+        self.queue = queue
+        self.wait_s = wait_s
+        self.too_long = too_long
+
+    def stream(self, request: GenerationRequest) -> AsyncIterator[Chunk]:
+        return self._engine.stream(request, self.tokens if request is self.request else None)
+
+    def load(self) -> EngineLoad:
+        return self._engine.load()
+
+    async def aclose(self) -> None:
+        return None  # the engine is the node's, closed with it
 
 
 @contextlib.contextmanager

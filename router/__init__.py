@@ -3,7 +3,7 @@
 from .app import create_api_app
 from .errors import AuthenticationError, ConfigError, InvalidRequestError, NoCapacityError, RouterError
 from .node import Node
-from .pipeline import RequestContext
+from .routing import RequestContext
 from .settings import ServerSettings, Settings, is_loopback, load_settings
 
 __all__ = [

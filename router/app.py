@@ -17,13 +17,14 @@ from models.ollama import error_body as ollama_error
 from models.openai import API_KEYS, KEY_FAILURES, exception_handlers
 
 from .admission import AdmissionMiddleware, Drain
-from .api import BEARER, REQUEST_ID_HEADER, OpenAIController, healthz, root, root_head
-from .node import open_node
+from .api import OpenAIController, healthz, root, root_head
+from .guards import BEARER, REQUEST_ID_HEADER
 from .llamacpp_api import LlamaCppController
+from .node import open_node
 from .ollama_api import OllamaController
-from .pipeline import Routing
-from .settings import Settings
+from .routing import Routing
 from .responses_api import ResponsesController
+from .settings import Settings
 from .tokens import TokenizerController
 
 

@@ -18,7 +18,8 @@ from models import Chunk, Completion, GenerationRequest, Usage, collect
 
 from . import pipeline
 from .node import Node
-from .pipeline import RequestContext, RoutedStream, Routing
+from .pipeline import RoutedStream
+from .routing import RequestContext, Routing
 
 T = TypeVar("T")
 MAX_CHOICES = 8  # each choice takes an edge slot or a member's: a bound like the caps of a request

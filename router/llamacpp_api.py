@@ -2,7 +2,7 @@
 ``/completions``), the prompt completed as it is, and ``GET /props``, the server's settings.
 
 A ``/completion`` request is answered as the OpenAI text completion it amounts to
-(:mod:`models.llamacpp`, :func:`router.api.respond`): routing, the cache, fallback, caps and
+(:mod:`models.llamacpp`, :func:`router.respond.respond`): routing, the cache, fallback, caps and
 keys are ``/v1``'s; the tokenizer's endpoints are :mod:`router.tokens`.
 """
 
@@ -19,14 +19,15 @@ from models.llamacpp.schemas import DEFAULTS, RANDOM_SEED
 from models.openai import api_key_guard
 
 from . import openapi, openapi_native
-from .api import BEARER, MakeWriter, rate_guard, request_id_guard, respond
+from .guards import BEARER, rate_guard, request_id_guard
 from .node import Node
+from .respond import MakeWriter, respond
 from .schemas import ChatCompletionRequest, CompletionRequest, LlamaCompletionRequest
 
 
 def _writer(data: LlamaCompletionRequest, n_ctx: int) -> MakeWriter:
     def make(body: ChatCompletionRequest | CompletionRequest, gen: GenerationRequest) -> LlamaCppWriter:
-        # The prompt as text: token ids were read as theirs by then (router.api.text_prompts).
+        # The prompt as text: token ids were read as theirs by then (router.respond.text_prompts).
         prompt = body.prompt_text() if isinstance(body, CompletionRequest) else ""
         return LlamaCppWriter(data.model, prompt, data.generation_settings(n_ctx), probs=data.n_probs > 0)
 

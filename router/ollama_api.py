@@ -4,7 +4,7 @@ Python and JavaScript libraries, LiteLLM's ``ollama_chat/``, tools that take an 
 use the node as they use Ollama.
 
 A chat or generate request is answered as the OpenAI request it amounts to
-(:mod:`models.ollama`, :func:`router.api.respond`): routing, the cache, fallback, the caps and
+(:mod:`models.ollama`, :func:`router.respond.respond`): routing, the cache, fallback, the caps and
 the key are the ones ``/v1`` has; only the shape differs (JSON lines, ``{"error": ...}``).
 """
 
@@ -31,14 +31,14 @@ from models.ollama import (
     show,
     tags,
 )
-
 from models.openai import api_key_guard
 
 from . import openapi, openapi_native
-from .api import BEARER, REQUEST_ID_HEADER, MakeWriter, embed_texts, rate_guard, request_id_guard, respond
 from .errors import InvalidRequestError
+from .guards import BEARER, REQUEST_ID_HEADER, rate_guard, request_id_guard
 from .limits import check_inputs
 from .node import Node
+from .respond import MakeWriter, embed_texts, respond
 from .schemas import ChatCompletionRequest, CompletionRequest, OllamaChatRequest, OllamaGenerateRequest
 
 # The Ollama release whose API this one follows (clients check it for features).

@@ -2,7 +2,9 @@
 
 1. the model hint and the privacy rules;
 2. the cache (exact, then semantic), which may also hand back the prompt's embedding;
-3. the features, and the decision: the policy's proposal under the hard rules;
+3. the edge asked once (:meth:`edge.LlamaEngine.prepare`: the prompt's tokens, the context
+   check, the tenant's wait), the features, and the decision: the policy's proposal under the
+   hard rules;
 4. a cache hit is served (unless it is an edge answer for a prompt now bound for the cloud);
 5. otherwise the targets for the decision, started with fallback (:mod:`router.fallback`);
 6. the answer streams out; before its last chunk it is stored in the cache and the decision is
@@ -12,104 +14,28 @@
 from __future__ import annotations
 
 import asyncio
+import functools
 import logging
 from collections.abc import AsyncIterator
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
 
-from edge import CacheError, CacheHit, CacheKey, EmbedderError, LlamaEngine, embedding_text
+from edge import CacheError, CacheHit, CacheKey, EmbedderError, Prepared, embedding_text
 from models import Chunk, EngineError, GenerationRequest, Usage
 
 from .errors import ClientGoneError, EdgeBusyError
 from .fallback import StreamPlan, no_start_error, plan_for, resilient, start
 from .limits import Reservation
 from .logs import log_request
-from .offload import check_edge_context, off_loop, prompt_cost
+from .offload import off_loop, prompt_cost
 from .node import Node
-from .policy import Decision, Features, Hint, decide
+from .policy import Features, Hint, decide
+from .routing import RequestContext, Routing
 from .telemetry import Trace
 
 log = logging.getLogger(__name__)
-
-
-@dataclass(frozen=True, slots=True)
-class RequestContext:
-    """Who asked, and the per-request switches that came with the request."""
-
-    tenant: str = "default"
-    cache: bool | None = None
-    private: bool = False
-    stream: bool = False
-    extra: dict[str, Any] = field(default_factory=dict)  # answer-changing fields beyond SamplingParams
-
-
-@dataclass(slots=True)
-class Routing:
-    """What has been decided for one request so far.
-
-    The API creates it and the pipeline fills it in; every ``x-edgeroute-*`` header of the
-    response, an error's included, is read from here (never from the exception).
-    """
-
-    route: str = "error"  # where the answer started: edge, cloud, cache-exact, cache-semantic
-    refusal: str | None = None  # why a refused request was refused, when it is not the decision's reason
-    decision: Decision | None = None
-    plan: StreamPlan | None = None
-    cache_hit: CacheHit | None = None
-    complexity: float | None = None
-    hybrid: bool = False
-    ratelimit: dict[str, str] = field(default_factory=dict)  # OpenAI's x-ratelimit-* of the tenant
-
-    def headers(self) -> dict[str, str]:
-        """The ``x-edgeroute-*`` headers of the answer as it stands now (a break mid-way shows)."""
-        hit = self.cache_hit
-        if hit is not None:
-            cached = {
-                **self.ratelimit,
-                "x-edgeroute-route": self.route,
-                "x-edgeroute-reason": f"{hit.kind}-hit",
-                "x-edgeroute-similarity": f"{hit.similarity:.4f}",
-                "x-edgeroute-cache-tier": hit.tier,
-            }
-            if hit.probability is not None:  # semantic hits: the verifier's calibrated probability
-                cached["x-edgeroute-verifier"] = f"{hit.probability:.4f}"
-            return cached
-        headers = {**self.ratelimit, "x-edgeroute-route": self.route}
-        if self.decision is not None:
-            headers["x-edgeroute-reason"] = self.decision.reason
-        if self.complexity is not None:
-            headers["x-edgeroute-complexity"] = f"{self.complexity:.3f}"
-        fallback = self.plan.path() if self.plan is not None else None
-        if fallback:
-            headers["x-edgeroute-fallback"] = fallback
-        degraded = self.degraded()
-        if degraded:
-            headers["x-edgeroute-degraded"] = degraded
-        return headers
-
-    def error_headers(self, reason: str) -> dict[str, str]:
-        """An error is a route too: ``error``, the decision's reason (else ``reason``), the fallback path."""
-        headers = {**self.ratelimit, "x-edgeroute-route": "error"}
-        if self.refusal is not None:
-            headers["x-edgeroute-reason"] = self.refusal
-        else:
-            headers["x-edgeroute-reason"] = self.decision.reason if self.decision else reason.replace("_", "-")
-        fallback = self.plan.path() if self.plan is not None else None
-        if fallback:
-            headers["x-edgeroute-fallback"] = fallback
-        return headers
-
-    def degraded(self) -> str | None:
-        """A cloud-bound prompt answered (in whole or in part) by the edge is a degraded answer."""
-        decision = self.decision
-        answered = self.plan.answered_by if self.plan is not None else None
-        if not self.hybrid or decision is None or answered != "edge":
-            return None
-        if decision.target == "cloud" or decision.reason == "cloud-unhealthy":
-            return "cloud-unavailable"
-        return None
 
 
 @dataclass(slots=True)
@@ -139,7 +65,7 @@ async def run(node: Node, gen: GenerationRequest, ctx: RequestContext, routing: 
     hint = _hint(node, gen.model)
     text = prompt_text(gen)
     cost = prompt_cost(gen)
-    private = await off_loop(cost, lambda: node.privacy.detect(text, flag=ctx.private) is not None)
+    private = await off_loop(cost, functools.partial(node.privacy.detect, text, flag=ctx.private)) is not None
     trace = Trace(gen.request_id, ctx.tenant, gen.model, prompt=text, stream=ctx.stream, private=private)
     routing.hybrid = node.pool is not None
     wants_complexity = node.pool is not None and hint == "auto" and not private and node.policy.uses_complexity
@@ -166,18 +92,15 @@ async def run(node: Node, gen: GenerationRequest, ctx: RequestContext, routing: 
         words = embedding_text(gen.messages, gen.prompt, node.settings.cache.semantic_max_chars)
         embedding = await node.embedder.embed(words, ctx.tenant) if words else None
 
-    # 3. features and the decision
-    floor = node.edge.min_prompt_tokens(gen)
+    # 3. the edge asked once, features and the decision
     if hit is not None and (node.pool is None or hit.tier != "edge"):
         # Served whatever the decision says: the count stored with the answer, no tokenizing
         # (it was the largest piece of the node's own work per hit under load).
-        prompt_tokens = hit.usage.prompt_tokens
-    elif floor >= node.edge.n_ctx:  # beyond the window whatever the exact count: no template rendered
-        prompt_tokens = floor
+        edge = node.edge.prepare(gen, hit.usage.prompt_tokens)
     else:
-        # Tokenized once: the edge keeps these tokens for the request's admission.
-        prompt_tokens = await off_loop(cost, lambda: node.edge.prepare(gen))
-    features = _features(node, gen, hint, private, embedding, prompt_tokens)
+        # Tokenized once: the edge starts from these tokens if it answers.
+        edge = await off_loop(cost, functools.partial(node.edge.prepare, gen))
+    features = _features(node, gen, hint, private, embedding, edge)
     decision = decide(node.policy, features)
     routing.decision = decision
     routing.complexity = features.complexity
@@ -202,15 +125,14 @@ async def run(node: Node, gen: GenerationRequest, ctx: RequestContext, routing: 
         record.common["cache_refusal"] = "edge-answer-for-cloud-prompt"
 
     # 5. the targets, started with fallback
-    plan = plan_for(node.edge, node.pool, decision, features, whole=not ctx.stream)
+    plan = plan_for(edge, node.pool, decision, features, whole=not ctx.stream)
     routing.plan = plan
     try:
-        if plan.targets[0] is node.edge:
-            # Refused here: the engine need not tokenize it again.
-            check_edge_context(node.edge.n_ctx, gen, prompt_tokens, at_least=prompt_tokens == floor >= node.edge.n_ctx)
+        if plan.targets[0] is edge and edge.too_long is not None:
+            raise edge.too_long  # refused before anything is queued
         if node.limiter is not None:
             wanted = gen.params.max_tokens or node.settings.edge.default_max_tokens
-            record.reservation = node.limiter.reserve_tokens(ctx.tenant, prompt_tokens + wanted)
+            record.reservation = node.limiter.reserve_tokens(ctx.tenant, edge.prompt_tokens + wanted)
             if record.reservation is not None:
                 routing.ratelimit.update(record.reservation.headers)
         index, first, rest = await start(plan, gen)
@@ -250,35 +172,29 @@ def _hint(node: Node, model: str) -> Hint:
 
 
 def _features(
-    node: Node, gen: GenerationRequest, hint: Hint, private: bool, embedding: np.ndarray | None, prompt_tokens: int
+    node: Node, gen: GenerationRequest, hint: Hint, private: bool, embedding: np.ndarray | None, edge: Prepared
 ) -> Features:
-    load = node.edge.load(gen.fair_key)  # as this tenant sees it: the requests served before its own
+    load = edge.queue  # as this tenant sees it: the requests served before its own
     wanted = gen.params.max_tokens or node.settings.edge.default_max_tokens
     # The members themselves, not pool.status(): a status row per member per request is wasted work.
     healthy = [m for m in node.pool.members if m.healthy] if node.pool is not None else []
     return Features(
-        prompt_tokens=prompt_tokens,
+        prompt_tokens=edge.prompt_tokens,
         max_tokens=gen.params.max_tokens,
         complexity=None if embedding is None else node.classifier.score(embedding),
         edge_running=load.running,
         edge_waiting=load.waiting,
         edge_max_queue=node.settings.edge.max_queue,
-        fits_edge_context=prompt_tokens + wanted <= node.edge.n_ctx,
+        fits_edge_context=edge.prompt_tokens + wanted <= edge.n_ctx,
         cloud_healthy=len(healthy),
         cloud_outstanding=sum(m.outstanding for m in healthy),
         cloud_ttft_ms=node.pool.ttft_ms_p50() if node.pool is not None else None,
         hint=hint,
         private=private,
         edge_capacity=load.capacity,
-        edge_wait_ms=_edge_wait_ms(node.edge, gen.fair_key),
+        edge_wait_ms=None if edge.wait_s is None else edge.wait_s * 1000.0,
         cloud_configured=node.pool is not None,
     )
-
-
-def _edge_wait_ms(edge: LlamaEngine, fair_key: str) -> float | None:
-    """The edge's own estimate of a new request's wait for a slot (None: it cannot tell yet)."""
-    wait = edge.expected_wait_s(fair_key)
-    return None if wait is None else wait * 1000.0
 
 
 def _replay(hit: CacheHit) -> AsyncIterator[Chunk]:

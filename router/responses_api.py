@@ -1,5 +1,5 @@
 """OpenAI's Responses API: ``POST /v1/responses`` (answered as the chat completion it asks for,
-:func:`router.api.respond`), and its stored responses: ``GET`` and ``DELETE
+:func:`router.respond.respond`), and its stored responses: ``GET`` and ``DELETE
 /v1/responses/{id}``, its ``input_items``, and ``previous_response_id`` to continue one.
 
 A response is stored (``<data_dir>/responses.db``, :mod:`router.responses_store`) before its
@@ -21,9 +21,10 @@ from models.openai import ResponseWriter, api_key_guard
 from models.openai.responses import output_messages
 
 from . import openapi
-from .api import BEARER, MakeWriter, rate_guard, request_id_guard, respond
 from .errors import InvalidRequestError, ResponseNotFoundError, ResponseStoreError
+from .guards import BEARER, rate_guard, request_id_guard
 from .node import Node
+from .respond import MakeWriter, respond
 from .responses_store import ResponseStore
 from .schemas import ChatCompletionRequest, CompletionRequest, ResponsesRequest
 

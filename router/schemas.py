@@ -60,7 +60,7 @@ TokenIds = Annotated[list[Annotated[int, Field(ge=0, strict=True)]], Field(min_l
 class CompletionRequest(_NodeFields, CompletionBody):
     # Several prompts, as OpenAI and vLLM take them: each is completed n times, its choices at
     # indices prompt * n + i (router.choices); every generation counts against MAX_CHOICES.
-    # Token-id prompts are made text (router.api.text_prompts) before anything else reads them.
+    # Token-id prompts are made text (router.respond.text_prompts) before anything else reads them.
     prompt: (
         str
         | Annotated[list[str], Field(min_length=1, max_length=MAX_CHOICES)]
@@ -101,7 +101,7 @@ class CompletionRequest(_NodeFields, CompletionBody):
 
     def prompts(self) -> list[str]:
         if self.token_prompts() is not None:
-            raise TypeError("token-id prompts are read as text first (router.api.text_prompts)")
+            raise TypeError("token-id prompts are read as text first (router.respond.text_prompts)")
         return [self.prompt] if isinstance(self.prompt, str) else list(self.prompt)  # type: ignore[arg-type]
 
     @model_validator(mode="after")

@@ -20,8 +20,8 @@ from models import GenerationRequest, SamplingParams
 from models.openai import Message, api_key_guard
 
 from . import openapi
-from .api import BEARER, rate_guard, request_id_guard
 from .errors import InvalidRequestError
+from .guards import BEARER, rate_guard, request_id_guard
 from .limits import check_messages, check_prompt
 from .node import Node
 from .offload import off_loop

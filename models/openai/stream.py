@@ -8,9 +8,10 @@ import uuid
 from collections.abc import Sequence
 from typing import Any, Literal
 
-from ..generation import TokenLogprob, Usage
+from ..generation import GenerationRequest, TokenLogprob, Usage
 from .errors import error_body
 from .logprobs import chat_block, text_block
+from .schemas import ChatBody, CompletionBody
 from .tools import ReplyStream, ToolUse
 
 Kind = Literal["chat", "text"]
@@ -46,6 +47,15 @@ class ChunkWriter:
     """
 
     media_type = "text/event-stream"
+
+    @classmethod
+    def for_body(cls, body: ChatBody | CompletionBody, gen: GenerationRequest) -> ChunkWriter:
+        """The writer of ``/v1/chat/completions`` (a chat body) and ``/v1/completions``, for the
+        request ``gen`` that ``body`` became."""
+        call = body.tool_use() if isinstance(body, ChatBody) else None
+        kind: Kind = "chat" if isinstance(body, ChatBody) else "text"
+        logprobs = gen.params.logprobs is not None
+        return cls(kind, gen.model, include_usage=body.include_usage, call=call, logprobs=logprobs)
 
     def __init__(
         self,

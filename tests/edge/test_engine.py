@@ -130,9 +130,41 @@ def test_the_length_bound_never_exceeds_the_real_count(engine: LlamaEngine) -> N
     assert engine.min_prompt_tokens(chat("x" * 320_000)) == 320_000 // 32  # this vocabulary's longest piece
 
 
-def test_a_prepared_prompt_is_admitted_with_the_tokens_counted_before(engine: LlamaEngine) -> None:
-    req = chat("Count these words once.")
-    n = engine.prepare(req)
-    assert n == engine.count_prompt_tokens(req)
-    assert engine._tokens_for(req) == engine.prompt_tokens(req)  # taken from what prepare kept
-    assert id(req) not in engine._prepared  # and handed over once
+async def test_a_prepared_prompt_is_admitted_with_the_tokens_counted_before(
+    engine: LlamaEngine, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    req = chat("Count these words once.", max_tokens=4)
+    prepared = engine.prepare(req)
+    assert prepared.prompt_tokens == engine.count_prompt_tokens(req) == len(engine.prompt_tokens(req))
+    assert list(prepared.tokens or ()) == engine.prompt_tokens(req)
+    assert prepared.too_long is None and prepared.n_ctx == 1024
+    assert (prepared.queue.running, prepared.queue.waiting, prepared.queue.capacity) == (0, 0, 8)
+
+    def no_tokenizing(*args: object, **kwargs: object) -> list[int]:
+        raise AssertionError("the prepared prompt was tokenized again")
+
+    monkeypatch.setattr(engine, "tokenize", no_tokenizing)
+    answer = await collect(prepared.stream(req))  # admitted with the tokens prepare counted
+    assert answer.usage.prompt_tokens == prepared.prompt_tokens
+    with pytest.raises(AssertionError, match="tokenized again"):
+        await collect(prepared.stream(chat("Count these words once.", max_tokens=4)))  # another request: counted anew
+
+
+def test_prepare_checks_the_window_once_for_the_router_and_the_engine(engine: LlamaEngine) -> None:
+    fits = engine.prepare(chat("Hi", max_tokens=8))
+    assert fits.too_long is None
+    over = engine.prepare(chat("Hi", max_tokens=2000))
+    assert isinstance(over.too_long, PromptTooLongError)
+    assert over.too_long.message == (
+        f"this model's context window is 1024 tokens; the prompt has {over.prompt_tokens} tokens + max_tokens 2000. "
+        "Shorten the messages or lower max_tokens."
+    )
+    # Beyond the window by its length alone: refused from the lower bound, the template never rendered.
+    huge = engine.prepare(chat("x" * 320_000, max_tokens=None))
+    assert huge.tokens is None and huge.prompt_tokens == 320_000 // 32
+    assert isinstance(huge.too_long, PromptTooLongError)
+    assert "the prompt has at least 10000 tokens." in huge.too_long.message
+    assert (huge.too_long.param, huge.too_long.code) == ("messages", "context_length_exceeded")
+    # A count already known (a cached answer's) is taken as it is.
+    known = engine.prepare(chat("Hi"), prompt_tokens=3)
+    assert (known.tokens, known.prompt_tokens, known.too_long) == (None, 3, None)

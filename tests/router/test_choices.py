@@ -108,7 +108,7 @@ def test_n_out_of_bounds_or_on_the_responses_api_is_a_400(node_url: str, path: s
 
 def test_choice_seeds_stay_64_bit_signed_integers() -> None:
     from models import GenerationRequest, SamplingParams
-    from router.pipeline import RequestContext, Routing
+    from router.routing import RequestContext, Routing
     from router.choices import fan_out
 
     gen = GenerationRequest(SamplingParams(seed=2**63 - 1), prompt="x")

@@ -1,0 +1,41 @@
+"""The guards every API's controller runs before a handler: the request's id, and the tenant's
+request rate (the API key's guard is :func:`models.openai.api_key_guard`)."""
+
+from __future__ import annotations
+
+import re
+import uuid
+from typing import Any
+
+from litestar.connection import ASGIConnection
+from litestar.handlers.base import BaseRouteHandler
+
+from .node import Node
+from .routing import Routing
+
+# A client's own request id is kept when it looks like one (it goes into logs and upstream headers).
+_REQUEST_ID = re.compile(r"[A-Za-z0-9._:-]{1,128}")
+REQUEST_ID_HEADER = "x-request-id"
+# The OpenAPI security scheme of /v1 (defined on the app: router.app.BEARER_SCHEME).
+BEARER = "bearer"
+
+
+async def request_id_guard(connection: ASGIConnection[Any, Any, Any, Any], _: BaseRouteHandler) -> None:
+    """Give the request its id before anything can fail (errors carry it too): the client's
+    ``x-request-id`` when it sent a sane one, else a new one."""
+    given = connection.headers.get(REQUEST_ID_HEADER)
+    connection.state.request_id = given if given and _REQUEST_ID.fullmatch(given) else uuid.uuid4().hex
+
+
+async def rate_guard(connection: ASGIConnection[Any, Any, Any, Any], _: BaseRouteHandler) -> None:
+    """The tenant's requests per minute, before the body is parsed: a refusal (429) costs the
+    node as little as it can, and the tenant is known from its key.
+
+    Also puts the request's :class:`Routing` on its state (the error handler reads the route and
+    the ``x-ratelimit-*`` headers from there).
+    """
+    routing = Routing()
+    connection.state.routing = routing
+    node: Node = connection.app.state.node
+    if node.limiter is not None:
+        routing.ratelimit.update(node.limiter.admit_request(connection.state.get("tenant", "default")))
