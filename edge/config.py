@@ -69,7 +69,12 @@ class CacheSettings(BaseModel):
     path: Path | None = Field(None, description="the SQLite file (default: <data_dir>/cache.db)")
     semantic: bool = Field(True, description="also answer near-duplicate prompts (else exact only)")
     deterministic_only: bool = Field(
-        True, description="cache only temperature-0 or seeded requests unless the request opts in"
+        False, description="cache only temperature-0 or seeded requests unless the request opts in"
+    )
+    # GPTCache's rule: a sampled request skips the lookup with probability 1 / (1 + e^(1/T)) (none at
+    # 0, 0.27 at 1, every one from 2 on); its answer is still stored.
+    skip_by_temperature: bool = Field(
+        False, description="skip the lookup of sampled requests with a probability growing with temperature"
     )
     ttl_s: float | None = Field(7 * 86400.0, gt=0, description="entry lifetime in seconds (None: forever)")
     max_entries: int = Field(100_000, ge=1, description="size bound; least recently used entries go first")
@@ -90,6 +95,10 @@ class CacheSettings(BaseModel):
     )
     verifier_threshold: float | None = Field(
         None, ge=0.0, le=1.0, description="explicit verifier probability to accept (None: from max_wrong_rate)"
+    )
+    feedback_veto_similarity: float = Field(
+        0.85, ge=0.0, le=1.0,
+        description="an entry rated wrong for a query is not served to queries at least this similar to it",
     )
     verifier_threads: int = Field(1, ge=1, description="ONNX Runtime threads of the verifier")
     guards: bool = Field(True, description="refuse matches that differ in negation, numbers, entities, order")

@@ -41,6 +41,18 @@ class ResponseNotFoundError(RouterError, RequestRejectedError):
     status = 404
 
 
+class FeedbackNotFoundError(RouterError, RequestRejectedError):
+    """No answer with this id was returned to this tenant (unknown, expired, or another's)."""
+
+    status = 404
+
+
+class FeedbackUnavailableError(RouterError):
+    """The node keeps no record of its answers (its cache is off)."""
+
+    status = 503
+
+
 class ResponseStoreError(RouterError):
     """The stored responses cannot be read or written."""
 

@@ -19,7 +19,7 @@ from typing import Any
 
 import numpy as np
 
-from edge import CacheError, CacheHit, CacheKey, EmbedderError, LlamaEngine, embedding_text
+from edge import CACHE_SKIPPED, CacheError, CacheHit, CacheKey, EmbedderError, LlamaEngine, embedding_text
 from models import Chunk, EngineError, GenerationRequest, Usage
 
 from .errors import ClientGoneError, EdgeBusyError
@@ -43,6 +43,7 @@ class RequestContext:
     private: bool = False
     stream: bool = False
     extra: dict[str, Any] = field(default_factory=dict)  # answer-changing fields beyond SamplingParams
+    response_id: str | None = None  # the id the client sees (a rating names it: POST /v1/feedback)
 
 
 @dataclass(slots=True)
@@ -60,6 +61,8 @@ class Routing:
     cache_hit: CacheHit | None = None
     complexity: float | None = None
     hybrid: bool = False
+    # How the cache took part when it did not answer: miss, skipped (temperature), off (opted out)
+    cache: str | None = None
     ratelimit: dict[str, str] = field(default_factory=dict)  # OpenAI's x-ratelimit-* of the tenant
 
     def headers(self) -> dict[str, str]:
@@ -77,6 +80,8 @@ class Routing:
                 cached["x-edgeroute-verifier"] = f"{hit.probability:.4f}"
             return cached
         headers = {**self.ratelimit, "x-edgeroute-route": self.route}
+        if self.cache is not None:
+            headers["x-edgeroute-cache"] = self.cache
         if self.decision is not None:
             headers["x-edgeroute-reason"] = self.decision.reason
         if self.complexity is not None:
@@ -159,6 +164,7 @@ async def run(node: Node, gen: GenerationRequest, ctx: RequestContext, routing: 
                 hit, refusal, embedding = lookup.hit, lookup.refusal, lookup.embedding
             except (CacheError, EmbedderError):
                 log.exception("cache lookup failed; treated as a miss")
+        routing.cache = "off" if not cacheable else "skipped" if refusal == CACHE_SKIPPED else "miss"
     # When an edge answer is on offer the complexity score must be known, or a complex prompt
     # would be served the edge's answer. An exact hit brings the embedding stored with it; only
     # an entry stored without one (a prompt too long for the semantic layer) costs a model run.
@@ -181,7 +187,7 @@ async def run(node: Node, gen: GenerationRequest, ctx: RequestContext, routing: 
     decision = decide(node.policy, features)
     routing.decision = decision
     routing.complexity = features.complexity
-    record = _Recorder(node, trace, routing, {
+    record = _Recorder(node, trace, routing, ctx, key, embedding, {
         "features": features,
         "complexity": features.complexity,
         "cache": None if not cacheable else ("hit" if hit else "miss"),
@@ -305,8 +311,12 @@ class _Store:
 class _Recorder:
     """Records the request's decision once: telemetry, metrics and the request's log line."""
 
-    def __init__(self, node: Node, trace: Trace, routing: Routing, common: dict[str, Any]) -> None:
+    def __init__(
+        self, node: Node, trace: Trace, routing: Routing, ctx: RequestContext, key: CacheKey | None,
+        embedding: np.ndarray | None, common: dict[str, Any],
+    ) -> None:
         self._node, self._trace, self.routing, self.common = node, trace, routing, common
+        self._ctx, self._key, self._embedding = ctx, key, embedding
         self.reservation: Reservation | None = None  # tokens taken from the tenant's rate
 
     def settle(self, used: int) -> None:
@@ -318,6 +328,10 @@ class _Recorder:
         usage = final.usage if final is not None and final.usage else Usage(0, 0)
         if final is not None:
             self.settle(usage.prompt_tokens + usage.completion_tokens)
+        if error is None and self._ctx.response_id is not None and self._node.cache is not None:
+            self._node.cache.note_served(
+                self._ctx.response_id, self._ctx.tenant, routing.route, routing.cache_hit, self._key, self._embedding
+            )
         headers = routing.headers()
         reason = headers.get("x-edgeroute-reason", "")
         self._emit(
