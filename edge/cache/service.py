@@ -279,6 +279,13 @@ class EdgeCache:
         """Per tenant with ratings: the threshold, estimate, bound and threshold history."""
         return await asyncio.to_thread(self.feedback.status, tenant)
 
+    def budget_gauges(self) -> dict[str, dict[str, float | None]]:
+        """Per tenant with rated semantic hits, from memory (read at every /metrics scrape)."""
+        return {
+            t: {"threshold": r.threshold, "estimate": r.estimate, "bound": r.bound, "rated": float(r.rated)}
+            for t, r in list(self.feedback.rules.items())
+        }
+
     # -- internals -------------------------------------------------------------------------
 
     def _judge(

@@ -15,7 +15,7 @@ from .config import TelemetrySettings
 from .events import DecisionEvent
 from .gcwatch import GcWatch
 from .metrics import Metrics
-from .sources import EdgeLoadView, PoolView
+from .sources import BudgetView, EdgeLoadView, PoolView
 from .store import DecisionStore, find_decision
 
 log = logging.getLogger(__name__)
@@ -106,9 +106,11 @@ class Telemetry:
         await self.store.flush()
         return await asyncio.to_thread(find_decision, self.db_path, request_id)
 
-    def render_metrics(self, edge: EdgeLoadView | None = None, pool: PoolView | None = None) -> bytes:
-        """Prometheus text exposition, with live gauges read from ``edge`` and ``pool``."""
-        return self.metrics.render(edge, pool)
+    def render_metrics(
+        self, edge: EdgeLoadView | None = None, pool: PoolView | None = None, budget: BudgetView | None = None
+    ) -> bytes:
+        """Prometheus text exposition, with live gauges read from ``edge``, ``pool`` and the cache's ``budget``."""
+        return self.metrics.render(edge, pool, budget)
 
     def _counts(self) -> dict[str, int]:
         live = self.bus.dropped

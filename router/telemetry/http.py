@@ -25,5 +25,7 @@ def metrics_handler(request: Request[Any, Any, State]) -> Response[bytes]:
     telemetry = telemetry_of(request.app.state)
     body = b""
     if telemetry is not None:
-        body = telemetry.render_metrics(edge=getattr(node, "edge", None), pool=getattr(node, "pool", None))
+        body = telemetry.render_metrics(
+            edge=getattr(node, "edge", None), pool=getattr(node, "pool", None), budget=getattr(node, "cache", None)
+        )
     return Response(body, media_type=CONTENT_TYPE)

@@ -10,7 +10,7 @@ from prometheus_client.metrics_core import CounterMetricFamily, GaugeMetricFamil
 from prometheus_client.registry import Collector
 
 from .events import DecisionEvent
-from .sources import CIRCUIT_STATES, EdgeLoadView, PoolView
+from .sources import CIRCUIT_STATES, BudgetView, EdgeLoadView, PoolView
 
 # The text format 0.0.4; the server appends "; charset=utf-8" as it does for every text type.
 CONTENT_TYPE: Final = "text/plain; version=0.0.4"
@@ -43,6 +43,7 @@ class _LiveCollector(Collector):
     def __init__(self, counts: Callable[[], dict[str, int]]) -> None:
         self.edge: EdgeLoadView | None = None
         self.pool: PoolView | None = None
+        self.budget: BudgetView | None = None
         self._counts = counts
 
     def describe(self) -> Iterator[Metric]:
@@ -71,6 +72,8 @@ class _LiveCollector(Collector):
                 yield reused
         if self.pool is not None:
             yield from _pool_families(self.pool)
+        if self.budget is not None:
+            yield from _budget_families(self.budget)
         counts = self._counts()
         written = CounterMetricFamily("edgeroute_telemetry_written", "Decisions written to the telemetry log")
         written.add_metric([], counts.get("written", 0))
@@ -82,6 +85,23 @@ class _LiveCollector(Collector):
         dropped.add_metric(["log"], counts.get("dropped_log", 0))
         dropped.add_metric(["live"], counts.get("dropped_live", 0))
         yield from (written, dropped)
+
+
+def _budget_families(view: BudgetView) -> Iterator[Metric]:
+    """Per tenant with rated semantic hits: the wrong-rate estimate, its bound, the threshold in force."""
+    names = {
+        "estimate": ("edgeroute_cache_wrong_rate_estimate", "Wrong share of rated semantic hits at the tenant's threshold"),
+        "bound": ("edgeroute_cache_wrong_rate_bound", "Upper confidence bound on that share (as `cache calibrate` bounds it)"),
+        "threshold": ("edgeroute_cache_verifier_threshold", "The tenant's verifier threshold, moved by its ratings"),
+        "rated": ("edgeroute_cache_rated_hits", "Rated semantic hits at the tenant's threshold"),
+    }
+    families = {k: GaugeMetricFamily(n, h, labels=["tenant"]) for k, (n, h) in names.items()}
+    for tenant, gauges in view.budget_gauges().items():
+        for k, family in families.items():
+            value = gauges.get(k)
+            if value is not None:
+                family.add_metric([tenant], float(value))
+    yield from families.values()
 
 
 def _pool_families(pool: PoolView) -> Iterator[Metric]:
@@ -205,10 +225,12 @@ class Metrics:
         if event.cache_refusal:
             self.cache_refusals.labels(event.cache_refusal).inc()
 
-    def render(self, edge: EdgeLoadView | None = None, pool: PoolView | None = None) -> bytes:
-        """The Prometheus text exposition, with the live gauges of ``edge`` and ``pool``."""
-        self._live.edge, self._live.pool = edge, pool
+    def render(
+        self, edge: EdgeLoadView | None = None, pool: PoolView | None = None, budget: BudgetView | None = None
+    ) -> bytes:
+        """The Prometheus text exposition, with the live gauges of ``edge``, ``pool`` and ``budget``."""
+        self._live.edge, self._live.pool, self._live.budget = edge, pool, budget
         try:
             return generate_latest(self.registry)
         finally:
-            self._live.edge = self._live.pool = None
+            self._live.edge = self._live.pool = self._live.budget = None

@@ -6,7 +6,7 @@ Telemetry never imports the cloud pool; anything with these attributes will do (
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import Protocol, runtime_checkable
 
 from models import EngineLoad
@@ -40,6 +40,13 @@ class EdgeLoadView(Protocol):
     """The edge engine's queue."""
 
     def load(self) -> EngineLoad: ...
+
+
+@runtime_checkable
+class BudgetView(Protocol):
+    """The semantic cache's error budget per tenant with ratings: threshold, estimate, bound, counts."""
+
+    def budget_gauges(self) -> Mapping[str, Mapping[str, float | None]]: ...
 
 
 CIRCUIT_STATES = ("closed", "half-open", "open")
