@@ -9,6 +9,7 @@ from litestar.datastructures import State
 
 from .facade import Telemetry
 from .metrics import CONTENT_TYPE
+from .sources import BudgetView
 
 
 def telemetry_of(state: State) -> Telemetry | None:
@@ -25,7 +26,9 @@ def metrics_handler(request: Request[Any, Any, State]) -> Response[bytes]:
     telemetry = telemetry_of(request.app.state)
     body = b""
     if telemetry is not None:
+        cache = getattr(node, "cache", None)
         body = telemetry.render_metrics(
-            edge=getattr(node, "edge", None), pool=getattr(node, "pool", None), budget=getattr(node, "cache", None)
+            edge=getattr(node, "edge", None), pool=getattr(node, "pool", None),
+            budget=cache if isinstance(cache, BudgetView) else None,
         )
     return Response(body, media_type=CONTENT_TYPE)
