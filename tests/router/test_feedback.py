@@ -86,9 +86,14 @@ def test_a_rating_is_stored_and_only_its_tenant_or_an_operator_may_give_it(node:
     assert body["query"] == "How can I turn on dark mode?" and body["verifier"] >= body["threshold"]
     by_operator = rate(node, OPERATOR, {"id": hit.id, "rating": "right"})
     assert (by_operator.status_code, by_operator.json()["rated_by"], by_operator.json()["note"]) == (200, "operator", None)
-    # A generated answer can be rated too.
+    # A generated answer can be rated too, a text completion's or a response's.
     made = sdk(node).completions.create(model="auto", prompt="Once upon a time", max_tokens=4, extra_body={"cache": False})
     assert rate(node, "key-a", {"id": made.id, "rating": "wrong"}).json()["route"] == "edge"
+    response = sdk(node).responses.create(model="auto", input="Name a fruit.", max_output_tokens=4,
+                                          extra_body={"cache": False})
+    rated = rate(node, "key-a", {"id": response.id, "rating": "right"})
+    assert (rated.status_code, rated.json()["id"], rated.json()["route"]) == (200, response.id, "edge")
+    assert rate(node, "key-b", {"id": response.id, "rating": "right"}).status_code == 404
 
 
 @pytest.mark.parametrize(
