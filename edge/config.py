@@ -90,6 +90,13 @@ class CacheSettings(BaseModel):
     budget_confidence: float = Field(
         0.8413, gt=0.0, lt=1.0, description="confidence that the budget holds (0.5 with wilson: point estimate)"
     )
+    # The calibration replay is the data the verifier was fitted beside: on judged questions it was
+    # not fitted to, the wrong rate at its threshold ran about twice as high (docs/cache.md,
+    # `python -m bench.cache_holdout`). So the shipped threshold is the one whose calibration bound
+    # is within this share of max_wrong_rate; ratings (POST /v1/feedback) then hold the budget itself.
+    calibration_margin: float = Field(
+        0.6, gt=0.0, le=1.0, description="share of max_wrong_rate the calibration replay must meet"
+    )
     budget_bound: Literal["wilson", "clopper-pearson"] = Field(
         "wilson", description="the upper confidence bound on the wrong rate: Wilson score or exact Clopper-Pearson"
     )

@@ -84,16 +84,18 @@ def calibrated_threshold(verifier: Verifier | None, s: CacheSettings) -> float:
     if s.verifier_threshold is not None:
         log.info("semantic cache: verifier threshold %.4f (set explicitly)", s.verifier_threshold)
         return s.verifier_threshold
-    point = verifier.operating_point(s.max_wrong_rate, s.budget_confidence, s.budget_bound)
+    target = s.max_wrong_rate * s.calibration_margin
+    point = verifier.operating_point(target, s.budget_confidence, s.budget_bound)
     if point.threshold is None:
         log.warning("semantic cache: no verifier threshold keeps wrong hits under %.3f on the calibration "
-                    "replay; semantic hits are off", s.max_wrong_rate)
+                    "replay; semantic hits are off", target)
         return 1.01  # above any probability (and still a finite number for JSON stats)
     log.info(
-        "semantic cache: verifier threshold %.4f for max_wrong_rate %.3f at %.0f%% confidence (%s; calibration "
-        "replay: %d queries, expected hit rate %.3f, precision %.3f, wrong-rate bound %.3f, recall of answerable %.3f)",
-        point.threshold, s.max_wrong_rate, 100 * s.budget_confidence, s.budget_bound, point.pairs, point.hit_rate,
-        point.precision, point.wrong_bound, point.recall,
+        "semantic cache: verifier threshold %.4f for max_wrong_rate %.3f (the calibration replay held to %.3f) at "
+        "%.0f%% confidence (%s; calibration replay: %d queries, expected hit rate %.3f, precision %.3f, wrong-rate "
+        "bound %.3f, recall of answerable %.3f)",
+        point.threshold, s.max_wrong_rate, target, 100 * s.budget_confidence, s.budget_bound, point.pairs,
+        point.hit_rate, point.precision, point.wrong_bound, point.recall,
     )
     return point.threshold
 
