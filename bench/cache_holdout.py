@@ -20,7 +20,7 @@ import json
 import tempfile
 import time
 from pathlib import Path
-from typing import Annotated, Any, Optional
+from typing import Annotated, Any
 
 import numpy as np
 import typer
@@ -88,7 +88,7 @@ def at(source: dict[str, Any], t: float, confidence: float = 0.8413) -> dict[str
 def main(
     pairs: Annotated[Path, typer.Option(help="QQP pairs JSONL (the stored set of the judged replays)")] = DEFAULT_PAIRS,
     out: Annotated[Path, typer.Option(help="JSON results")] = REPO / "artifacts" / "bench-cache-holdout.json",
-    work: Annotated[Optional[Path], typer.Option(help="scratch directory")] = None,
+    work: Annotated[Path | None, typer.Option(help="scratch directory")] = None,
 ) -> None:
     work_dir = Path(tempfile.mkdtemp(prefix="bench-cache-holdout-", dir=work))
     embedder = Embedder.load(CacheSettings())

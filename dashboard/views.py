@@ -21,8 +21,8 @@ T = TypeVar("T")
 __all__ = [
     "CacheEntryLike",
     "CacheView",
-    "FeedbackView",
     "EntryRow",
+    "FeedbackView",
     "MemberStatusLike",
     "NodeParts",
     "PoolView",

@@ -188,7 +188,8 @@ def _calibration_extra(judged: Path | None, given: Path | None, off: bool) -> li
     return load_calibration_extra(given)
 
 
-def _print_point(point: Calibration, budget: float, target: float) -> None:
+def _print_point(point: Calibration, budget: float, target: float | None = None) -> None:
+    target = budget if target is None else target  # the share of the budget the replay was held to
     typer.echo(f"{'threshold':>10}{'served':>8}{'precision':>11}{'recall':>9}")
     for row in point.curve:
         typer.echo(f"{row['threshold']:>10.2f}{row['served']:>8}{row['precision']:>11.3f}{row['recall']:>9.3f}")

@@ -9,7 +9,6 @@ import time
 from collections import Counter
 from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
 
@@ -22,9 +21,9 @@ from ..config import CacheSettings
 from ..embedder import Embedder
 from ..errors import CacheError
 from . import browse, budget, guards
+from .feedback import Feedback, Rating
 from .keys import CacheKey, embedding_text, exact_key, request_record, semantic_parts
 from .layers import CacheLayer, ExactLayer, Probe, SemanticLayer
-from .feedback import Feedback, Rating
 from .results import CacheHit, Candidate, Lookup
 from .served import Served
 from .store import CacheStore, Entry, NewEntry

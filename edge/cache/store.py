@@ -11,7 +11,6 @@ from __future__ import annotations
 import contextlib
 import json
 import threading
-import time
 from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -20,15 +19,14 @@ from typing import Any
 import numpy as np
 import pysqlite3 as sqlite3
 import sqlite_utils
-import sqlite_vec
-
-from models.files import private_file
 
 from ..errors import CacheError
 from .index import DIM, IvfIndex
 from .migrations import migrate
 from .served import Served, insert_served
+from .sqlite import _translate, connect
 
+SERVED_KEEP = 200_000  # answers remembered for a rating, at most (rated ones are kept)
 _ENTRY_COLS = (
     "id, tenant, scope, prompt_text, answer, finish_reason, prompt_tokens, completion_tokens, tier, created,"
     " stop_word"
@@ -70,27 +68,6 @@ class NewEntry:
     tier: str
     embedding: np.ndarray | None
     stop_word: str | None = None  # the stop sequence that ended the answer
-
-
-def connect(path: Path) -> sqlite3.Connection:
-    """A connection with sqlite-vec loaded and the durability pragmas set."""
-    try:
-        private_file(path, sqlite=True)  # prompts and answers: the operator's eyes only
-        conn = sqlite3.connect(str(path), timeout=30.0, check_same_thread=False)
-        conn.enable_load_extension(True)
-        sqlite_vec.load(conn)
-        conn.enable_load_extension(False)
-        mode = conn.execute("PRAGMA journal_mode=WAL").fetchone()[0]
-        if str(mode).lower() != "wal":
-            raise CacheError(f"{path}: SQLite refused WAL mode (got {mode!r})")
-        # FULL: the WAL is fsynced at every commit, so a committed store survives power loss too.
-        conn.execute("PRAGMA synchronous=FULL")
-        conn.execute("PRAGMA busy_timeout=30000")
-        conn.execute("PRAGMA cache_size=-65536")
-        conn.execute("PRAGMA temp_store=MEMORY")
-    except sqlite3.Error as exc:
-        raise CacheError(f"cannot open the cache file {path}: {exc}") from exc
-    return conn
 
 
 class CacheStore:
@@ -382,6 +359,10 @@ class CacheStore:
     ) -> None:
         if served:
             insert_served(self.write, served)
+            # Unrated answers beyond the newest SERVED_KEEP go (the TTL may be off): a bound on the file.
+            self.write.execute(
+                "DELETE FROM served WHERE rating IS NULL AND id <= (SELECT max(id) FROM served) - ?", (SERVED_KEEP,)
+            )
         if touches:
             self.write.executemany(
                 "UPDATE entries SET last_used = max(last_used, ?), hits = hits + ? WHERE id = ?",
@@ -416,11 +397,3 @@ class CacheStore:
         self._delete_ids(ids)
         self.count -= len(ids)
         return len(ids)
-
-
-@contextlib.contextmanager
-def _translate(what: str) -> Iterator[None]:
-    try:
-        yield
-    except sqlite3.Error as exc:
-        raise CacheError(f"cache {what} failed: {exc}") from exc

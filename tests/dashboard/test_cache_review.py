@@ -7,9 +7,9 @@ import asyncio
 import re
 from pathlib import Path
 
+from dashfakes import FakeNode, fake_app, make_telemetry
 from litestar.testing import TestClient
 
-from dashfakes import FakeNode, fake_app, make_telemetry
 from edge import CacheKey, CacheSettings, EdgeCache, Embedder
 from models import SamplingParams, Usage
 
@@ -36,7 +36,7 @@ def test_an_operator_rates_a_semantic_hit_from_the_review_queue(tmp_path: Path) 
         with TestClient(fake_app(node, api_keys={"tk": "acme"}, operator_keys=["op"])) as client:
             auth = {"authorization": "Bearer op"}
             page = client.get("/dashboard/cache", headers=auth).text
-            row = re.search(r'<tr id="review-chatcmpl-abc".*?</tr>', page, re.S)
+            row = re.search(r'<tr id="review-chatcmpl-abc".*?</tr>', page, re.DOTALL)
             assert row is not None and 'data-rating=""' in row.group(0)
             assert "How can I turn on dark mode?" in row.group(0) and "How do I turn on dark mode?" in row.group(0)
             assert "No semantic hit rated yet" in page
@@ -48,7 +48,7 @@ def test_an_operator_rates_a_semantic_hit_from_the_review_queue(tmp_path: Path) 
             done = client.post("/dashboard/cache/review/chatcmpl-abc/wrong", headers=hx)
             assert done.status_code == 200 and 'data-rating="wrong"' in done.text
             page = client.get("/dashboard/cache", headers=auth).text
-            budget = re.search(r'<tr data-tenant="acme">.*?</tr>', page, re.S)
+            budget = re.search(r'<tr data-tenant="acme">.*?</tr>', page, re.DOTALL)
             assert budget is not None
             assert f'class="num threshold">{probability:.4f}<' in budget.group(0)  # just above the wrong hit
             assert "stricter: wrong ratings" in page
