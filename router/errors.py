@@ -48,7 +48,7 @@ class FeedbackNotFoundError(RouterError, RequestRejectedError):
 
 
 class FeedbackUnavailableError(RouterError):
-    """The node keeps no record of its answers (its cache is off)."""
+    """A rating could not be stored (the cache file failed)."""
 
     status = 503
 

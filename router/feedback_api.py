@@ -2,7 +2,7 @@
 
 The id is the ``id`` of a chat completion, completion or response. A tenant key rates its own
 tenant's answers; an operator key any tenant's. An unknown id and another tenant's answer are
-the same 404. The rating is stored with the cache's decision for that answer and, on a semantic
+the same 404 (so is every id on a node whose cache is off: it keeps no record of its answers). The rating is stored with the cache's decision for that answer and, on a semantic
 hit, moves the tenant's serving rule (:mod:`edge.cache.feedback`).
 """
 
@@ -66,9 +66,8 @@ class FeedbackController(Controller):
     )
     async def rate(self, request: Request[Any, Any, State], data: FeedbackRequest) -> dict[str, Any]:
         node: Node = request.app.state.node
-        if node.cache is None:
-            raise FeedbackUnavailableError("this node keeps no record of its answers (its cache is off)",
-                                           code="feedback_unavailable")
+        if node.cache is None:  # no record of any answer is kept: every id is unknown here
+            raise _unknown(data.id)
         operator = bool(request.state.get("operator", False))
         tenant = None if operator else request.state.get("tenant", "default")
         try:
@@ -76,5 +75,9 @@ class FeedbackController(Controller):
         except CacheError as exc:
             raise FeedbackUnavailableError(f"the rating could not be stored: {exc}", code="feedback_unavailable") from exc
         if record is None:
-            raise FeedbackNotFoundError(f"No answer with id {data.id!r} was found.", param="id", code="not_found")
+            raise _unknown(data.id)
         return record
+
+
+def _unknown(answer_id: str) -> FeedbackNotFoundError:
+    return FeedbackNotFoundError(f"No answer with id {answer_id!r} was found.", param="id", code="not_found")

@@ -168,3 +168,9 @@ def test_feedback_fuzzed_on_a_node_with_its_cache_on(node: str) -> None:
 
         fuzz()
     assert set(statuses) <= {200, 400, 401, 404} and 404 in statuses and 400 in statuses  # 401: a mangled key
+
+
+def test_a_node_with_its_cache_off_knows_no_answer(keyed_node: str) -> None:
+    r = httpx.post(keyed_node + "/v1/feedback", json={"id": "chatcmpl-x", "rating": "right"},
+                   headers={"authorization": "Bearer key-a"}, timeout=30)
+    assert (r.status_code, r.json()["error"]["code"], r.json()["error"]["param"]) == (404, "not_found", "id")
