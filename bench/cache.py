@@ -1,6 +1,7 @@
 """Cache benchmark: the judged test replay, adversarial edits, and lookup latency at scale.
 
     python -m bench.cache [--pairs ../shared/data/qqp_pairs.jsonl] [--judged DIR] [--scales 10000,100000]
+    python -m bench.cache --feedback   (the judged stream over HTTP, with and without ratings)
 
 Judged replay: every stored question of the replay (the held-out QQP ``a`` texts) is warmed,
 every query of the judged *test* part is asked through the real cache. Three deciders on the same
@@ -278,6 +279,8 @@ def main(
     work: Annotated[Optional[Path], typer.Option(help="scratch directory for the databases")] = None,
     adversarial_seed: Annotated[int, typer.Option(help="seed of the adversarial edits")] = ADVERSARIAL_SEED,
     per_category: Annotated[int, typer.Option(help="adversarial pairs per must-refuse category (at most)")] = 80,
+    feedback: Annotated[bool, typer.Option(
+        "--feedback", help="only the judged stream over HTTP, with and without ratings (bench/cache_feedback.py)")] = False,
 ) -> None:
     if not pairs.is_file():
         typer.echo(f"skipped: {pairs} is absent (the QQP pairs live in ../shared/data)")
@@ -287,6 +290,13 @@ def main(
     items = load_judged(judged)
     test = split_judged(items)["test"]
     stored = stored_set(pairs, items)
+    if feedback:
+        from bench import cache_feedback
+
+        fed = cache_feedback.run(test, stored, embed_texts(embedder, stored), embedder, work_dir)
+        cache_feedback.report(fed)
+        write_result(out.with_name(out.stem + "-feedback.json"), {"feedback_replay": fed}, work_dir)
+        return
     print(f"judged test replay: {len(test)} judged pairs, {len(stored)} stored questions ...", flush=True)
     stored_vecs = embed_texts(embedder, stored)
     rep = asyncio.run(judged_replay(test, stored, stored_vecs, embedder, work_dir))

@@ -6,7 +6,7 @@ from typing import Any
 
 from litestar import Controller, MediaType, Request, Response, get, post
 from litestar.datastructures import State
-from litestar.exceptions import PermissionDeniedException
+from litestar.exceptions import NotFoundException, PermissionDeniedException, ValidationException
 from litestar.params import Parameter
 
 from router.telemetry import DashboardSettings
@@ -14,16 +14,20 @@ from router.telemetry import DashboardSettings
 from .auth import PAGE, DashboardAuth
 from .login import AUTH_OPT
 from .panels import (
+    REVIEW_LIMIT,
     Links,
+    budget_html,
     cache_html,
     cache_results_html,
     details_html,
     feed_rows_html,
     pool_html,
+    review_html,
+    review_row_html,
     stats_html,
 )
 from .render import render
-from .views import EntryRow, node_parts, resolve
+from .views import EntryRow, FeedbackView, node_parts, resolve
 
 SEARCH_LIMIT = 50
 
@@ -122,6 +126,8 @@ class DashboardController(Controller):
                 cache_html=await cache_html(parts),
                 cache_configured=parts.cache is not None,
                 results_html=cache_results_html(entries, links, query=q, tenant=tenant),
+                review_html=await review_html(parts.cache, links),
+                budget_html=await budget_html(parts.cache),
                 query=q,
                 tenant=tenant,
             )
@@ -156,3 +162,19 @@ class DashboardController(Controller):
         cache = node_parts(request.app.state).cache
         deleted = bool(await resolve(cache.delete(entry_id))) if cache is not None else False
         return _html(render("_entry_deleted.html", entry_id=entry_id, deleted=deleted))
+
+    @post("/cache/review/{response_id:str}/{rating:str}", name="dashboard:cache-review", status_code=200)
+    async def cache_review(self, request: Req, response_id: str, rating: str) -> Response[str]:
+        """One click of the review queue: the operator rates a served hit right or wrong."""
+        require_htmx(request)
+        if rating not in ("right", "wrong"):
+            raise ValidationException(f"rating must be right or wrong, not {rating!r}")
+        cache = node_parts(request.app.state).cache
+        if not isinstance(cache, FeedbackView):
+            raise NotFoundException("this node keeps no ratings")
+        record = await resolve(cache.rate(response_id, None, rating, None, "operator"))
+        if record is None:
+            raise NotFoundException(f"no served answer {response_id!r}")
+        row = next((r for r in await resolve(cache.review_queue(None, REVIEW_LIMIT)) if r["id"] == response_id), None)
+        shown = row if row is not None else {**record, "stored_question": None, "answer": None}
+        return _html(review_row_html(shown, links_of(request).base))

@@ -10,7 +10,7 @@ from router.telemetry import ROUTES, DecisionEvent, Snapshot, Telemetry
 
 from .charts import latency_chart, share_bar, split_chart
 from .render import render
-from .views import CacheView, EntryRow, NodeParts, resolve
+from .views import CacheView, EntryRow, FeedbackView, NodeParts, resolve
 
 SNAPSHOT_MAX_AGE_S = 0.5
 
@@ -101,3 +101,26 @@ def cache_results_html(
     return render(
         "_cache_results.html", entries=entries, links=links, query=query, tenant=tenant, message=message
     )
+
+
+REVIEW_LIMIT = 50
+
+
+async def review_html(cache: Any, links: Links) -> str:
+    """The review queue: recent semantic hits, each with one-click right / wrong (operators only)."""
+    if not isinstance(cache, FeedbackView):
+        return ""
+    rows = list(await resolve(cache.review_queue(None, REVIEW_LIMIT)))
+    return render("_cache_review.html", rows=rows, base=links.base)
+
+
+def review_row_html(row: Mapping[str, Any], base: str) -> str:
+    return render("_cache_review_row.html", r=row, base=base)
+
+
+async def budget_html(cache: Any) -> str:
+    """Per tenant: the threshold in force, the wrong-rate estimate and bound, the threshold history."""
+    if not isinstance(cache, FeedbackView):
+        return ""
+    status = dict(await resolve(cache.budget_status(None)))
+    return render("_cache_budget.html", tenants=dict(sorted(status.items())))

@@ -22,6 +22,7 @@ __all__ = [
     "CacheEntryLike",
     "CacheView",
     "EntryRow",
+    "FeedbackView",
     "MemberStatusLike",
     "NodeParts",
     "PoolView",
@@ -60,6 +61,28 @@ class CacheView(Protocol):
     def delete(self, entry_id: int) -> bool | Awaitable[bool]:
         """Remove one entry; False when there was none with that id."""
         ...
+
+
+@runtime_checkable
+class FeedbackView(Protocol):
+    """What the cache page's review queue and error budget need (a cache without ratings lacks it)."""
+
+    def review_queue(
+        self, tenant: str | None = None, limit: int = 50
+    ) -> Sequence[Mapping[str, Any]] | Awaitable[Sequence[Mapping[str, Any]]]:
+        """Recent semantic hits, newest first: id, tenant, query, stored_question, answer, similarity,
+        verifier, threshold, served_at, rating, note."""
+        ...
+
+    def budget_status(
+        self, tenant: str | None = None
+    ) -> Mapping[str, Mapping[str, Any]] | Awaitable[Mapping[str, Mapping[str, Any]]]:
+        """Per tenant with ratings: threshold, base_threshold, rated, wrong, estimate, bound, history."""
+        ...
+
+    def rate(
+        self, response_id: str, tenant: str | None, rating: str, note: str | None = None, by: str = "tenant"
+    ) -> Mapping[str, Any] | None | Awaitable[Mapping[str, Any] | None]: ...
 
 
 async def resolve(value: T | Awaitable[T]) -> T:

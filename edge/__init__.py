@@ -1,5 +1,6 @@
 """What runs on the box: the llama.cpp INT4 engine, the embedder and the SQLite-vector cache."""
 
+from .cache import SKIPPED as CACHE_SKIPPED
 from .cache import CacheHit, CacheKey, EdgeCache, Lookup, embedding_text
 from .config import CacheSettings, EdgeSettings
 from .embedder import Embedder
@@ -20,6 +21,7 @@ from .errors import (
 )
 
 __all__ = [
+    "CACHE_SKIPPED",
     "CacheError",
     "CacheHit",
     "CacheKey",

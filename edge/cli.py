@@ -195,15 +195,18 @@ def _calibration_extra(judged: Path | None, given: Path | None, off: bool) -> li
     return load_calibration_extra(given)
 
 
-def _print_point(point: Calibration, budget: float) -> None:
+def _print_point(point: Calibration, budget: float, target: float | None = None) -> None:
+    target = budget if target is None else target  # the share of the budget the replay was held to
     typer.echo(f"{'threshold':>10}{'served':>8}{'precision':>11}{'recall':>9}")
     for row in point.curve:
         typer.echo(f"{row['threshold']:>10.2f}{row['served']:>8}{row['precision']:>11.3f}{row['recall']:>9.3f}")
     if point.threshold is None:
-        typer.echo(f"no threshold keeps wrong hits under {budget} on {point.pairs} calibration queries")
+        typer.echo(f"no threshold keeps wrong hits under {target:g} ({budget:g} x calibration_margin) on "
+                   f"{point.pairs} calibration queries")
         return
     typer.echo(
-        f"max_wrong_rate {budget} at {100 * point.confidence:.1f}% confidence ({point.bound}): threshold "
+        f"max_wrong_rate {budget} (the calibration replay held to {target:g}) at {100 * point.confidence:.1f}% "
+        f"confidence ({point.bound}): threshold "
         f"{point.threshold:.4f}; on the calibration replay ({point.pairs} queries, {point.positives} answerable) "
         f"it serves {point.served} (expected hit rate {point.hit_rate:.3f}) at precision {point.precision:.3f}, "
         f"wrong-rate upper bound {point.wrong_bound:.4f}, recall of answerable {point.recall:.3f}"
@@ -250,8 +253,8 @@ def calibrate(
         cos = cosines(embedder, [(j.query, j.stored) for j in items])
         verifier = fit_calibration(verifier, score_replay(items, verifier, settings, cos))
         assert verifier.replay is not None
-        point = operating_point(verifier.replay, settings.max_wrong_rate, settings.budget_confidence,
-                                settings.budget_bound)
+        target = settings.max_wrong_rate * settings.calibration_margin  # as the node calibrates its rule
+        point = operating_point(verifier.replay, target, settings.budget_confidence, settings.budget_bound)
         if write:
             own = len(split_judged(judged_items)["calibration"])
             verifier.meta["judged"] = {**verifier.meta.get("judged", {}), "calibration": own,
@@ -261,7 +264,7 @@ def calibrate(
             verifier.save_meta(verifier_dir)
     except EdgerouteError as exc:
         raise _fail(exc) from exc
-    _print_point(point, settings.max_wrong_rate)
+    _print_point(point, settings.max_wrong_rate, target)
     if out:
         out.write_text(json.dumps(point.as_dict(), indent=2) + "\n", encoding="utf-8")
     if point.threshold is None:

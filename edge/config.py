@@ -74,7 +74,12 @@ class CacheSettings(BaseModel):
     path: Path | None = Field(None, description="the SQLite file (default: <data_dir>/cache.db)")
     semantic: bool = Field(True, description="also answer near-duplicate prompts (else exact only)")
     deterministic_only: bool = Field(
-        True, description="cache only temperature-0 or seeded requests unless the request opts in"
+        False, description="cache only temperature-0 or seeded requests unless the request opts in"
+    )
+    # GPTCache's rule: a sampled request skips the lookup with probability 1 / (1 + e^(1/T)) (none at
+    # 0, 0.27 at 1, every one from 2 on); its answer is still stored.
+    skip_by_temperature: bool = Field(
+        False, description="skip the lookup of sampled requests with a probability growing with temperature"
     )
     ttl_s: float | None = Field(7 * 86400.0, gt=0, description="entry lifetime in seconds (None: forever)")
     max_entries: int = Field(100_000, ge=1, description="size bound; least recently used entries go first")
@@ -90,11 +95,22 @@ class CacheSettings(BaseModel):
     budget_confidence: float = Field(
         0.8413, gt=0.0, lt=1.0, description="confidence that the budget holds (0.5 with wilson: point estimate)"
     )
+    # The calibration replay is the data the verifier was fitted beside: on judged questions it was
+    # not fitted to, the wrong rate at its threshold ran about twice as high (docs/cache.md,
+    # `python -m bench.cache_holdout`). So the shipped threshold is the one whose calibration bound
+    # is within this share of max_wrong_rate; ratings (POST /v1/feedback) then hold the budget itself.
+    calibration_margin: float = Field(
+        0.6, gt=0.0, le=1.0, description="share of max_wrong_rate the calibration replay must meet"
+    )
     budget_bound: Literal["wilson", "clopper-pearson"] = Field(
         "wilson", description="the upper confidence bound on the wrong rate: Wilson score or exact Clopper-Pearson"
     )
     verifier_threshold: float | None = Field(
         None, ge=0.0, le=1.0, description="explicit verifier probability to accept (None: from max_wrong_rate)"
+    )
+    feedback_veto_similarity: float = Field(
+        0.85, ge=0.0, le=1.0,
+        description="an entry rated wrong for a query is not served to queries at least this similar to it",
     )
     verifier_threads: int = Field(1, ge=1, description="ONNX Runtime threads of the verifier")
     guards: bool = Field(True, description="refuse matches that differ in negation, numbers, entities, order")

@@ -18,6 +18,7 @@ from models.openai import API_KEYS, KEY_FAILURES, exception_handlers
 
 from .admission import AdmissionMiddleware, Drain
 from .api import OpenAIController, healthz, root, root_head
+from .feedback_api import FeedbackController
 from .guards import BEARER, REQUEST_ID_HEADER
 from .llamacpp_api import LlamaCppController
 from .node import open_node
@@ -104,7 +105,7 @@ def create_api_app(settings: Settings, *, plugins: Sequence[PluginProtocol] = ()
         limits=settings.limits,
     )
     return Litestar(
-        route_handlers=[OpenAIController, ResponsesController, OllamaController, LlamaCppController, TokenizerController, healthz, root, root_head],
+        route_handlers=[OpenAIController, ResponsesController, FeedbackController, OllamaController, LlamaCppController, TokenizerController, healthz, root, root_head],
         plugins=list(plugins),
         lifespan=[lifespan],
         middleware=[admission],

@@ -41,6 +41,18 @@ class ResponseNotFoundError(RouterError, RequestRejectedError):
     status = 404
 
 
+class FeedbackNotFoundError(RouterError, RequestRejectedError):
+    """No answer with this id was returned to this tenant (unknown, expired, or another's)."""
+
+    status = 404
+
+
+class FeedbackUnavailableError(RouterError):
+    """A rating could not be stored (the cache file failed)."""
+
+    status = 503
+
+
 class ResponseStoreError(RouterError):
     """The stored responses cannot be read or written."""
 

@@ -22,7 +22,7 @@ from typing import Any
 
 import numpy as np
 
-from edge import CacheError, CacheHit, CacheKey, EmbedderError, Prepared, embedding_text
+from edge import CACHE_SKIPPED, CacheError, CacheHit, CacheKey, EmbedderError, Prepared, embedding_text
 from models import Chunk, EngineError, GenerationRequest, Usage
 
 from .errors import ClientGoneError, EdgeBusyError
@@ -85,6 +85,7 @@ async def run(node: Node, gen: GenerationRequest, ctx: RequestContext, routing: 
                 hit, refusal, embedding = lookup.hit, lookup.refusal, lookup.embedding
             except (CacheError, EmbedderError):
                 log.exception("cache lookup failed; treated as a miss")
+        routing.cache = "off" if not cacheable else "skipped" if refusal == CACHE_SKIPPED else "miss"
     # When an edge answer is on offer the complexity score must be known, or a complex prompt
     # would be served the edge's answer. An exact hit brings the embedding stored with it; only
     # an entry stored without one (a prompt too long for the semantic layer) costs a model run.
@@ -104,7 +105,7 @@ async def run(node: Node, gen: GenerationRequest, ctx: RequestContext, routing: 
     decision = decide(node.policy, features)
     routing.decision = decision
     routing.complexity = features.complexity
-    record = _Recorder(node, trace, routing, {
+    record = _Recorder(node, trace, routing, ctx, key, embedding, {
         "features": features,
         "complexity": features.complexity,
         "cache": None if not cacheable else ("hit" if hit else "miss"),
@@ -221,8 +222,12 @@ class _Store:
 class _Recorder:
     """Records the request's decision once: telemetry, metrics and the request's log line."""
 
-    def __init__(self, node: Node, trace: Trace, routing: Routing, common: dict[str, Any]) -> None:
+    def __init__(
+        self, node: Node, trace: Trace, routing: Routing, ctx: RequestContext, key: CacheKey | None,
+        embedding: np.ndarray | None, common: dict[str, Any],
+    ) -> None:
         self._node, self._trace, self.routing, self.common = node, trace, routing, common
+        self._ctx, self._key, self._embedding = ctx, key, embedding
         self.reservation: Reservation | None = None  # tokens taken from the tenant's rate
 
     def settle(self, used: int) -> None:
@@ -234,6 +239,10 @@ class _Recorder:
         usage = final.usage if final is not None and final.usage else Usage(0, 0)
         if final is not None:
             self.settle(usage.prompt_tokens + usage.completion_tokens)
+        if error is None and self._ctx.response_id is not None and self._node.cache is not None:
+            self._node.cache.note_served(
+                self._ctx.response_id, self._ctx.tenant, routing.route, routing.cache_hit, self._key, self._embedding
+            )
         headers = routing.headers()
         reason = headers.get("x-edgeroute-reason", "")
         self._emit(

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import dataclasses
 import functools
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable, Coroutine
@@ -116,6 +117,7 @@ async def respond(
     gen = body.to_generation(rid, ctx.tenant)
     prompts = body.prompts() if isinstance(body, CompletionRequest) else []
     writer = make_writer(body, gen)
+    ctx = dataclasses.replace(ctx, response_id=getattr(writer, "rid", None))  # what a rating names
     fan = choices.fan_out(gen, ctx, routing, body.n, prompts if len(prompts) > 1 else ())
     # What each choice's text starts with: its prompt, with ``echo``.
     echoes = [prompts[i // body.n] if isinstance(body, CompletionRequest) and body.echo else "" for i in range(len(fan))]

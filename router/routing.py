@@ -22,6 +22,7 @@ class RequestContext:
     private: bool = False
     stream: bool = False
     extra: dict[str, Any] = field(default_factory=dict)  # answer-changing fields beyond SamplingParams
+    response_id: str | None = None  # the id the client sees (a rating names it: POST /v1/feedback)
 
 
 @dataclass(slots=True)
@@ -39,6 +40,8 @@ class Routing:
     cache_hit: CacheHit | None = None
     complexity: float | None = None
     hybrid: bool = False
+    # How the cache took part when it did not answer: miss, skipped (temperature), off (opted out)
+    cache: str | None = None
     ratelimit: dict[str, str] = field(default_factory=dict)  # OpenAI's x-ratelimit-* of the tenant
 
     def headers(self) -> dict[str, str]:
@@ -56,6 +59,8 @@ class Routing:
                 cached["x-edgeroute-verifier"] = f"{hit.probability:.4f}"
             return cached
         headers = {**self.ratelimit, "x-edgeroute-route": self.route}
+        if self.cache is not None:
+            headers["x-edgeroute-cache"] = self.cache
         if self.decision is not None:
             headers["x-edgeroute-reason"] = self.decision.reason
         if self.complexity is not None:

@@ -6,12 +6,13 @@ from .guards import check as guard_check
 from .judged import Judged, load_judged, split_judged
 from .keys import CacheKey, embedding_text, exact_key, semantic_parts
 from .pairs import Pair, load_pairs, split_pairs
-from .service import TIERS, CacheHit, Candidate, EdgeCache, Lookup
+from .service import SKIPPED, TIERS, CacheHit, Candidate, EdgeCache, Lookup
 from .verifier import Verifier
 from .warmup import WarmItem, read_warmup
 
 __all__ = [
     "GUARD_REASONS",
+    "SKIPPED",
     "TIERS",
     "CacheHit",
     "CacheKey",

@@ -36,11 +36,15 @@ def normalize_text(text: str) -> str:
 
 def _params(params: SamplingParams) -> dict[str, Any]:
     greedy = params.temperature == 0.0
+    # An unseeded sampled answer is one draw among many good ones: the sampler's settings change
+    # how varied the draws are, not what a good answer is, so every such request shares one key
+    # (as GPTCache and LiteLLM serve them). Greedy and seeded requests ask for one exact answer.
+    drawn = not greedy and params.seed is None
     fields: dict[str, Any] = {
         "max_tokens": params.max_tokens,
-        "temperature": float(params.temperature),
+        "temperature": None if drawn else float(params.temperature),
         # Greedy decoding ignores the sampler: top_p and the seed cannot change the answer.
-        "top_p": None if greedy else float(params.top_p),
+        "top_p": None if greedy or drawn else float(params.top_p),
         "seed": None if greedy else params.seed,
         "stop": sorted(set(params.stop)),
     }
@@ -53,9 +57,9 @@ def _params(params: SamplingParams) -> dict[str, Any]:
         fields["logit_bias"] = [list(pair) for pair in params.logit_bias]
     if params.json_schema is not None:
         fields["json_schema"] = params.json_schema
-    if not greedy and params.top_k is not None:
+    if not greedy and not drawn and params.top_k is not None:
         fields["top_k"] = params.top_k
-    if not greedy and params.min_p is not None:
+    if not greedy and not drawn and params.min_p is not None:
         fields["min_p"] = float(params.min_p)
     if params.repeat_penalty != 1.0:
         fields["repeat_penalty"] = float(params.repeat_penalty)

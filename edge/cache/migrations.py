@@ -66,11 +66,63 @@ def _stop_word(db: sqlite_utils.Database) -> None:
     db["entries"].add_column("stop_word", str)
 
 
+def _served_feedback(db: sqlite_utils.Database) -> None:
+    # Each answer the node returned, with the cache's decision, so a client's or an operator's
+    # rating of it (POST /v1/feedback) is stored beside the decision it judges.
+    db["served"].create(
+        {
+            "id": int,
+            "response_id": str,  # chatcmpl-..., cmpl-..., resp_...
+            "tenant": str,
+            "route": str,  # cache-exact, cache-semantic, edge, cloud
+            "entry_id": int,  # the entry served (a cache hit), else NULL
+            "query": str,  # the text compared by meaning (semantic hits)
+            "similarity": float,
+            "probability": float,  # the verifier's, on a semantic hit
+            "threshold": float,  # the tenant's verifier threshold when it was served
+            "embedding": bytes,  # the query's (semantic hits): a wrong rating vetoes its paraphrases
+            "created": float,
+            "rating": str,  # right | wrong | NULL (not rated)
+            "note": str,
+            "rated": float,
+            "rated_by": str,  # tenant | operator
+        },
+        pk="id",
+        not_null={"response_id", "tenant", "route", "created"},
+    )
+    db["served"].create_index(["response_id"])
+    db["served"].create_index(["tenant", "route", "created"])
+    db["served"].create_index(["created"])
+
+
+def _budget_log(db: sqlite_utils.Database) -> None:
+    # Every move of a tenant's serving rule by its ratings, with the estimate that moved it.
+    db["budget_log"].create(
+        {
+            "id": int,
+            "tenant": str,
+            "at": float,
+            "threshold_from": float,
+            "threshold_to": float,
+            "rated": int,  # rated semantic hits at the new threshold
+            "wrong": int,
+            "estimate": float,  # wrong / rated at the new threshold
+            "bound": float,  # its upper confidence bound
+            "reason": str,
+        },
+        pk="id",
+        not_null={"tenant", "at", "threshold_from", "threshold_to", "reason"},
+    )
+    db["budget_log"].create_index(["tenant", "at"])
+
+
 MIGRATIONS = Migrations("edgeroute.cache")
 MIGRATIONS(name="0001_entries")(_entries)
 MIGRATIONS(name="0002_meta_counters")(_meta)
 MIGRATIONS(name="0003_vectors_ivf")(_vectors)
 MIGRATIONS(name="0004_entries_stop_word")(_stop_word)
+MIGRATIONS(name="0005_served_feedback")(_served_feedback)
+MIGRATIONS(name="0006_budget_log")(_budget_log)
 
 
 def migrate(db: sqlite_utils.Database) -> list[str]:

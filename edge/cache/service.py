@@ -4,11 +4,11 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import random
 import time
 from collections import Counter
 from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
 
@@ -20,46 +20,20 @@ from .._fair import FairRunner
 from ..config import CacheSettings
 from ..embedder import Embedder
 from ..errors import CacheError
-from . import browse, guards
+from . import browse, budget, guards
+from .feedback import Feedback, Rating
 from .keys import CacheKey, embedding_text, exact_key, request_record, semantic_parts
 from .layers import CacheLayer, ExactLayer, Probe, SemanticLayer
+from .results import CacheHit, Candidate, Lookup
+from .served import Served
 from .store import CacheStore, Entry, NewEntry
 from .verifier import Verifier
 
 log = logging.getLogger(__name__)
 
 TIERS = ("edge", "cloud", "warmup")
+SKIPPED = "temperature-skip"  # the refusal of a lookup skipped by skip_by_temperature
 _FLUSH_EVERY_S = 5.0
-
-
-@dataclass(frozen=True, slots=True)
-class CacheHit:
-    kind: Literal["exact", "semantic"]
-    text: str
-    finish_reason: str
-    usage: Usage
-    similarity: float  # 1.0 for exact
-    tier: str  # who produced the answer: "edge", "cloud" (or "warmup")
-    entry_id: int
-    probability: float | None = None  # the verifier's, on a semantic hit it judged
-    stop_word: str | None = None  # the stop sequence that ended the stored answer
-
-
-@dataclass(frozen=True, slots=True)
-class Lookup:
-    hit: CacheHit | None
-    embedding: np.ndarray | None = field(repr=False)  # of the last user turn, when one was computed
-    refusal: str | None  # why the nearest near-duplicate was refused (guard reason or "verifier")
-
-
-@dataclass(frozen=True, slots=True)
-class Candidate:
-    """One near neighbour as the semantic layer judged it (for benchmarks and debugging)."""
-
-    entry: Entry
-    similarity: float
-    refusal: str | None
-    probability: float | None
 
 
 class EdgeCache:
@@ -80,7 +54,9 @@ class EdgeCache:
         self.verifier = verifier if verifier is not None else (
             Verifier.shipped(self.settings.verifier_threads) if self.settings.verifier else None
         )
-        self.threshold = self._threshold()
+        self.threshold = budget.calibrated_threshold(self.verifier, self.settings)
+        self._rng = random.Random()
+        self.feedback = Feedback(self.db, self.settings, self.threshold)
         # Reads and writes each get one thread (and one connection): WAL lets them overlap.
         # Lookups (index search, guards, verifier) one at a time, in turn across tenants.
         self._reader = FairRunner("cache-read")
@@ -112,6 +88,15 @@ class EdgeCache:
             return True
         return key.params.deterministic or not self.settings.deterministic_only
 
+    def skip_probability(self, key: CacheKey) -> float:
+        """The chance this request's lookup is skipped (``skip_by_temperature``; 0 when unset)."""
+        return budget.skip_probability(key.params, self.settings.skip_by_temperature)
+
+    def skips(self, key: CacheKey) -> bool:
+        """Whether this lookup is skipped (its answer is still stored), drawn at ``skip_probability``."""
+        p = self.skip_probability(key)
+        return p > 0.0 and self._rng.random() < p
+
     # -- the request path ------------------------------------------------------------------
 
     async def lookup(
@@ -132,6 +117,10 @@ class EdgeCache:
         if not self.cacheable(key, opt):
             emb = await self._embed_for_routing(key) if want_embedding else None
             return Lookup(None, emb, None)
+        if opt is not True and self.skips(key):
+            self._count("skipped_temperature")
+            emb = await self._embed_for_routing(key) if want_embedding else None
+            return Lookup(None, emb, SKIPPED)
         probe = Probe(key, self._min_created(), tiers, want_embedding)
         for layer in self.layers:
             found = await layer.find(probe)
@@ -177,13 +166,15 @@ class EdgeCache:
             embedding=vec if self._semantic_ok(parts.text) else None, stop_word=stop_word,
         )
         touches, counters = self._take_pending()
+        served = self.feedback.take()
         self.counters["stores"] += 1
         counters["stores"] += 1
         loop = asyncio.get_running_loop()
         try:
-            result = await loop.run_in_executor(self._writer, self._put, [new], touches, counters)
+            result = await loop.run_in_executor(self._writer, self._put, [new], touches, counters, served)
         except BaseException:
             self._restore_pending(touches, counters)
+            self.feedback.restore(served)
             raise
         self._count("evictions", result["evicted"], pending=False)
         self._count("expirations", result["expired"], pending=False)
@@ -226,9 +217,15 @@ class EdgeCache:
     async def flush(self) -> None:
         """Write pending hit recency and counters now."""
         touches, counters = self._take_pending()
-        if touches or counters:
+        served = self.feedback.take()
+        if touches or counters or served:
             loop = asyncio.get_running_loop()
-            await loop.run_in_executor(self._writer, self.db.flush, touches, counters)
+            try:
+                await loop.run_in_executor(self._writer, self.db.flush, touches, counters, served)
+            except BaseException:
+                self._restore_pending(touches, counters)
+                self.feedback.restore(served)
+                raise
 
     async def aclose(self) -> None:
         if self._closed:
@@ -252,6 +249,47 @@ class EdgeCache:
         )
         return vec, cands
 
+    # -- feedback --------------------------------------------------------------------------
+
+    def note_served(
+        self, response_id: str, tenant: str, route: str, hit: CacheHit | None = None,
+        key: CacheKey | None = None, embedding: np.ndarray | None = None,
+    ) -> None:
+        """Remember an answer the node returned, with the decision, for a rating (written in a batch)."""
+        self.feedback.note_answer(response_id, tenant, route, self._clock(), hit, key, embedding)
+        self._flush_soon()
+
+    async def rate(
+        self, response_id: str, tenant: str | None, rating: Rating, note: str | None = None, by: str = "tenant"
+    ) -> dict[str, Any] | None:
+        """Rate an answer this node returned (of ``tenant``; None: any); the stored record, None if unknown."""
+        await self.flush()
+        loop = asyncio.get_running_loop()
+        return await loop.run_in_executor(
+            self._writer, self.feedback.rate, response_id, tenant, rating, note, by, self._clock()
+        )
+
+    async def review_queue(self, tenant: str | None = None, limit: int = 50) -> list[dict[str, Any]]:
+        """Recent semantic hits, newest first, for an operator to rate."""
+        await self.flush()
+        return await asyncio.to_thread(self.feedback.review, tenant, limit)
+
+    async def budget_status(self, tenant: str | None = None) -> dict[str, dict[str, Any]]:
+        """Per tenant with ratings: the threshold, estimate, bound and threshold history."""
+        return await asyncio.to_thread(self.feedback.status, tenant)
+
+    @property
+    def max_wrong_rate(self) -> float:
+        """The budget the semantic hits are held to (``cache.max_wrong_rate``)."""
+        return self.settings.max_wrong_rate
+
+    def budget_gauges(self) -> dict[str, dict[str, float | None]]:
+        """Per tenant with rated semantic hits, from memory (read at every /metrics scrape)."""
+        return {
+            t: {"threshold": r.threshold, "estimate": r.estimate, "bound": r.bound, "rated": float(r.rated)}
+            for t, r in list(self.feedback.rules.items())
+        }
+
     # -- internals -------------------------------------------------------------------------
 
     def _judge(
@@ -270,6 +308,10 @@ class EdgeCache:
         )
         near = [(entry, sim) for entry, _, sim in found[: s.candidates] if sim >= s.similarity_floor]
         refusals = [guards.check(text, e.prompt_text) if s.guards else None for e, _ in near]
+        if self.feedback.vetoes:
+            for i, (e, _) in enumerate(near):
+                if refusals[i] is None and self.feedback.vetoed(tenant, e.id, vec):
+                    refusals[i] = "feedback"  # rated wrong for this query or a near paraphrase
         probs: list[float | None] = [None] * len(near)
         ask = [i for i, r in enumerate(refusals) if r is None]
         if ask and self.verifier is not None and s.verifier:
@@ -277,34 +319,15 @@ class EdgeCache:
             scored = self.verifier.probabilities(
                 text, [near[i][0].prompt_text for i in ask], [near[i][1] for i in ask]
             )
+            threshold = self.feedback.threshold(tenant)
             for i, p in zip(ask, scored, strict=True):
                 probs[i] = float(p)
-                refusals[i] = "verifier" if p < self.threshold else None
+                refusals[i] = "verifier" if p < threshold else None
         return [Candidate(e, sim, r, p) for (e, sim), r, p in zip(near, refusals, probs, strict=True)]
 
-    def _threshold(self) -> float:
-        """The verifier threshold: explicit, or the one meeting ``max_wrong_rate`` on the calibration replay."""
-        s = self.settings
-        if self.verifier is None or not s.verifier:
-            return 1.0
-        if s.verifier_threshold is not None:
-            log.info("semantic cache: verifier threshold %.4f (set explicitly)", s.verifier_threshold)
-            return s.verifier_threshold
-        point = self.verifier.operating_point(s.max_wrong_rate, s.budget_confidence, s.budget_bound)
-        if point.threshold is None:
-            log.warning("semantic cache: no verifier threshold keeps wrong hits under %.3f on the calibration "
-                        "replay; semantic hits are off", s.max_wrong_rate)
-            return 1.01  # above any probability (and still a finite number for JSON stats)
-        log.info(
-            "semantic cache: verifier threshold %.4f for max_wrong_rate %.3f at %.0f%% confidence (%s; calibration "
-            "replay: %d queries, expected hit rate %.3f, precision %.3f, wrong-rate bound %.3f, recall of answerable %.3f)",
-            point.threshold, s.max_wrong_rate, 100 * s.budget_confidence, s.budget_bound, point.pairs, point.hit_rate,
-            point.precision, point.wrong_bound, point.recall,
-        )
-        return point.threshold
-
     def _put(
-        self, rows: list[NewEntry], touches: dict[int, tuple[float, int]], counters: dict[str, int]
+        self, rows: list[NewEntry], touches: dict[int, tuple[float, int]], counters: dict[str, int],
+        served: list[Served],
     ) -> dict[str, Any]:
         return self.db.put(
             rows,
@@ -313,6 +336,7 @@ class EdgeCache:
             min_created=self._min_created(),
             touches=touches,
             counters=counters,
+            served=served,
         )
 
     def _embedder(self) -> Embedder:
@@ -349,6 +373,9 @@ class EdgeCache:
     def _touch(self, entry_id: int) -> None:
         ts, n = self._touches.get(entry_id, (0.0, 0))
         self._touches[entry_id] = (self._clock(), n + 1)
+        self._flush_soon()
+
+    def _flush_soon(self) -> None:
         if time.monotonic() - self._last_flush > _FLUSH_EVERY_S and not self._closed:
             # Hit recency is not an acknowledged write: batch it instead of an fsync per hit.
             self._last_flush = time.monotonic()

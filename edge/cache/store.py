@@ -11,7 +11,6 @@ from __future__ import annotations
 import contextlib
 import json
 import threading
-import time
 from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -20,14 +19,14 @@ from typing import Any
 import numpy as np
 import pysqlite3 as sqlite3
 import sqlite_utils
-import sqlite_vec
-
-from models.files import private_file
 
 from ..errors import CacheError
 from .index import DIM, IvfIndex
 from .migrations import migrate
+from .served import Served, insert_served
+from .sqlite import _translate, connect
 
+SERVED_KEEP = 200_000  # answers remembered for a rating, at most (rated ones are kept)
 _ENTRY_COLS = (
     "id, tenant, scope, prompt_text, answer, finish_reason, prompt_tokens, completion_tokens, tier, created,"
     " stop_word"
@@ -69,27 +68,6 @@ class NewEntry:
     tier: str
     embedding: np.ndarray | None
     stop_word: str | None = None  # the stop sequence that ended the answer
-
-
-def connect(path: Path) -> sqlite3.Connection:
-    """A connection with sqlite-vec loaded and the durability pragmas set."""
-    try:
-        private_file(path, sqlite=True)  # prompts and answers: the operator's eyes only
-        conn = sqlite3.connect(str(path), timeout=30.0, check_same_thread=False)
-        conn.enable_load_extension(True)
-        sqlite_vec.load(conn)
-        conn.enable_load_extension(False)
-        mode = conn.execute("PRAGMA journal_mode=WAL").fetchone()[0]
-        if str(mode).lower() != "wal":
-            raise CacheError(f"{path}: SQLite refused WAL mode (got {mode!r})")
-        # FULL: the WAL is fsynced at every commit, so a committed store survives power loss too.
-        conn.execute("PRAGMA synchronous=FULL")
-        conn.execute("PRAGMA busy_timeout=30000")
-        conn.execute("PRAGMA cache_size=-65536")
-        conn.execute("PRAGMA temp_store=MEMORY")
-    except sqlite3.Error as exc:
-        raise CacheError(f"cannot open the cache file {path}: {exc}") from exc
-    return conn
 
 
 class CacheStore:
@@ -220,8 +198,10 @@ class CacheStore:
         min_created: float | None = None,
         touches: dict[int, tuple[float, int]] | None = None,
         counters: dict[str, int] | None = None,
+        served: list[Served] | None = None,
     ) -> dict[str, Any]:
-        """Insert or replace entries, apply pending touches and counters, expire and evict; one commit."""
+        """Insert or replace entries, apply pending touches, counters and served answers, expire and
+        evict; one commit."""
         stored: list[int] = []
         with self._transaction("store"):
             c = self.write
@@ -250,7 +230,7 @@ class CacheStore:
                     )
                 stored.append(rowid)
                 self.count += 1 - (old is not None)
-            self._apply(touches, counters)
+            self._apply(touches, counters, served)
             expired = self._expire(min_created) if min_created is not None else 0
             evicted = self._evict(max_entries)
         return {"ids": stored, "expired": expired, "evicted": evicted}
@@ -298,12 +278,33 @@ class CacheStore:
             self.count += len(rows) - len(old)
         return len(rows)
 
-    def flush(self, touches: dict[int, tuple[float, int]] | None, counters: dict[str, int] | None) -> None:
-        """Persist recency of hits (for LRU) and counters without storing anything."""
-        if not touches and not counters:
+    def flush(
+        self,
+        touches: dict[int, tuple[float, int]] | None,
+        counters: dict[str, int] | None,
+        served: list[Served] | None = None,
+    ) -> None:
+        """Persist recency of hits (for LRU), counters and served answers without storing anything."""
+        if not touches and not counters and not served:
             return
         with self._transaction("flush"):
-            self._apply(touches, counters)
+            self._apply(touches, counters, served)
+
+    def transaction(self, what: str) -> contextlib.AbstractContextManager[None]:
+        """One write transaction on the write connection (for the writer thread's other users)."""
+        return self._transaction(what)
+
+    @contextlib.contextmanager
+    def reading(self, what: str) -> Iterator[sqlite3.Connection]:
+        """The read connection, held for a few reads (dashboard, metrics)."""
+        with _translate(what), self._read_lock:
+            yield self.read
+
+    def delete_ids(self, ids: Sequence[int]) -> None:
+        """Delete entries inside a transaction the caller holds."""
+        before = len(ids)
+        self._delete_ids(ids)
+        self.count = max(0, self.count - before)
 
     def clear(self, tenant: str | None = None) -> int:
         with self._transaction("clear"):
@@ -350,7 +351,18 @@ class CacheStore:
             self.write.execute(f"DELETE FROM cache_vec WHERE rowid IN ({marks})", part)
             self.write.execute(f"DELETE FROM entries WHERE id IN ({marks})", part)
 
-    def _apply(self, touches: dict[int, tuple[float, int]] | None, counters: dict[str, int] | None) -> None:
+    def _apply(
+        self,
+        touches: dict[int, tuple[float, int]] | None,
+        counters: dict[str, int] | None,
+        served: list[Served] | None = None,
+    ) -> None:
+        if served:
+            insert_served(self.write, served)
+            # Unrated answers beyond the newest SERVED_KEEP go (the TTL may be off): a bound on the file.
+            self.write.execute(
+                "DELETE FROM served WHERE rating IS NULL AND id <= (SELECT max(id) FROM served) - ?", (SERVED_KEEP,)
+            )
         if touches:
             self.write.executemany(
                 "UPDATE entries SET last_used = max(last_used, ?), hits = hits + ? WHERE id = ?",
@@ -366,6 +378,8 @@ class CacheStore:
     def _expire(self, min_created: float, limit: int | None = 1000) -> int:
         sql = "SELECT id FROM entries WHERE created < ?" + (f" LIMIT {int(limit)}" if limit else "")
         ids = [r[0] for r in self.write.execute(sql, (min_created,))]
+        # Unrated answers go with the entries' lifetime; rated ones are the budget's evidence.
+        self.write.execute("DELETE FROM served WHERE created < ? AND rating IS NULL", (min_created,))
         self._delete_ids(ids)
         self.count -= len(ids)
         return len(ids)
@@ -383,11 +397,3 @@ class CacheStore:
         self._delete_ids(ids)
         self.count -= len(ids)
         return len(ids)
-
-
-@contextlib.contextmanager
-def _translate(what: str) -> Iterator[None]:
-    try:
-        yield
-    except sqlite3.Error as exc:
-        raise CacheError(f"cache {what} failed: {exc}") from exc

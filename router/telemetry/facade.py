@@ -15,7 +15,7 @@ from .config import TelemetrySettings
 from .events import DecisionEvent
 from .gcwatch import GcWatch
 from .metrics import Metrics
-from .sources import EdgeLoadView, NodeInfo, PoolView
+from .sources import BudgetView, EdgeLoadView, NodeInfo, PoolView
 from .store import DecisionStore, find_decision
 
 log = logging.getLogger(__name__)
@@ -107,10 +107,11 @@ class Telemetry:
         return await asyncio.to_thread(find_decision, self.db_path, request_id)
 
     def render_metrics(
-        self, edge: EdgeLoadView | None = None, pool: PoolView | None = None, node: NodeInfo | None = None
+        self, edge: EdgeLoadView | None = None, pool: PoolView | None = None, node: NodeInfo | None = None,
+        budget: BudgetView | None = None,
     ) -> bytes:
-        """Prometheus text exposition, with live gauges read from ``edge``, ``pool`` and ``node``."""
-        return self.metrics.render(edge, pool, node)
+        """Prometheus text exposition, with live gauges read from ``edge``, ``pool``, ``node`` and the cache's ``budget``."""
+        return self.metrics.render(edge, pool, node, budget)
 
     def _counts(self) -> dict[str, int]:
         live = self.bus.dropped

@@ -11,7 +11,7 @@ from litestar.datastructures import State
 
 from .facade import Telemetry
 from .metrics import CONTENT_TYPE
-from .sources import NodeInfo
+from .sources import BudgetView, NodeInfo
 
 
 def telemetry_of(state: State) -> Telemetry | None:
@@ -55,7 +55,9 @@ def metrics_handler(request: Request[Any, Any, State]) -> Response[bytes]:
     telemetry = telemetry_of(request.app.state)
     body = b""
     if telemetry is not None:
+        cache = getattr(node, "cache", None)
         body = telemetry.render_metrics(
-            edge=getattr(node, "edge", None), pool=getattr(node, "pool", None), node=node_info(request.app.state)
+            edge=getattr(node, "edge", None), pool=getattr(node, "pool", None), node=node_info(request.app.state),
+            budget=cache if isinstance(cache, BudgetView) else None,
         )
     return Response(body, media_type=CONTENT_TYPE)

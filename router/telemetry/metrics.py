@@ -11,7 +11,7 @@ from prometheus_client.registry import Collector
 
 from .aggregate import CostEstimate
 from .events import DecisionEvent
-from .sources import CIRCUIT_STATES, EdgeLoadView, NodeInfo, PoolView
+from .sources import CIRCUIT_STATES, BudgetView, EdgeLoadView, NodeInfo, PoolView
 
 # The text format 0.0.4; the server appends "; charset=utf-8" as it does for every text type.
 CONTENT_TYPE: Final = "text/plain; version=0.0.4"
@@ -47,6 +47,7 @@ class _LiveCollector(Collector):
         self.edge: EdgeLoadView | None = None
         self.pool: PoolView | None = None
         self.node: NodeInfo | None = None
+        self.budget: BudgetView | None = None
         self._counts = counts
         self._cost = cost
 
@@ -80,6 +81,8 @@ class _LiveCollector(Collector):
                 yield reused
         if self.pool is not None:
             yield from _pool_families(self.pool)
+        if self.budget is not None:
+            yield from _budget_families(self.budget)
         counts = self._counts()
         written = CounterMetricFamily("edgeroute_telemetry_written", "Decisions written to the telemetry log")
         written.add_metric([], counts.get("written", 0))
@@ -125,6 +128,26 @@ def _cost_families(cost: CostEstimate) -> Iterator[Metric]:
     )
     all_cloud.add_metric([cost.currency], cost.all_cloud)
     yield from (spent, all_cloud)
+
+
+def _budget_families(view: BudgetView) -> Iterator[Metric]:
+    """Per tenant with rated semantic hits: the wrong-rate estimate, its bound, the threshold in force."""
+    names = {
+        "estimate": ("edgeroute_cache_wrong_rate_estimate", "Wrong share of rated semantic hits at the tenant's threshold"),
+        "bound": ("edgeroute_cache_wrong_rate_bound", "Upper confidence bound on that share (as `cache calibrate` bounds it)"),
+        "threshold": ("edgeroute_cache_verifier_threshold", "The tenant's verifier threshold, moved by its ratings"),
+        "rated": ("edgeroute_cache_rated_hits", "Rated semantic hits at the tenant's threshold"),
+    }
+    budget = GaugeMetricFamily("edgeroute_cache_max_wrong_rate", "The allowed share of wrong semantic hits (cache.max_wrong_rate)")
+    budget.add_metric([], view.max_wrong_rate)
+    yield budget
+    families = {k: GaugeMetricFamily(n, h, labels=["tenant"]) for k, (n, h) in names.items()}
+    for tenant, gauges in view.budget_gauges().items():
+        for k, family in families.items():
+            value = gauges.get(k)
+            if value is not None:
+                family.add_metric([tenant], float(value))
+    yield from families.values()
 
 
 def _pool_families(pool: PoolView) -> Iterator[Metric]:
@@ -261,11 +284,12 @@ class Metrics:
             self.cache_refusals.labels(event.cache_refusal).inc()
 
     def render(
-        self, edge: EdgeLoadView | None = None, pool: PoolView | None = None, node: NodeInfo | None = None
+        self, edge: EdgeLoadView | None = None, pool: PoolView | None = None, node: NodeInfo | None = None,
+        budget: BudgetView | None = None,
     ) -> bytes:
-        """The Prometheus text exposition, with the live gauges of ``edge``, ``pool`` and ``node``."""
-        self._live.edge, self._live.pool, self._live.node = edge, pool, node
+        """The Prometheus text exposition, with the live gauges of ``edge``, ``pool``, ``node`` and ``budget``."""
+        self._live.edge, self._live.pool, self._live.node, self._live.budget = edge, pool, node, budget
         try:
             return generate_latest(self.registry)
         finally:
-            self._live.edge = self._live.pool = self._live.node = None
+            self._live.edge = self._live.pool = self._live.node = self._live.budget = None

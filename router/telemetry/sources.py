@@ -6,7 +6,7 @@ Telemetry never imports the cloud pool; anything with these attributes will do (
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Protocol, runtime_checkable
 
@@ -41,6 +41,16 @@ class EdgeLoadView(Protocol):
     """The edge engine's queue."""
 
     def load(self) -> EngineLoad: ...
+
+
+@runtime_checkable
+class BudgetView(Protocol):
+    """The semantic cache's error budget per tenant with ratings: threshold, estimate, bound, counts."""
+
+    def budget_gauges(self) -> Mapping[str, Mapping[str, float | None]]: ...
+
+    @property
+    def max_wrong_rate(self) -> float: ...
 
 
 CIRCUIT_STATES = ("closed", "half-open", "open")

@@ -149,14 +149,55 @@ async def test_lru_eviction_drops_the_least_recently_used(tmp_path: Path, embedd
         await cache.aclose()
 
 
-async def test_sampling_requests_are_not_cached_unless_they_opt_in(cache: EdgeCache) -> None:
+async def test_sampling_requests_are_cached_by_default_whatever_the_temperature(cache: EdgeCache) -> None:
     hot = chat("Tell me a joke.", params=SamplingParams(temperature=0.8))
-    assert not cache.cacheable(hot)
-    assert await cache.store(hot, "joke", "stop", USAGE, "edge") is None
-    assert (await cache.lookup(hot)).hit is None
-    assert await cache.store(hot, "joke", "stop", USAGE, "edge", opt=True) is not None
-    assert (await cache.lookup(hot, opt=True)).hit.text == "joke"
-    assert (await cache.lookup(hot)).hit is None  # without the opt-in it is not even looked up
+    assert cache.cacheable(hot)
+    entry_id = await cache.store(hot, "joke", "stop", USAGE, "edge")
+    assert entry_id is not None
+    # An unseeded draw at another temperature or top_p is the same question: one entry answers both.
+    cooler = chat("Tell me a joke.", params=SamplingParams(temperature=1.0, top_p=0.9))
+    hit = (await cache.lookup(cooler)).hit
+    assert (hit.kind, hit.text, hit.entry_id) == ("exact", "joke", entry_id)
+    # Greedy and seeded requests ask for one exact answer: the draw answers neither.
+    assert (await cache.lookup(chat("Tell me a joke."))).hit is None
+    assert (await cache.lookup(chat("Tell me a joke.", params=SamplingParams(temperature=0.8, seed=3)))).hit is None
+
+
+async def test_deterministic_only_restores_the_opt_in_policy(tmp_path: Path, embedder: Embedder) -> None:  # noqa: F811
+    c = EdgeCache(tmp_path / "d.db", CacheSettings(deterministic_only=True), embedder=embedder)
+    try:
+        hot = chat("Tell me a joke.", params=SamplingParams(temperature=0.8))
+        assert not c.cacheable(hot)
+        assert await c.store(hot, "joke", "stop", USAGE, "edge") is None
+        assert await c.store(hot, "joke", "stop", USAGE, "edge", opt=True) is not None
+        assert (await c.lookup(hot, opt=True)).hit.text == "joke"
+        assert (await c.lookup(hot)).hit is None  # without the opt-in it is not even looked up
+    finally:
+        await c.aclose()
+
+
+def test_skip_probability_grows_with_temperature_as_gptcache_s(tmp_path: Path) -> None:
+    c = EdgeCache(tmp_path / "s.db", CacheSettings(skip_by_temperature=True, semantic=False, verifier=False))
+    p = [c.skip_probability(chat("x", params=SamplingParams(temperature=t))) for t in (0.0, 0.5, 1.0, 1.5, 2.0)]
+    assert p[0] == 0.0 and p[4] == 1.0
+    assert p[1] == pytest.approx(0.11920, abs=1e-5) and p[2] == pytest.approx(0.26894, abs=1e-5)
+    assert p[1] < p[2] < p[3] < p[4]
+    assert c.skip_probability(chat("x", params=SamplingParams(temperature=1.0, seed=1))) == 0.0
+    off = EdgeCache(tmp_path / "o.db", CacheSettings(semantic=False, verifier=False))
+    assert off.skip_probability(chat("x", params=SamplingParams(temperature=1.9))) == 0.0
+
+
+async def test_a_skipped_lookup_still_stores_its_answer(tmp_path: Path, embedder: Embedder) -> None:  # noqa: F811
+    c = EdgeCache(tmp_path / "k.db", CacheSettings(skip_by_temperature=True), embedder=embedder)
+    try:
+        hot = chat("Tell me a joke.", params=SamplingParams(temperature=2.0))  # skipped every time
+        assert await c.store(hot, "joke", "stop", USAGE, "edge") is not None
+        look = await c.lookup(hot)
+        assert (look.hit, look.refusal) == (None, "temperature-skip")
+        assert (await c.lookup(hot, opt=True)).hit.text == "joke"  # the request's own opt-in wins
+        assert c.counters["skipped_temperature"] == 1
+    finally:
+        await c.aclose()
 
 
 async def test_per_request_opt_out(cache: EdgeCache) -> None:

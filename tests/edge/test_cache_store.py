@@ -45,7 +45,7 @@ def test_bulk_rows_with_the_same_exact_key_are_one_entry(tmp_path: Path) -> None
 async def test_a_semantic_hit_carries_the_verifier_probability(
     tmp_path: Path, embedder: Embedder, caplog: pytest.LogCaptureFixture  # noqa: F811
 ) -> None:
-    with caplog.at_level(logging.INFO, logger="edge.cache.service"):
+    with caplog.at_level(logging.INFO, logger="edge.cache"):
         cache = EdgeCache(tmp_path / "c.db", CacheSettings(), embedder=embedder)
     assert any("verifier threshold" in r.message and "max_wrong_rate 0.050" in r.message for r in caplog.records)
     try:
@@ -147,7 +147,8 @@ def test_a_file_from_before_the_stop_word_is_upgraded_in_place(tmp_path: Path) -
     conn.close()
     store = CacheStore(path)
     try:
-        assert [m.name for m in migrations.MIGRATIONS.applied(Database(store.read))][-1] == "0004_entries_stop_word"
+        assert [m.name for m in migrations.MIGRATIONS.applied(Database(store.read))][-3:] == [
+            "0004_entries_stop_word", "0005_served_feedback", "0006_budget_log"]
         old = store.get_exact(row.exact_key, 0.0, ("edge",))
         assert old is not None and (old.answer, old.stop_word) == ("old answer", None)
         assert [r["stop_word"] for r in store.export()] == [None]

@@ -49,8 +49,10 @@ def test_batched_scores_equal_per_pair_scores(verifier: Verifier) -> None:
 def test_paraphrase_is_accepted_and_changed_specifics_are_refused(
     verifier: Verifier, embedder: Embedder  # noqa: F811
 ) -> None:
-    threshold = verifier.operating_point(CacheSettings().max_wrong_rate).threshold
-    assert threshold is not None
+    from edge.cache.budget import calibrated_threshold
+
+    threshold = calibrated_threshold(verifier, CacheSettings())  # the shipped rule
+    assert threshold < 1.0
     q = "How do I reset my password?"
     para = "how can I reset my password"
     assert verifier.probability(para, q, _cos(embedder, para, q)) >= threshold

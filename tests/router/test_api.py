@@ -178,8 +178,10 @@ def test_timing_header_is_plausible(client: openai.OpenAI) -> None:
 
 
 def test_an_edge_only_node_does_not_embed_for_routing(client: openai.OpenAI) -> None:
-    # Sampled (not cacheable) on a node without a pool: no embedding can change the route.
-    raw = client.chat.completions.with_raw_response.create(model="auto", messages=MSG, temperature=1.0, max_tokens=4)
+    # Not cacheable (opted out) on a node without a pool: no embedding can change the route.
+    raw = client.chat.completions.with_raw_response.create(
+        model="auto", messages=MSG, temperature=1.0, max_tokens=4, extra_body={"cache": False}
+    )
     assert raw.headers["x-edgeroute-route"] == "edge"
     assert raw.headers["x-edgeroute-reason"] == "short-prompt"
     assert "x-edgeroute-complexity" not in raw.headers

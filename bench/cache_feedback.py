@@ -1,0 +1,174 @@
+"""The error budget learning from ratings: a judged stream replayed over HTTP against a real node.
+
+    python -m bench.cache --feedback [--pairs ../shared/data/qqp_pairs.jsonl] [--judged DIR]
+
+The stored set of the judged replay (``bench.cache``) is warmed into a fresh node's cache; the
+judged test part's queries are then asked in order, one at a time, with the openai wire format
+(greedy, one token: the answer text is not under test). Run twice on fresh nodes:
+
+- without feedback;
+- with feedback: every semantic hit served in the first half is rated through ``POST
+  /v1/feedback`` by its judged verdict (right when a reader judged the served entry servable).
+
+Reported per half: hits served, precision, recall of answerable queries. A hit on an entry that
+is not a judged pair's (an earlier query's generated answer, stored by its miss) has no verdict:
+it is not rated and counts as wrong, as in ``bench.cache``'s replay.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import re
+import signal
+import socket
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+import httpx
+import numpy as np
+
+from edge import CacheKey, CacheSettings, EdgeCache, Embedder
+from edge.cache import Judged
+from edge.cache.keys import exact_key, normalize_text, request_record, semantic_parts
+from edge.cache.store import NewEntry
+from models import SamplingParams
+
+TENANT = "bench"
+PARAMS = SamplingParams(temperature=0.0, max_tokens=1)  # what each asked request sends
+_ENTRY = re.compile(r"entry-(\d+)")
+
+
+def _key(text: str) -> CacheKey:
+    return CacheKey(TENANT, "auto", ({"role": "user", "content": text},), None, PARAMS, {})
+
+
+def _warm(path: Path, stored: list[str], vecs: np.ndarray, embedder: Embedder) -> None:
+    """The stored set in the node's cache file, keyed as the asked requests are; entry i answers "entry-i"."""
+    rows = []
+    for i, text in enumerate(stored):
+        k = _key(text)
+        parts = semantic_parts(k)
+        rows.append(NewEntry(
+            tenant=TENANT, exact_key=exact_key(k), scope=parts.scope, scope_id=parts.scope_id, model="auto",
+            prompt_text=parts.text, request=request_record(k), answer=f"entry-{i}", finish_reason="stop",
+            prompt_tokens=0, completion_tokens=1, tier="edge", embedding=None,
+        ))
+
+    async def put() -> None:
+        cache = EdgeCache(path, CacheSettings(), embedder=embedder)
+        cache.db.put_bulk(rows, vecs, now=time.time())
+        await cache.aclose()
+
+    asyncio.run(put())
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def _start(data_dir: Path, port: int) -> subprocess.Popen[bytes]:
+    cmd = [sys.executable, "-c", "from dashboard.cli import main; main()", "serve", "--port", str(port),
+           "--data-dir", str(data_dir), "--log-level", "warning", "--no-local-member"]
+    proc = subprocess.Popen(cmd, start_new_session=True)
+    deadline = time.monotonic() + 180
+    while time.monotonic() < deadline:
+        try:
+            if httpx.get(f"http://127.0.0.1:{port}/healthz", timeout=2).status_code == 200:
+                return proc
+        except httpx.HTTPError:
+            time.sleep(0.3)
+    os.killpg(proc.pid, signal.SIGTERM)
+    raise SystemExit("the node did not start")
+
+
+def _replay(base: str, queries: list[str], stored: list[str], label: dict[tuple[str, str], bool], feedback: bool) -> list[dict[str, Any]]:
+    """Ask every query in order; rate the first half's semantic hits when ``feedback``. One row per query."""
+    half = len(queries) // 2
+    rows: list[dict[str, Any]] = []
+    with httpx.Client(base_url=base, timeout=120, headers={"x-edgeroute-tenant": TENANT}) as client:
+        for n, q in enumerate(queries):
+            body = {"model": "auto", "messages": [{"role": "user", "content": q}], "temperature": 0, "max_tokens": 1}
+            resp = client.post("/v1/chat/completions", json=body)
+            resp.raise_for_status()
+            route = resp.headers["x-edgeroute-route"]
+            answer = resp.json()["choices"][0]["message"]["content"] or ""
+            verdict: bool | None = None
+            if route.startswith("cache-"):
+                m = _ENTRY.fullmatch(answer.strip())
+                served = stored[int(m.group(1))] if m else None
+                if served is not None:
+                    asked = normalize_text(q)
+                    same = normalize_text(served).lower() == asked.lower()
+                    verdict = True if same else label.get((asked, normalize_text(served)))
+            rated = False
+            if feedback and n < half and route == "cache-semantic" and verdict is not None:
+                r = client.post("/v1/feedback", json={"id": resp.json()["id"], "rating": "right" if verdict else "wrong"})
+                r.raise_for_status()
+                rated = True
+            rows.append({"query": q, "route": route, "verdict": verdict, "rated": rated})
+    return rows
+
+
+def _score(rows: list[dict[str, Any]], answerable: set[str]) -> dict[str, Any]:
+    served = [r for r in rows if r["route"].startswith("cache-")]
+    right = sum(1 for r in served if r["verdict"] is True)
+    n_answerable = sum(1 for r in rows if normalize_text(r["query"]) in answerable)
+    return {
+        "queries": len(rows), "answerable": n_answerable, "served": len(served),
+        "semantic": sum(1 for r in served if r["route"] == "cache-semantic"),
+        "right": right, "unjudged": sum(1 for r in served if r["verdict"] is None),
+        "precision": right / len(served) if served else None,
+        "recall_of_answerable": right / n_answerable if n_answerable else 0.0,
+        "rated": sum(1 for r in rows if r["rated"]),
+    }
+
+
+def run(test: list[Judged], stored: list[str], stored_vecs: np.ndarray, embedder: Embedder, work: Path) -> dict[str, Any]:
+    label = {(normalize_text(j.query), normalize_text(j.stored)): j.servable for j in test}
+    queries = list(dict.fromkeys(j.query for j in test))
+    answerable = {normalize_text(j.query) for j in test if j.servable}
+    half = len(queries) // 2
+    out: dict[str, Any] = {"queries": len(queries), "entries": len(stored), "load_before": os.getloadavg()}
+    for name, feedback in (("without feedback", False), ("with feedback", True)):
+        data = work / name.replace(" ", "-")
+        data.mkdir(parents=True)
+        _warm(data / "cache.db", stored, stored_vecs, embedder)
+        port = _free_port()
+        print(f"{name}: node on :{port}, {len(queries)} queries ...", flush=True)
+        proc = _start(data, port)
+        try:
+            started = time.perf_counter()
+            rows = _replay(f"http://127.0.0.1:{port}", queries, stored, label, feedback)
+            took = time.perf_counter() - started
+            status = httpx.get(f"http://127.0.0.1:{port}/metrics", timeout=30).text
+        finally:
+            os.killpg(proc.pid, signal.SIGTERM)
+            proc.wait(timeout=60)
+        threshold = next((float(line.split()[-1]) for line in status.splitlines()
+                          if line.startswith(f'edgeroute_cache_verifier_threshold{{tenant="{TENANT}"}}')), None)
+        out[name] = {
+            "first_half": _score(rows[:half], answerable), "second_half": _score(rows[half:], answerable),
+            "seconds": round(took, 1), "threshold_after": threshold,
+        }
+    out["load_after"] = os.getloadavg()
+    return out
+
+
+def report(result: dict[str, Any]) -> None:
+    print(f"feedback replay: {result['queries']} judged test queries in order, {result['entries']} stored; "
+          f"load average before {result['load_before'][0]:.2f}, after {result['load_after'][0]:.2f}")
+    print(f"| {'run':<17} | {'half':<6} | {'served':>6} | {'rated':>5} | {'precision':>9} | {'recall of answerable':>20} | {'threshold after':>15} |")
+    for name in ("without feedback", "with feedback"):
+        r = result[name]
+        for half in ("first_half", "second_half"):
+            s = r[half]
+            prec = "n/a" if s["precision"] is None else f"{s['precision']:.3f}"
+            thr = "calibrated" if r["threshold_after"] is None else f"{r['threshold_after']:.4f}"
+            print(f"| {name:<17} | {half.split('_')[0]:<6} | {s['served']:>6} | {s['rated']:>5} | {prec:>9} |"
+                  f" {s['recall_of_answerable']:>20.3f} | {thr:>15} |")

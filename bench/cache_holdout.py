@@ -1,0 +1,124 @@
+"""Does the shipped rule hold out of sample? The wrong rate of served semantic hits, per verifier
+threshold, on every judged source: the calibration part (in sample) and the sources the threshold
+was not fitted to.
+
+    python -m bench.cache_holdout [--pairs ../shared/data/qqp_pairs.jsonl]
+
+Sources: the judged calibration and test parts replayed as ``bench.cache`` replays them (every
+held-out QQP ``a`` stored, every judged query asked; a served entry other than the judged nearest
+counts wrong), and the hand-written assistant pairs (``bench/data/ood_pairs.jsonl`` and
+``ood_val_pairs.jsonl``, each pair in its own tenant). One lookup per query with every guard-passing
+candidate scored; a threshold serves the most similar candidate whose probability reaches it.
+Also the shipped rule and the rule each ``max_wrong_rate`` calibrates to (``calibration_margin`` 1),
+with its wrong rate on each source.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import tempfile
+import time
+from pathlib import Path
+from typing import Annotated, Any
+
+import numpy as np
+import typer
+
+from bench.cache import DEFAULT_PAIRS, REPO, embed_texts, entry, key, stored_set, write_result
+from bench.cache_ood import load as load_ood
+from edge import CacheSettings, EdgeCache, Embedder
+from edge.cache import Verifier, load_judged, split_judged
+from edge.cache.budget import calibrated_threshold
+from edge.cache.calibration import wrong_rate_upper
+from edge.cache.keys import normalize_text
+
+THRESHOLDS = (0.80, 0.85, 0.88, 0.90, 0.92, 0.94, 0.95, 0.96, 0.97, 0.98, 0.99)
+BUDGETS = (0.05, 0.03, 0.02, 0.01)
+ALL = CacheSettings(verifier_threshold=0.0)  # every guard-passing candidate scored and accepted
+
+
+def _verdicts(cands: list[Any], judge: Any) -> list[tuple[float, bool]]:
+    """(probability, right) of each candidate the guards pass, most similar first."""
+    return [(float(c.probability), bool(judge(c.entry.prompt_text))) for c in cands if c.refusal is None and c.probability is not None]
+
+
+async def judged(part: list[Any], stored: list[str], vecs: np.ndarray, embedder: Embedder, work: Path) -> dict[str, Any]:
+    label = {(normalize_text(j.query), normalize_text(j.stored)): j.servable for j in part}
+    queries = list(dict.fromkeys(j.query for j in part))
+    answerable = len({normalize_text(j.query) for j in part if j.servable})
+    cache = EdgeCache(work / f"judged-{len(part)}.db", ALL, embedder=embedder)
+    cache.db.put_bulk([entry(t, str(i)) for i, t in enumerate(stored)], vecs, now=time.time())
+    rows = []
+    for start in range(0, len(queries), 32):
+        chunk = queries[start : start + 32]
+        for q, (_, cands) in zip(chunk, await asyncio.gather(*(cache.candidates(key(q)) for q in chunk)), strict=True):
+            asked = normalize_text(q)
+            rows.append(_verdicts(cands, lambda s, asked=asked: s.lower() == asked.lower() or label.get((asked, s), False)))
+    await cache.aclose()
+    return {"rows": rows, "positives": answerable}
+
+
+async def ood(path: Path, embedder: Embedder, work: Path) -> dict[str, Any]:
+    pairs = load_ood(path)
+    cache = EdgeCache(work / f"{path.stem}.db", ALL, embedder=embedder)
+    cache.db.put_bulk([entry(p.stored, str(i), tenant=f"p{i}") for i, p in enumerate(pairs)],
+                      embed_texts(embedder, [p.stored for p in pairs]), now=time.time())
+    rows = []
+    for start in range(0, len(pairs), 32):
+        chunk = list(enumerate(pairs))[start : start + 32]
+        looks = await asyncio.gather(*(cache.candidates(key(p.query, tenant=f"p{i}")) for i, p in chunk))
+        for (_, p), (_, cands) in zip(chunk, looks, strict=True):
+            rows.append(_verdicts(cands, lambda _s, p=p: p.servable))
+    await cache.aclose()
+    return {"rows": rows, "positives": sum(p.servable for p in pairs)}
+
+
+def at(source: dict[str, Any], t: float, confidence: float = 0.8413) -> dict[str, Any]:
+    served = [next((ok for p, ok in row if p >= t), None) for row in source["rows"]]
+    hits = [s for s in served if s is not None]
+    wrong = sum(1 for s in hits if not s)
+    bound = float(wrong_rate_upper(np.array([wrong]), np.array([len(hits)]), confidence)[0]) if hits else None
+    return {
+        "served": len(hits), "wrong": wrong, "wrong_rate": wrong / len(hits) if hits else None, "bound": bound,
+        "recall": (len(hits) - wrong) / source["positives"] if source["positives"] else 0.0,
+    }
+
+
+def main(
+    pairs: Annotated[Path, typer.Option(help="QQP pairs JSONL (the stored set of the judged replays)")] = DEFAULT_PAIRS,
+    out: Annotated[Path, typer.Option(help="JSON results")] = REPO / "artifacts" / "bench-cache-holdout.json",
+    work: Annotated[Path | None, typer.Option(help="scratch directory")] = None,
+) -> None:
+    work_dir = Path(tempfile.mkdtemp(prefix="bench-cache-holdout-", dir=work))
+    embedder = Embedder.load(CacheSettings())
+    items = load_judged(None)
+    parts = split_judged(items)
+    stored = stored_set(pairs, items)
+    vecs = embed_texts(embedder, stored)
+    sources = {
+        "calibration (in sample)": asyncio.run(judged(parts["calibration"], stored, vecs, embedder, work_dir)),
+        "judged test": asyncio.run(judged(parts["test"], stored, vecs, embedder, work_dir)),
+        "assistant pairs": asyncio.run(ood(REPO / "bench" / "data" / "ood_pairs.jsonl", embedder, work_dir)),
+        "assistant val pairs": asyncio.run(ood(REPO / "bench" / "data" / "ood_val_pairs.jsonl", embedder, work_dir)),
+    }
+    verifier = Verifier.shipped()
+    rules = {"shipped": calibrated_threshold(verifier, CacheSettings())}
+    for budget in BUDGETS:
+        point = verifier.operating_point(budget, 0.8413, "wilson")
+        rules[f"max_wrong_rate {budget}"] = point.threshold
+    table: dict[str, Any] = {}
+    header = f"| {'threshold':<26} | " + " | ".join(f"{n:>27}" for n in sources) + " |"
+    print("served / wrong rate / recall of answerable, per source")
+    print(header)
+    for name, t in [*((n, t) for n, t in rules.items() if t is not None), *((f"{t:.2f}", t) for t in THRESHOLDS)]:
+        row = {s: at(src, t) for s, src in sources.items()}
+        table[name] = {"threshold": t, **row}
+        cells = [f"{r['served']:>4} / {(r['wrong_rate'] or 0):.3f} / {r['recall']:.3f}" for r in row.values()]
+        print(f"| {name + f' ({t:.4f})':<26} | " + " | ".join(f"{c:>27}" for c in cells) + " |")
+    write_result(out, {"rules": rules, "table": table}, work_dir)
+    print(json.dumps(rules))
+
+
+if __name__ == "__main__":
+    typer.run(main)

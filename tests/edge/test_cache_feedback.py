@@ -1,0 +1,123 @@
+"""Ratings of served answers against the real cache (real embedder, verifier, SQLite): the stored
+record, tenant scoping, the per-tenant threshold moved by ratings, vetoes, and the budget rule."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import pytest
+from cache_helpers import chat, embedder  # noqa: F401  (module-scoped fixture)
+
+from edge import CacheSettings, EdgeCache, Embedder
+from edge.cache import budget
+from edge.cache.calibration import wrong_rate_upper
+from models import Usage
+
+USAGE = Usage(5, 2)
+
+
+@pytest.fixture
+async def cache(tmp_path: Path, embedder: Embedder) -> EdgeCache:  # noqa: F811
+    c = EdgeCache(tmp_path / "cache.db", CacheSettings(), embedder=embedder)
+    yield c
+    await c.aclose()
+
+
+async def _semantic_hit(cache: EdgeCache, stored: str, asked: str, tenant: str = "t1"):
+    await cache.store(chat(stored, tenant), "Settings > Display.", "stop", USAGE, "edge")
+    look = await cache.lookup(chat(asked, tenant))
+    assert look.hit is not None and look.hit.kind == "semantic"
+    return look
+
+
+async def test_a_rating_is_stored_with_the_decision_and_scoped_to_its_tenant(cache: EdgeCache) -> None:
+    look = await _semantic_hit(cache, "How do I turn on dark mode?", "How can I turn on dark mode?")
+    cache.note_served("chatcmpl-1", "t1", "cache-semantic", look.hit, chat("How can I turn on dark mode?"), look.embedding)
+    cache.note_served("chatcmpl-2", "t1", "edge")
+    assert await cache.rate("chatcmpl-1", "t2", "right") is None  # another tenant's: as if unknown
+    assert await cache.rate("chatcmpl-nope", "t1", "right") is None
+    record = await cache.rate("chatcmpl-1", "t1", "right", "looks fine")
+    assert record is not None
+    assert (record["id"], record["rating"], record["note"], record["route"], record["entry_id"], record["tenant"]) == (
+        "chatcmpl-1", "right", "looks fine", "cache-semantic", look.hit.entry_id, "t1")
+    assert record["query"] == "How can I turn on dark mode?"
+    assert record["verifier"] == pytest.approx(look.hit.probability)
+    assert record["threshold"] == cache.threshold
+    assert (await cache.rate("chatcmpl-2", None, "wrong"))["route"] == "edge"  # an operator: any tenant
+    queue = await cache.review_queue("t1")
+    assert [(q["id"], q["rating"], q["stored_question"]) for q in queue] == [
+        ("chatcmpl-1", "right", "How do I turn on dark mode?")]
+
+
+async def test_a_wrong_semantic_hit_vetoes_the_entry_for_that_query_and_paraphrases(cache: EdgeCache) -> None:
+    asked = "How can I turn on dark mode?"
+    look = await _semantic_hit(cache, "How do I turn on dark mode?", asked)
+    cache.note_served("chatcmpl-w", "t1", "cache-semantic", look.hit, chat(asked), look.embedding)
+    await cache.rate("chatcmpl-w", "t1", "wrong")
+    again = await cache.lookup(chat(asked))
+    assert (again.hit, again.refusal) == (None, "feedback")
+    near = await cache.lookup(chat("How can I switch on dark mode?"))
+    assert near.hit is None and near.refusal == "feedback"
+    other = await cache.lookup(chat("How do I turn on dark mode?", tenant="t2"))  # its own tenant's empty cache
+    assert other.hit is None
+    # Rated right afterwards (a mistaken click undone): the veto goes.
+    await cache.rate("chatcmpl-w", "t1", "right")
+    assert (await cache.lookup(chat(asked))).hit is not None
+
+
+async def test_a_wrong_exact_hit_deletes_the_entry(cache: EdgeCache) -> None:
+    key = chat("Name a colour.")
+    await cache.store(key, "Seven.", "stop", USAGE, "edge")
+    hit = (await cache.lookup(key)).hit
+    cache.note_served("chatcmpl-e", "t1", "cache-exact", hit, key)
+    await cache.rate("chatcmpl-e", "t1", "wrong")
+    assert (await cache.lookup(key)).hit is None
+
+
+async def test_wrong_ratings_raise_the_tenant_threshold_and_it_survives_a_restart(
+    tmp_path: Path, embedder: Embedder  # noqa: F811
+) -> None:
+    path = tmp_path / "budget.db"
+    cache = EdgeCache(path, CacheSettings(), embedder=embedder)
+    base = cache.threshold
+    try:
+        look = await _semantic_hit(cache, "How do I turn on dark mode?", "How can I turn on dark mode?")
+        cache.note_served("r-1", "t1", "cache-semantic", look.hit, chat("How can I turn on dark mode?"), look.embedding)
+        await cache.rate("r-1", "t1", "wrong")
+        moved = cache.feedback.threshold("t1")
+        assert moved == float(np.nextafter(look.hit.probability, np.inf)) > base
+        assert cache.feedback.threshold("t2") == base  # another tenant's rule is its own
+        status = (await cache.budget_status())["t1"]
+        assert (status["rated"], status["wrong"], status["threshold"], status["base_threshold"]) == (1, 1, moved, base)
+        assert [(h["threshold_from"], h["threshold_to"], h["reason"]) for h in status["history"]] == [
+            (base, moved, "stricter: wrong ratings")]
+    finally:
+        await cache.aclose()
+    again = EdgeCache(path, CacheSettings(), embedder=embedder)
+    try:
+        assert again.feedback.threshold("t1") == moved
+        assert ("t1", look.hit.entry_id) in again.feedback.vetoes
+    finally:
+        await again.aclose()
+
+
+def test_the_rule_is_stricter_on_wrong_ratings_and_looser_only_with_enough_right_ones() -> None:
+    conf, kind, budget_ = 0.8413, "wilson", 0.05
+    R = budget.Rated
+    assert budget.choose([], 0.9, budget_, conf, kind).threshold == 0.9  # no ratings: the calibrated rule
+    right_only = [R(0.95, False)] * 3
+    assert budget.choose(right_only, 0.9, budget_, conf, kind).threshold == 0.9
+    one_wrong = [*right_only, R(0.93, True)]
+    rule = budget.choose(one_wrong, 0.9, budget_, conf, kind)
+    assert rule.threshold == float(np.nextafter(0.93, np.inf)) and (rule.rated, rule.wrong) == (3, 0)
+    # Enough right ratings at or above the wrong one bring the bound within the budget: back to 0.9.
+    many = [*[R(0.95, False)] * 70, R(0.93, True)]
+    upper = float(wrong_rate_upper(np.array([1]), np.array([71]), conf, kind)[0])
+    assert upper <= budget_
+    rule = budget.choose(many, 0.9, budget_, conf, kind)
+    assert (rule.threshold, rule.rated, rule.wrong, rule.bound) == (0.9, 71, 1, pytest.approx(upper))
+    few = [*[R(0.95, False)] * 10, R(0.93, True)]
+    assert budget.choose(few, 0.9, budget_, conf, kind).threshold > 0.93
+    # A wrong rating below the rule in force does not move it.
+    assert budget.choose([R(0.85, True)], 0.9, budget_, conf, kind).threshold == 0.9

@@ -1,0 +1,176 @@
+"""The cache as clients use it, over HTTP on a real node (real model, embedder, verifier, SQLite)
+with the real ``openai`` SDK: default requests are cached, answers can be rated through
+``POST /v1/feedback``, ratings are tenant-scoped and move the tenant's serving rule."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+import httpx
+import openai
+import pytest
+
+from dashboard import create_app
+from router import load_settings
+from tests.servers import serve_app
+
+KEYS = {"key-a": "team-a", "key-b": "team-b"}
+OPERATOR = "op-key"
+
+
+@pytest.fixture(scope="module")
+def node(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
+    settings = load_settings(
+        data_dir=tmp_path_factory.mktemp("feedback"), edge={"n_ctx": 2048}, cloud={"local_member": False},
+        server={"api_keys": KEYS, "operator_keys": [OPERATOR]},
+    )
+    with serve_app(create_app(settings)) as base:
+        yield base
+
+
+def sdk(node: str, key: str = "key-a") -> openai.OpenAI:
+    return openai.OpenAI(base_url=node + "/v1", api_key=key, max_retries=0, timeout=120)
+
+
+def rate(node: str, key: str, body: dict[str, object]) -> httpx.Response:
+    return httpx.post(node + "/v1/feedback", json=body, headers={"authorization": f"Bearer {key}"}, timeout=30)
+
+
+def test_the_sdk_with_no_sampling_settings_gets_exact_then_semantic_hits(node: str) -> None:
+    client = sdk(node)
+    ask = [{"role": "user", "content": "What is an edge node?"}]
+    first = client.chat.completions.with_raw_response.create(model="auto", messages=ask)  # type: ignore[arg-type]
+    again = client.chat.completions.with_raw_response.create(model="auto", messages=ask)  # type: ignore[arg-type]
+    assert (first.headers["x-edgeroute-route"], first.headers["x-edgeroute-cache"]) == ("edge", "miss")
+    assert again.headers["x-edgeroute-route"] == "cache-exact"
+    assert again.parse().choices[0].message.content == first.parse().choices[0].message.content
+    # Sampled at a chat front-end's temperature: the same draw serves it.
+    warm = client.chat.completions.with_raw_response.create(model="auto", messages=ask, temperature=0.7)  # type: ignore[arg-type]
+    assert warm.headers["x-edgeroute-route"] == "cache-exact"
+    para = [{"role": "user", "content": "What's an edge node?"}]
+    near = client.chat.completions.with_raw_response.create(model="auto", messages=para)  # type: ignore[arg-type]
+    assert near.headers["x-edgeroute-route"] == "cache-semantic"
+    assert float(near.headers["x-edgeroute-verifier"]) >= 0.5
+    # The request's own switch and the header opt out; the response says so.
+    off = client.chat.completions.with_raw_response.create(
+        model="auto", messages=ask, max_tokens=4, extra_body={"cache": False})  # type: ignore[arg-type]
+    assert (off.headers["x-edgeroute-route"], off.headers["x-edgeroute-cache"]) == ("edge", "off")
+    off = client.chat.completions.with_raw_response.create(
+        model="auto", messages=ask, max_tokens=4, extra_headers={"x-edgeroute-cache": "false"})  # type: ignore[arg-type]
+    assert off.headers["x-edgeroute-cache"] == "off"
+
+
+def _semantic_hit(node: str, stored: str, asked: str, key: str = "key-a") -> openai.types.chat.ChatCompletion:
+    client = sdk(node, key)
+    client.chat.completions.create(model="auto", messages=[{"role": "user", "content": stored}], max_tokens=8)
+    raw = client.chat.completions.with_raw_response.create(
+        model="auto", messages=[{"role": "user", "content": asked}], max_tokens=8)
+    assert raw.headers["x-edgeroute-route"] == "cache-semantic"
+    return raw.parse()
+
+
+def test_a_rating_is_stored_and_only_its_tenant_or_an_operator_may_give_it(node: str) -> None:
+    hit = _semantic_hit(node, "How do I turn on dark mode?", "How can I turn on dark mode?")
+    theirs = rate(node, "key-b", {"id": hit.id, "rating": "right"})
+    unknown = rate(node, "key-b", {"id": "chatcmpl-" + "0" * 24, "rating": "right"})
+    assert theirs.status_code == unknown.status_code == 404
+    assert theirs.json()["error"]["message"].replace(hit.id, "X") == unknown.json()["error"]["message"].replace(
+        "chatcmpl-" + "0" * 24, "X")
+    assert {k: v for k, v in theirs.json()["error"].items() if k != "message"} == {
+        "type": "invalid_request_error", "param": "id", "code": "not_found"}
+    mine = rate(node, "key-a", {"id": hit.id, "rating": "right", "note": "fine"})
+    assert mine.status_code == 200
+    body = mine.json()
+    assert (body["id"], body["object"], body["tenant"], body["rating"], body["note"], body["route"], body["rated_by"]) == (
+        hit.id, "feedback", "team-a", "right", "fine", "cache-semantic", "tenant")
+    assert body["query"] == "How can I turn on dark mode?" and body["verifier"] >= body["threshold"]
+    by_operator = rate(node, OPERATOR, {"id": hit.id, "rating": "right"})
+    assert (by_operator.status_code, by_operator.json()["rated_by"], by_operator.json()["note"]) == (200, "operator", None)
+    # A generated answer can be rated too, a text completion's or a response's.
+    made = sdk(node).completions.create(model="auto", prompt="Once upon a time", max_tokens=4, extra_body={"cache": False})
+    assert rate(node, "key-a", {"id": made.id, "rating": "wrong"}).json()["route"] == "edge"
+    response = sdk(node).responses.create(model="auto", input="Name a fruit.", max_output_tokens=4,
+                                          extra_body={"cache": False})
+    rated = rate(node, "key-a", {"id": response.id, "rating": "right"})
+    assert (rated.status_code, rated.json()["id"], rated.json()["route"]) == (200, response.id, "edge")
+    assert rate(node, "key-b", {"id": response.id, "rating": "right"}).status_code == 404
+
+
+@pytest.mark.parametrize(
+    ("body", "param"),
+    [
+        ({"id": "x", "rating": "meh"}, "rating"),
+        ({"rating": "right"}, "id"),
+        ({"id": "", "rating": "right"}, "id"),
+        ({"id": "x", "rating": "right", "note": "n" * 2001}, "note"),
+        ({"id": "x", "rating": "right", "extra": 1}, "extra"),
+    ],
+)
+def test_a_bad_rating_is_a_400_naming_the_field(node: str, body: dict[str, object], param: str) -> None:
+    r = rate(node, "key-a", body)
+    assert r.status_code == 400
+    assert param in (r.json()["error"]["param"] or "") + r.json()["error"]["message"]
+
+
+def test_no_key_no_rating(node: str) -> None:
+    r = httpx.post(node + "/v1/feedback", json={"id": "x", "rating": "right"}, timeout=30)
+    assert r.status_code == 401
+
+
+def test_a_wrong_rating_stops_the_hit_and_moves_the_rule_shown_on_metrics(node: str) -> None:
+    asked = "How should I reset my router password?"
+    hit = _semantic_hit(node, "How do I reset my router password?", asked, key="key-b")
+    assert rate(node, "key-b", {"id": hit.id, "rating": "wrong"}).status_code == 200
+    again = sdk(node, "key-b").chat.completions.with_raw_response.create(
+        model="auto", messages=[{"role": "user", "content": asked}], max_tokens=8)
+    # Not served that entry again: generated (and stored under the question itself).
+    assert (again.headers["x-edgeroute-route"], again.headers["x-edgeroute-cache"]) == ("edge", "miss")
+    metrics = httpx.get(node + "/metrics", headers={"authorization": f"Bearer {OPERATOR}"}, timeout=30).text
+    line = next(x for x in metrics.splitlines() if x.startswith('edgeroute_cache_verifier_threshold{tenant="team-b"}'))
+    assert float(line.split()[-1]) > 0.5
+    assert 'edgeroute_cache_wrong_rate_bound{tenant="team-b"}' not in metrics  # no rated hit left at the new threshold
+
+
+def test_the_feedback_operation_is_in_the_openapi_document(node: str) -> None:
+    doc = httpx.get(node + "/openapi/openapi.json", timeout=30).json()
+    op = doc["paths"]["/v1/feedback"]["post"]
+    assert set(op["responses"]) >= {"200", "400", "401", "404"}
+
+
+def test_feedback_fuzzed_on_a_node_with_its_cache_on(node: str) -> None:
+    """schemathesis on /v1/feedback with a tenant key, where ratings are really stored: no 5xx,
+    every answer as documented (the node-wide run has the cache off: there it is a 503)."""
+    import schemathesis
+    from hypothesis import HealthCheck, Phase, given, settings
+    from schemathesis import GenerationMode
+    from schemathesis.checks import (
+        content_type_conformance,
+        not_a_server_error,
+        response_schema_conformance,
+        status_code_conformance,
+    )
+
+    schema = schemathesis.openapi.from_url(node + "/openapi/openapi.json")
+    op = schema["/v1/feedback"]["POST"]
+    statuses: list[int] = []
+    for mode in (GenerationMode.POSITIVE, GenerationMode.NEGATIVE):
+
+        @given(case=op.as_strategy(generation_mode=mode))
+        @settings(max_examples=60, derandomize=True, deadline=None, database=None,
+                  suppress_health_check=list(HealthCheck), phases=[Phase.explicit, Phase.generate])
+        def fuzz(case: object) -> None:
+            response = case.call_and_validate(  # type: ignore[attr-defined]
+                base_url=node, headers={"authorization": "Bearer key-b"},
+                checks=[not_a_server_error, status_code_conformance, content_type_conformance,
+                        response_schema_conformance], timeout=30,
+            )
+            statuses.append(response.status_code)
+
+        fuzz()
+    assert set(statuses) <= {200, 400, 401, 404} and 404 in statuses and 400 in statuses  # 401: a mangled key
+
+
+def test_a_node_with_its_cache_off_knows_no_answer(keyed_node: str) -> None:
+    r = httpx.post(keyed_node + "/v1/feedback", json={"id": "chatcmpl-x", "rating": "right"},
+                   headers={"authorization": "Bearer key-a"}, timeout=30)
+    assert (r.status_code, r.json()["error"]["code"], r.json()["error"]["param"]) == (404, "not_found", "id")
