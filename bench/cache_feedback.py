@@ -73,7 +73,7 @@ def _free_port() -> int:
 
 
 def _start(data_dir: Path, port: int) -> subprocess.Popen[bytes]:
-    cmd = [sys.executable, "-c", "from dashboard.cli import main; main()", "serve", "--port", str(port),
+    cmd = [sys.executable, "-c", "from edgeroute.cli import main; main()", "serve", "--port", str(port),
            "--data-dir", str(data_dir), "--log-level", "warning", "--no-local-member"]
     proc = subprocess.Popen(cmd, start_new_session=True)
     deadline = time.monotonic() + 180

@@ -24,7 +24,7 @@ from .served import Served
 from .store import CacheStore
 
 if TYPE_CHECKING:
-    from .service import CacheHit
+    from .results import CacheHit
 
 log = logging.getLogger(__name__)
 

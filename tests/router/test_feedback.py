@@ -10,7 +10,7 @@ import httpx
 import openai
 import pytest
 
-from dashboard import create_app
+from edgeroute.app import create_app
 from router import load_settings
 from tests.servers import serve_app
 
