@@ -21,7 +21,7 @@ from loadtest.loadgen import LoadConfig, Tenant, run_load, table
 from models import EdgerouteError, prepare, registry
 from router import Settings, is_loopback, load_settings
 from router.logs import configure_logging
-from router.policy.cli import router_app
+from router.cli import router_app
 from router.server import serve as run_server
 from router.settings import describe_errors
 

@@ -11,7 +11,7 @@ import typer
 from models import EdgerouteError
 
 if TYPE_CHECKING:
-    from ..settings import Settings
+    from .settings import Settings
 
 router_app = typer.Typer(help="The routing policy: train, calibrate, evaluate, replay.", no_args_is_help=True)
 
@@ -26,7 +26,7 @@ def _fail(exc: EdgerouteError) -> typer.Exit:
 
 
 def _settings(config: Path | None, data_dir: Path | None) -> Settings:
-    from ..settings import load_settings
+    from .settings import load_settings
 
     return load_settings(config, data_dir=data_dir)
 
@@ -48,8 +48,8 @@ def train(
     as_json: JsonOpt = False,
 ) -> None:
     """Retrain the complexity classifier from a labeled prompt set (held-out split kept aside)."""
-    from .embed import embed_texts
-    from .train import train as run_train
+    from .policy.embed import embed_texts
+    from .policy.train import train as run_train
 
     try:
         report = run_train(embed_texts, prompts, out)
@@ -86,12 +86,12 @@ def calibrate(
     as_json: JsonOpt = False,
 ) -> None:
     """Pick the complexity threshold that sends the requested share to the cloud."""
-    from .calibrate import logged_scores, threshold_for_share
+    from .policy.calibrate import logged_scores, threshold_for_share
 
     try:
         settings = _settings(config, data_dir)
         if from_telemetry:
-            from .replay import read_decisions_db
+            from .policy.replay import read_decisions_db
 
             source = str(db or settings.data_dir / "telemetry.db")
             scores = logged_scores(read_decisions_db(Path(source)))
@@ -101,9 +101,9 @@ def calibrate(
                 )
                 raise typer.Exit(2)
         else:
-            from .classifier import load_classifier
-            from .dataset import SHIPPED_PROMPTS, load_prompts, select
-            from .embed import embed_texts
+            from .policy.classifier import load_classifier
+            from .policy.dataset import SHIPPED_PROMPTS, load_prompts, select
+            from .policy.embed import embed_texts
 
             chosen = load_prompts(prompts, require_labels=False)
             if prompts is None:
@@ -146,12 +146,12 @@ def evaluate_cmd(
     data_dir: DataDirOpt = None,
 ) -> None:
     """Accuracy against labels, cloud share and decision latency of the configured policy."""
-    from .classifier import load_classifier
-    from .dataset import load_prompts, select
-    from .embed import count_tokens, embed_texts
-    from .evaluate import NodeState, evaluate
-    from .policies import build_policy
-    from .privacy import PrivacyDetector
+    from .policy.classifier import load_classifier
+    from .policy.dataset import load_prompts, select
+    from .policy.embed import count_tokens, embed_texts
+    from .policy.evaluate import NodeState, evaluate
+    from .policy.policies import build_policy
+    from .policy.privacy import PrivacyDetector
 
     split = split or ("test" if prompts is None else "all")
     if split not in ("train", "test", "all"):
@@ -227,9 +227,9 @@ def replay(
     as_json: JsonOpt = False,
 ) -> None:
     """Re-decide the logged traffic with another threshold; print how shares, latency and cost change."""
-    from .policies import build_policy
-    from .replay import CostModel, format_report, read_decisions_db
-    from .replay import replay as run_replay
+    from .policy.policies import build_policy
+    from .policy.replay import CostModel, format_report, read_decisions_db
+    from .policy.replay import replay as run_replay
 
     try:
         settings = _settings(config, data_dir)
