@@ -38,17 +38,18 @@ def find_chromium() -> Path | None:
     return CHROMIUM_FALLBACK if os.access(CHROMIUM_FALLBACK, os.X_OK) else None
 
 
-def install_chromium() -> str:
-    """Try ``apt-get install chromium``; what happened, as a transcript for the failure message."""
+def apt_install(package: str, make_target: str, *, recommends: bool = True) -> str:
+    """Try ``apt-get install PACKAGE``; what happened, as a transcript for the failure message."""
     if os.environ.get(NO_APT_ENV):
         return f"{NO_APT_ENV} is set: apt-get was not run"
     if shutil.which("apt-get") is None:
         return "apt-get is not on PATH"
     if os.geteuid() != 0:
-        return "not root, so apt-get was not run: `make browser` installs it with sudo"
+        return f"not root, so apt-get was not run: `make {make_target}` installs it with sudo"
     env = {**os.environ, "DEBIAN_FRONTEND": "noninteractive"}
+    install = ["apt-get", "install", "-y", *([] if recommends else ["--no-install-recommends"]), package]
     transcript: list[str] = []
-    for argv in (["apt-get", "update"], ["apt-get", "install", "-y", "chromium"]):
+    for argv in (["apt-get", "update"], install):
         command = " ".join(argv)
         try:
             done = subprocess.run(argv, check=False, timeout=900, capture_output=True, text=True, env=env)
@@ -59,6 +60,10 @@ def install_chromium() -> str:
         if done.returncode != 0:
             break
     return "\n".join(transcript)
+
+
+def install_chromium() -> str:
+    return apt_install("chromium", "browser")
 
 
 def ensure_chromium() -> Path:

@@ -8,39 +8,14 @@ from __future__ import annotations
 
 import os
 import shutil
-import subprocess
 from pathlib import Path
 
 import pytest
 
 from loadtest.fleet import prometheus_binary
+from browserkit import apt_install
 
 SKIP_ENV = "EDGEROUTE_SKIP_PROMETHEUS"
-NO_APT_ENV = "EDGEROUTE_NO_APT"
-
-
-def _install() -> str:
-    if os.environ.get(NO_APT_ENV):
-        return f"{NO_APT_ENV} is set: apt-get was not run"
-    if shutil.which("apt-get") is None:
-        return "apt-get is not on PATH"
-    if os.geteuid() != 0:
-        return "not root, so apt-get was not run: `make prometheus` installs it with sudo"
-    env = {**os.environ, "DEBIAN_FRONTEND": "noninteractive"}
-    transcript = []
-    for argv in (
-        ["apt-get", "update"],
-        ["apt-get", "install", "-y", "--no-install-recommends", "prometheus"],
-    ):
-        try:
-            done = subprocess.run(argv, check=False, timeout=900, capture_output=True, text=True, env=env)
-        except (OSError, subprocess.TimeoutExpired) as exc:
-            transcript.append(f"$ {' '.join(argv)}\n{type(exc).__name__}: {exc}")
-            break
-        transcript.append(f"$ {' '.join(argv)}  (exit {done.returncode})\n{done.stdout}{done.stderr}")
-        if done.returncode != 0:
-            break
-    return "\n".join(transcript)
 
 
 def ensure_prometheus() -> Path:
@@ -50,7 +25,7 @@ def ensure_prometheus() -> Path:
         return found
     if os.environ.get(SKIP_ENV) == "1":
         pytest.skip(f"prometheus is not installed and {SKIP_ENV}=1 opts out of the fleet tests")
-    transcript = _install()
+    transcript = apt_install("prometheus", "prometheus", recommends=False)
     found = prometheus_binary()
     if found is not None:
         return found
