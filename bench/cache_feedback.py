@@ -2,7 +2,8 @@
 
     python -m bench.cache --feedback [--pairs ../shared/data/qqp_pairs.jsonl] [--judged DIR]
 
-The stored set of the judged replay (``bench.cache``) is warmed into a fresh node's cache; the
+The stored set of the judged replay (``bench.cache``; with ``--unseen`` the QQP sample outside every
+judged set, ``bench.cache_holdout``) is warmed into a fresh node's cache; the
 judged test part's queries are then asked in order, one at a time, with the openai wire format
 (greedy, one token: the answer text is not under test). Run twice on fresh nodes:
 
@@ -161,7 +162,7 @@ def run(test: list[Judged], stored: list[str], stored_vecs: np.ndarray, embedder
 
 
 def report(result: dict[str, Any]) -> None:
-    print(f"feedback replay: {result['queries']} judged test queries in order, {result['entries']} stored; "
+    print(f"feedback replay: {result['queries']} judged queries in order, {result['entries']} stored; "
           f"load average before {result['load_before'][0]:.2f}, after {result['load_after'][0]:.2f}")
     print(f"| {'run':<17} | {'half':<6} | {'served':>6} | {'rated':>5} | {'precision':>9} | {'recall of answerable':>20} | {'threshold after':>15} |")
     for name in ("without feedback", "with feedback"):

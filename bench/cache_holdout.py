@@ -7,7 +7,9 @@ was not fitted to.
 Sources: the judged calibration and test parts replayed as ``bench.cache`` replays them (every
 held-out QQP ``a`` stored, every judged query asked; a served entry other than the judged nearest
 counts wrong), and the hand-written assistant pairs (``bench/data/ood_pairs.jsonl`` and
-``ood_val_pairs.jsonl``, each pair in its own tenant). One lookup per query with every guard-passing
+``ood_val_pairs.jsonl``, each pair in its own tenant), and the QQP sample outside every judged set
+(``data/judged/unseen_qqp``: 17,556 train-split pairs, every ``a`` stored, every ``b`` asked, each
+candidate read; exact hits counted apart). One lookup per query with every guard-passing
 candidate scored; a threshold serves the most similar candidate whose probability reaches it.
 Also the shipped rule and the rule each ``max_wrong_rate`` calibrates to (``calibration_margin`` 1),
 with its wrong rate on each source.
@@ -17,6 +19,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import random
 import tempfile
 import time
 from pathlib import Path
@@ -28,11 +31,12 @@ import typer
 from bench.cache import DEFAULT_PAIRS, REPO, embed_texts, entry, key, stored_set, write_result
 from bench.cache_ood import load as load_ood
 from edge import CacheSettings, EdgeCache, Embedder
-from edge.cache import Verifier, load_judged, split_judged
+from edge.cache import Judged, Verifier, load_judged, load_pairs, split_judged
 from edge.cache.budget import calibrated_threshold
 from edge.cache.calibration import wrong_rate_upper
 from edge.cache.keys import normalize_text
 
+UNSEEN_SEED = 20261127
 THRESHOLDS = (0.80, 0.85, 0.88, 0.90, 0.92, 0.94, 0.95, 0.96, 0.97, 0.98, 0.99)
 BUDGETS = (0.05, 0.03, 0.02, 0.01)
 ALL = CacheSettings(verifier_threshold=0.0)  # every guard-passing candidate scored and accepted
@@ -57,6 +61,40 @@ async def judged(part: list[Any], stored: list[str], vecs: np.ndarray, embedder:
             rows.append(_verdicts(cands, lambda s, asked=asked: s.lower() == asked.lower() or label.get((asked, s), False)))
     await cache.aclose()
     return {"rows": rows, "positives": answerable}
+
+
+UNSEEN = REPO / "data" / "judged" / "unseen_qqp"
+
+
+def unseen_set(pairs_path: Path) -> tuple[list[str], list[str], list[Judged]]:
+    """The QQP sample outside every judged set: (stored questions, the asked questions that are not
+    exact hits, the read (query, candidate) pairs), in the order the reading's replay used."""
+    lines = [int(n) for n in (UNSEEN / "sample_lines.txt").read_text().split()]
+    everything = load_pairs(pairs_path)
+    sample = [everything[n] for n in lines]
+    random.Random(UNSEEN_SEED).shuffle(sample)
+    stored = list(dict.fromkeys(normalize_text(p.a) for p in sample))
+    lower = {s.lower() for s in stored}
+    queries = [q for q in dict.fromkeys(normalize_text(p.b) for p in sample) if q.lower() not in lower]
+    read = [json.loads(line) for line in (UNSEEN / "unseen_qqp.jsonl").open(encoding="utf-8")]
+    judged = [Judged(r["id"], r["query"], r["stored"], float(r["cosine"]), bool(r["servable"]), r["label"]) for r in read]
+    return stored, queries, judged
+
+
+async def unseen(pairs_path: Path, embedder: Embedder, work: Path) -> dict[str, Any]:
+    """Every sampled ``a`` stored, every ``b`` that is not an exact hit asked; each candidate was read."""
+    stored, queries, read = unseen_set(pairs_path)
+    label = {(j.query, j.stored): j.servable for j in read}
+    cache = EdgeCache(work / "unseen.db", ALL, embedder=embedder)
+    cache.db.put_bulk([entry(t, str(i)) for i, t in enumerate(stored)], embed_texts(embedder, stored), now=time.time())
+    rows, unread = [], 0
+    for start in range(0, len(queries), 32):
+        chunk = queries[start : start + 32]
+        for q, (_, cands) in zip(chunk, await asyncio.gather(*(cache.candidates(key(q)) for q in chunk)), strict=True):
+            unread += sum((q, c.entry.prompt_text) not in label for c in cands)
+            rows.append(_verdicts(cands, lambda s, q=q: label.get((q, s), False)))
+    await cache.aclose()
+    return {"rows": rows, "positives": len({j.query for j in read if j.servable}), "unread_candidates": unread}
 
 
 async def ood(path: Path, embedder: Embedder, work: Path) -> dict[str, Any]:
@@ -101,7 +139,11 @@ def main(
         "judged test": asyncio.run(judged(parts["test"], stored, vecs, embedder, work_dir)),
         "assistant pairs": asyncio.run(ood(REPO / "bench" / "data" / "ood_pairs.jsonl", embedder, work_dir)),
         "assistant val pairs": asyncio.run(ood(REPO / "bench" / "data" / "ood_val_pairs.jsonl", embedder, work_dir)),
+        "unseen QQP sample": asyncio.run(unseen(pairs, embedder, work_dir)),
     }
+    extra = sources["unseen QQP sample"]
+    print(f"unseen QQP sample: {len(extra['rows'])} queries asked (exact hits left out), {extra['positives']} "
+          f"answerable, {extra['unread_candidates']} candidates not read")
     verifier = Verifier.shipped()
     rules = {"shipped": calibrated_threshold(verifier, CacheSettings())}
     for budget in BUDGETS:

@@ -86,9 +86,12 @@ def main() -> None:
                 if proc.poll() is not None:
                     raise SystemExit(f"the node exited with code {proc.returncode}")
                 try:
-                    if httpx.get(f"http://127.0.0.1:{args.port}/healthz", timeout=2).status_code == 200:
+                    health = httpx.get(f"http://127.0.0.1:{args.port}/healthz", timeout=2)
+                    # The node answers from the edge while its local member starts: wait for the member.
+                    cloud = health.json().get("cloud") if health.status_code == 200 else None
+                    if health.status_code == 200 and (cloud is None or cloud["healthy"] == cloud["members"] > 0):
                         break
-                except httpx.HTTPError:
+                except (httpx.HTTPError, ValueError):
                     pass
                 if time.monotonic() > deadline:
                     raise SystemExit("the node did not start")

@@ -2,9 +2,10 @@
 (``model: cloud``, cache off) minus the same request sent to the member directly.
 
 The member is vLLM's server on the edge model's twin (``--member vllm``, the default: the node's
-own member, started with ``edgeroute cloud serve``) or llama.cpp's OpenAI-compatible server on
-the edge GGUF (``--member llama``), on loopback; the node is ``edgeroute serve`` with that server
-as its only member. Direct and
+own member, started with ``edgeroute cloud serve``), llama.cpp's OpenAI-compatible server on
+the edge GGUF (``--member llama``) or ``bench.pool``'s echo server, which answers at once and
+takes no core (``--member echo``: the node's own cost), on loopback; the node is ``edgeroute
+serve`` with that server as its only member. Direct and
 routed requests alternate (the order flips every pair) on kept-alive connections, so machine noise
 hits both alike; the figure is the median of the paired differences. ``GET /healthz`` on the node
 is timed too: the cost of one trip through the HTTP stack alone.
@@ -12,7 +13,7 @@ is timed too: the cost of one trip through the HTTP stack alone.
 Two rows per node: ``whole`` (the client sends ``stream: false``; the node asks the member for a
 whole answer too) and ``stream`` (the client streams; the node streams from the member).
 
-    python -m bench.overhead [--member vllm|llama] [--pairs 200] [--warmup 20]
+    python -m bench.overhead [--member vllm|llama|echo] [--pairs 200] [--warmup 20]
                              [--json artifacts/bench_overhead.json] [--against DIR]
 
 ``--against DIR`` starts a second node from another checkout (e.g. an older commit unpacked with
@@ -149,9 +150,9 @@ def main() -> None:
     ap.add_argument("--warmup", type=int, default=20)
     ap.add_argument("--json", type=Path, default=Path("artifacts/bench_overhead.json"))
     ap.add_argument("--against", type=Path, help="a second node from this checkout, timed in the same rounds")
-    ap.add_argument("--member", choices=["vllm", "llama"], default="vllm", help="the server behind the node")
+    ap.add_argument("--member", choices=["vllm", "llama", "echo"], default="vllm", help="the server behind the node")
     args = ap.parse_args()
-    alias = EDGE_DEFAULT if args.member == "vllm" else ALIAS
+    alias = {"vllm": EDGE_DEFAULT, "llama": ALIAS, "echo": "echo"}[args.member]
 
     work = Path(tempfile.mkdtemp(prefix="edgeroute-overhead-"))
     gguf = resolve(EDGE_DEFAULT, default_models_dir()).path
@@ -164,6 +165,8 @@ def main() -> None:
     )
     if args.member == "vllm":
         member = _spawn([sys.executable, "-m", "cloud.member", "--port", str(member_port)], work / "member.log")
+    elif args.member == "echo":
+        member = _spawn([sys.executable, "-m", "bench.pool", "--serve-echo", str(member_port)], work / "member.log")
     else:
         member = _spawn(
             [sys.executable, "-m", "llama_cpp.server", "--model", str(gguf), "--model_alias", ALIAS,
@@ -200,7 +203,7 @@ def main() -> None:
                 f"GET /healthz {h['p50']:.2f} ms ({r['pairs']} rounds)"
             )
     args.json.parent.mkdir(parents=True, exist_ok=True)
-    served_by = "vllm (edgeroute cloud serve)" if args.member == "vllm" else "llama_cpp.server"
+    served_by = {"vllm": "vllm (edgeroute cloud serve)", "llama": "llama_cpp.server", "echo": "bench.pool echo"}[args.member]
     args.json.write_text(json.dumps({"member": served_by, "results": results}, indent=2))
 
 

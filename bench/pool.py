@@ -56,23 +56,29 @@ def echo_app() -> Any:
         + usage
         + b"data: [DONE]\n\n"
     )
+    whole = json.dumps({
+        "id": "x", "object": "chat.completion", "created": 0, "model": "echo",
+        "choices": [{"index": 0, "message": {"role": "assistant", "content": "".join(f"tok{i} " for i in range(ECHO_CHUNKS))},
+                     "finish_reason": "stop"}],
+        "usage": counts,
+    }).encode()
     models = json.dumps({"object": "list", "data": [{"id": "echo", "object": "model"}]}).encode()
 
     async def app(scope: dict[str, Any], receive: Any, send: Any) -> None:
         if scope["type"] != "http":
             return
-        while (await receive()).get("more_body"):
-            pass
+        body = b""
+        while True:
+            message = await receive()
+            body += message.get("body", b"")
+            if not message.get("more_body"):
+                break
         path = scope["path"]
         if path == "/v1/chat/completions":
-            await send(
-                {
-                    "type": "http.response.start",
-                    "status": 200,
-                    "headers": [(b"content-type", b"text/event-stream")],
-                }
-            )
-            await send({"type": "http.response.body", "body": stream})
+            streamed = bool(json.loads(body or b"{}").get("stream"))
+            kind = b"text/event-stream" if streamed else b"application/json"
+            await send({"type": "http.response.start", "status": 200, "headers": [(b"content-type", kind)]})
+            await send({"type": "http.response.body", "body": stream if streamed else whole})
         elif path in ("/health", "/v1/models"):
             await send(
                 {

@@ -5,8 +5,14 @@ threshold ``t`` the hits that would still be served are those with probability >
 rate has the same one-sided upper confidence bound ``edgeroute cache calibrate`` uses
 (:func:`edge.cache.calibration.wrong_rate_upper`). The rule kept is the lowest threshold, never
 below the calibrated one, at which either no rated hit is wrong (the calibration still speaks
-for it) or the bound is within ``max_wrong_rate``: a wrong rating makes it stricter at once, and
-it comes down again only when enough right ratings bring the bound back within the budget.
+for it) or the bound is within ``max_wrong_rate``: wrong ratings make it stricter, and it comes
+down again only when enough right ratings bring the bound back within the budget.
+
+The calibration replay counts too, as ``budget_prior_ratings`` ratings at its own wrong rate at
+that threshold divided by ``calibration_margin`` (out of sample the wrong rate ran up to about
+twice the replay's). Without it one wrong rating among the first fifty moved the threshold, on
+data whose wrong rate was within the budget all along; with it a tenant's ratings outweigh the
+replay once there are more of them than the prior's weight.
 """
 
 from __future__ import annotations
@@ -39,29 +45,60 @@ class Rated:
 
 
 @dataclass(frozen=True, slots=True)
+class Prior:
+    """The calibration replay's word on the wrong rate at a threshold, worth ``weight`` ratings."""
+
+    scores: np.ndarray  # the replay's verifier probability per query (negative: refused before it)
+    wrong: np.ndarray  # True where the replay's pair was judged not servable
+    weight: float
+    margin: float  # calibration_margin: the share of the budget the replay itself had to meet
+
+    def at(self, threshold: float) -> tuple[float, float]:
+        """(pseudo ratings, pseudo wrong ones) at ``threshold``: Laplace-smoothed, scaled by 1 / margin."""
+        served = self.scores >= threshold
+        n, wrong = int(served.sum()), int((served & self.wrong).sum())
+        rate = min(1.0, (wrong + 1) / (n + 2) / self.margin)
+        return self.weight, self.weight * rate
+
+
+def prior_of(verifier: Verifier | None, s: CacheSettings) -> Prior | None:
+    """The prior the settings ask for, from the verifier's calibration replay (None: ratings alone)."""
+    if verifier is None or verifier.replay is None or s.budget_prior_ratings <= 0:
+        return None
+    replay = verifier.replay
+    return Prior(replay.scores, ~replay.servable, float(s.budget_prior_ratings), s.calibration_margin)
+
+
+@dataclass(frozen=True, slots=True)
 class Rule:
     """The serving rule the ratings allow, and the estimate it rests on."""
 
     threshold: float
     rated: int  # rated hits at or above the threshold
     wrong: int
-    bound: float | None  # None: no rated hit at or above it
+    bound: float | None  # over the ratings and the prior; None: no rated hit at or above it
 
     @property
     def estimate(self) -> float | None:
         return self.wrong / self.rated if self.rated else None
 
 
-def estimate(ratings: Sequence[Rated], threshold: float, confidence: float, bound: Bound) -> Rule:
-    """The wrong rate of the rated hits at ``threshold`` and its upper confidence bound."""
+def estimate(
+    ratings: Sequence[Rated], threshold: float, confidence: float, bound: Bound, prior: Prior | None = None
+) -> Rule:
+    """The wrong rate of the rated hits at ``threshold`` and its upper confidence bound (with the prior's counts)."""
     kept = [r for r in ratings if r.probability >= threshold]
     wrong = sum(r.wrong for r in kept)
-    upper = float(wrong_rate_upper(np.array([wrong]), np.array([len(kept)]), confidence, bound)[0]) if kept else None
+    if not kept:
+        return Rule(threshold, 0, 0, None)
+    n, k = (0.0, 0.0) if prior is None else prior.at(threshold)
+    upper = float(wrong_rate_upper(np.array([wrong + k]), np.array([len(kept) + n]), confidence, bound)[0])
     return Rule(threshold, len(kept), wrong, upper)
 
 
 def choose(
-    ratings: Sequence[Rated], base: float, max_wrong_rate: float, confidence: float, bound: Bound
+    ratings: Sequence[Rated], base: float, max_wrong_rate: float, confidence: float, bound: Bound,
+    prior: Prior | None = None,
 ) -> Rule:
     """The lowest threshold >= ``base`` the ratings allow (see the module's docstring).
 
@@ -71,7 +108,7 @@ def choose(
     """
     wrong_ps = sorted({r.probability for r in ratings if r.wrong and r.probability >= base})
     for t in [base, *(float(np.nextafter(p, np.inf)) for p in wrong_ps)]:
-        rule = estimate(ratings, t, confidence, bound)
+        rule = estimate(ratings, t, confidence, bound, prior)
         if rule.wrong == 0 or (rule.bound is not None and rule.bound <= max_wrong_rate):
             return rule
     raise AssertionError("unreachable: the last candidate keeps no wrong hit")

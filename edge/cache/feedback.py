@@ -47,8 +47,10 @@ def _record(row: tuple[Any, ...]) -> dict[str, Any]:
 class Feedback:
     """The ratings of one cache file: the served log, each tenant's rule, the vetoes."""
 
-    def __init__(self, db: CacheStore, settings: CacheSettings, base: float) -> None:
-        self.db, self.settings, self.base = db, settings, base
+    def __init__(
+        self, db: CacheStore, settings: CacheSettings, base: float, prior: budget.Prior | None = None
+    ) -> None:
+        self.db, self.settings, self.base, self.prior = db, settings, base, prior
         self._pending: list[Served] = []
         self._lock = threading.Lock()
         self.rules: dict[str, budget.Rule] = {}  # tenants with rated semantic hits
@@ -126,7 +128,8 @@ class Feedback:
     def _move(self, tenant: str, now: float) -> None:
         """Recompute the tenant's rule from all its ratings; log it when the threshold moves."""
         s = self.settings
-        rule = budget.choose(self._ratings(tenant), self.base, s.max_wrong_rate, s.budget_confidence, s.budget_bound)
+        rule = budget.choose(self._ratings(tenant), self.base, s.max_wrong_rate, s.budget_confidence, s.budget_bound,
+                             self.prior)
         before = self.threshold(tenant)
         self.rules[tenant] = rule
         if rule.threshold != before:
@@ -155,7 +158,8 @@ class Feedback:
         tenants = [r[0] for r in self.db.write.execute(
             "SELECT DISTINCT tenant FROM served WHERE route = 'cache-semantic' AND rating IS NOT NULL")]
         for t in tenants:
-            self.rules[t] = budget.choose(self._ratings(t), self.base, s.max_wrong_rate, s.budget_confidence, s.budget_bound)
+            self.rules[t] = budget.choose(self._ratings(t), self.base, s.max_wrong_rate, s.budget_confidence, s.budget_bound,
+                                         self.prior)
             self._load_vetoes(t)
 
     def _load_vetoes(self, tenant: str) -> None:

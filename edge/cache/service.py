@@ -56,7 +56,7 @@ class EdgeCache:
         )
         self.threshold = budget.calibrated_threshold(self.verifier, self.settings)
         self._rng = random.Random()
-        self.feedback = Feedback(self.db, self.settings, self.threshold)
+        self.feedback = Feedback(self.db, self.settings, self.threshold, budget.prior_of(self.verifier, self.settings))
         # Reads and writes each get one thread (and one connection): WAL lets them overlap.
         # Lookups (index search, guards, verifier) one at a time, in turn across tenants.
         self._reader = FairRunner("cache-read")

@@ -121,3 +121,44 @@ def test_the_rule_is_stricter_on_wrong_ratings_and_looser_only_with_enough_right
     assert budget.choose(few, 0.9, budget_, conf, kind).threshold > 0.93
     # A wrong rating below the rule in force does not move it.
     assert budget.choose([R(0.85, True)], 0.9, budget_, conf, kind).threshold == 0.9
+
+
+def test_the_calibration_prior_counts_as_ratings_at_its_out_of_sample_rate() -> None:
+    # A replay of 100 served at >= 0.9 with 1 wrong, and 100 refused (-1): at 0.9 the prior's
+    # rate is (1 + 1) / (100 + 2) / 0.5 and it weighs 150 ratings.
+    scores = np.array([0.95] * 99 + [0.91] + [-1.0] * 100)
+    wrong = np.array([False] * 99 + [True] + [True] * 100)
+    prior = budget.Prior(scores, wrong, 150.0, 0.5)
+    assert prior.at(0.9) == (150.0, pytest.approx(150 * 2 / 102 / 0.5))
+    assert prior.at(0.93) == (150.0, pytest.approx(150 * 1 / 101 / 0.5))  # only the 99 right ones
+    assert prior.at(0.99) == (150.0, pytest.approx(150 * 0.5 / 0.5))  # nothing served: 1 / 2, capped at 1
+
+    conf, kind, budget_ = 0.8413, "wilson", 0.05
+    R = budget.Rated
+    low = budget.Prior(np.array([0.95] * 258), np.array([False] * 253 + [True] * 5), 150.0, 0.6)
+    one_wrong = [*[R(0.95, False)] * 46, R(0.93, True)]
+    # Without the prior one wrong among 47 moves the rule above it; with it the base holds, and
+    # the bound is over both: 1 + 150 * 6 / 260 / 0.6 wrong of 47 + 150.
+    assert budget.choose(one_wrong, 0.9, budget_, conf, kind).threshold == float(np.nextafter(0.93, np.inf))
+    rule = budget.choose(one_wrong, 0.9, budget_, conf, kind, low)
+    pooled = float(wrong_rate_upper(np.array([1 + 150 * 6 / 260 / 0.6]), np.array([197.0]), conf, kind)[0])
+    assert (rule.threshold, rule.rated, rule.wrong, rule.bound) == (0.9, 47, 1, pytest.approx(pooled))
+    assert pooled <= budget_
+    # More wrong ratings than the prior can carry: stricter again, up to where one wrong is left.
+    three_wrong = [*[R(0.95, False)] * 46, R(0.93, True), R(0.94, True), R(0.92, True)]
+    rule = budget.choose(three_wrong, 0.9, budget_, conf, kind, low)
+    assert (rule.threshold, rule.rated, rule.wrong) == (float(np.nextafter(0.93, np.inf)), 47, 1)
+    # A tenant's own wrong rate above the budget outweighs the prior once it has the ratings.
+    many = [*[R(0.95, False)] * 280, *[R(0.93, True)] * 20]
+    assert budget.choose(many, 0.9, budget_, conf, kind, low).threshold == float(np.nextafter(0.93, np.inf))
+
+
+def test_the_prior_comes_from_the_shipped_replay_unless_switched_off() -> None:
+    from edge.cache import Verifier
+
+    verifier = Verifier.shipped()
+    prior = budget.prior_of(verifier, CacheSettings())
+    assert prior is not None and prior.weight == 150.0 and prior.margin == 0.6
+    assert len(prior.scores) == len(verifier.replay.scores) == 2012
+    assert budget.prior_of(verifier, CacheSettings(budget_prior_ratings=0)) is None
+    assert budget.prior_of(None, CacheSettings()) is None

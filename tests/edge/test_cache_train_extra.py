@@ -70,3 +70,23 @@ def test_the_assistant_part_is_opt_in_and_shares_no_text_with_the_benchmark_or_j
     texts = {norm(r[k]) for r in benched for k in ("stored", "query")}
     texts |= {norm(t) for j in [*load_judged(), *load_calibration_extra()] for t in (j.query, j.stored)}
     assert not any(norm(j.query) in texts or norm(j.stored) in texts for j in assistant)
+
+
+def test_the_unseen_qqp_sample_shares_no_text_with_any_other_judged_set_and_each_candidate_was_read() -> None:
+    import pytest
+
+    from bench.cache import DEFAULT_PAIRS
+    from bench.cache_holdout import unseen_set
+
+    if not DEFAULT_PAIRS.is_file():
+        pytest.skip("the QQP pairs live in ../shared/data")
+    stored, asked, read = unseen_set(DEFAULT_PAIRS)
+    assert (len(stored), len(asked), len(read), sum(j.servable for j in read)) == (16806, 17097, 1946, 743)
+    assert {j.id[0] for j in read} == {"u"}
+    stored_set, asked_set = set(stored), set(asked)
+    assert all(j.query in asked_set and j.stored in stored_set for j in read)
+    root = train_extra_dir().parent
+    others = [*load_judged(), *load_train_extra(), *load_calibration_extra(),
+              *(j for d in ("train_extra_2", "train_extra_hard", "train_extra_assistant") for j in load_train_extra(root / d))]
+    texts = {t.lower() for j in others for t in (j.query, j.stored)}
+    assert not any(t.lower() in texts for t in [*stored, *asked])
