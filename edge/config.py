@@ -109,8 +109,8 @@ class CacheSettings(BaseModel):
         None, ge=0.0, le=1.0, description="explicit verifier probability to accept (None: from max_wrong_rate)"
     )
     # The calibration replay's say in each tenant's online budget, counted as this many ratings at
-    # its own wrong rate / calibration_margin: one wrong rating among a tenant's first fifty no
-    # longer moves the threshold by itself (docs/cache.md). 0: the tenant's ratings alone.
+    # its own wrong rate / calibration_margin, so a tenant's first few ratings are weighed against
+    # the replay's evidence, not alone (docs/cache.md). 0: the tenant's ratings alone.
     budget_prior_ratings: float = Field(
         150.0, ge=0.0, description="the calibration replay's weight in the online budget, in ratings"
     )

@@ -10,9 +10,8 @@ down again only when enough right ratings bring the bound back within the budget
 
 The calibration replay counts too, as ``budget_prior_ratings`` ratings at its own wrong rate at
 that threshold divided by ``calibration_margin`` (out of sample the wrong rate ran up to about
-twice the replay's). Without it one wrong rating among the first fifty moved the threshold, on
-data whose wrong rate was within the budget all along; with it a tenant's ratings outweigh the
-replay once there are more of them than the prior's weight.
+twice the replay's), so a tenant's first ratings are weighed with the replay's evidence rather
+than alone; its ratings outweigh the replay once there are more of them than the prior's weight.
 """
 
 from __future__ import annotations
