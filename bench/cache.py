@@ -103,10 +103,11 @@ def embed_texts(embedder: Embedder, texts: list[str]) -> np.ndarray:
 
 
 async def bulk_cache(
-    texts: list[str], embedder: Embedder, path: Path, tenant: str = "bench", vecs: np.ndarray | None = None
+    texts: list[str], embedder: Embedder, path: Path, tenant: str = "bench", vecs: np.ndarray | None = None,
+    settings: CacheSettings | None = None,
 ) -> EdgeCache:
     """A cache holding ``texts`` (entry i answers "i"), inserted in bulk."""
-    cache = EdgeCache(path, CacheSettings(), embedder=embedder)
+    cache = EdgeCache(path, settings or CacheSettings(), embedder=embedder)
     vecs = embed_texts(embedder, texts) if vecs is None else vecs
     cache.db.put_bulk([entry(t, str(i), tenant) for i, t in enumerate(texts)], vecs, now=time.time())
     return cache

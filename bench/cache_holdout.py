@@ -28,7 +28,7 @@ from typing import Annotated, Any
 import numpy as np
 import typer
 
-from bench.cache import DEFAULT_PAIRS, REPO, embed_texts, entry, key, stored_set, write_result
+from bench.cache import DEFAULT_PAIRS, REPO, bulk_cache, embed_texts, entry, key, stored_set, write_result
 from bench.cache_ood import load as load_ood
 from edge import CacheSettings, EdgeCache, Embedder
 from edge.cache import Judged, Verifier, load_judged, load_pairs, split_judged
@@ -47,19 +47,24 @@ def _verdicts(cands: list[Any], judge: Any) -> list[tuple[float, bool]]:
     return [(float(c.probability), bool(judge(c.entry.prompt_text))) for c in cands if c.refusal is None and c.probability is not None]
 
 
+async def _candidates(cache: EdgeCache, keys: list[Any]) -> list[list[Any]]:
+    """The semantic layer's candidates for each key, asked 32 at a time."""
+    out: list[list[Any]] = []
+    for start in range(0, len(keys), 32):
+        out += [cands for _, cands in await asyncio.gather(*(cache.candidates(k) for k in keys[start : start + 32]))]
+    return out
+
+
 async def judged(part: list[Any], stored: list[str], vecs: np.ndarray, embedder: Embedder, work: Path) -> dict[str, Any]:
     label = {(normalize_text(j.query), normalize_text(j.stored)): j.servable for j in part}
     queries = list(dict.fromkeys(j.query for j in part))
     answerable = len({normalize_text(j.query) for j in part if j.servable})
-    cache = EdgeCache(work / f"judged-{len(part)}.db", ALL, embedder=embedder)
-    cache.db.put_bulk([entry(t, str(i)) for i, t in enumerate(stored)], vecs, now=time.time())
-    rows = []
-    for start in range(0, len(queries), 32):
-        chunk = queries[start : start + 32]
-        for q, (_, cands) in zip(chunk, await asyncio.gather(*(cache.candidates(key(q)) for q in chunk)), strict=True):
-            asked = normalize_text(q)
-            rows.append(_verdicts(cands, lambda s, asked=asked: s.lower() == asked.lower() or label.get((asked, s), False)))
+    cache = await bulk_cache(stored, embedder, work / f"judged-{len(part)}.db", vecs=vecs, settings=ALL)
+    looks = await _candidates(cache, [key(q) for q in queries])
     await cache.aclose()
+    asked = [normalize_text(q) for q in queries]
+    rows = [_verdicts(cands, lambda s, a=a: s.lower() == a.lower() or label.get((a, s), False))
+            for a, cands in zip(asked, looks, strict=True)]
     return {"rows": rows, "positives": answerable}
 
 
@@ -85,15 +90,11 @@ async def unseen(pairs_path: Path, embedder: Embedder, work: Path) -> dict[str, 
     """Every sampled ``a`` stored, every ``b`` that is not an exact hit asked; each candidate was read."""
     stored, queries, read = unseen_set(pairs_path)
     label = {(j.query, j.stored): j.servable for j in read}
-    cache = EdgeCache(work / "unseen.db", ALL, embedder=embedder)
-    cache.db.put_bulk([entry(t, str(i)) for i, t in enumerate(stored)], embed_texts(embedder, stored), now=time.time())
-    rows, unread = [], 0
-    for start in range(0, len(queries), 32):
-        chunk = queries[start : start + 32]
-        for q, (_, cands) in zip(chunk, await asyncio.gather(*(cache.candidates(key(q)) for q in chunk)), strict=True):
-            unread += sum((q, c.entry.prompt_text) not in label for c in cands)
-            rows.append(_verdicts(cands, lambda s, q=q: label.get((q, s), False)))
+    cache = await bulk_cache(stored, embedder, work / "unseen.db", settings=ALL)
+    looks = await _candidates(cache, [key(q) for q in queries])
     await cache.aclose()
+    unread = sum((q, c.entry.prompt_text) not in label for q, cands in zip(queries, looks, strict=True) for c in cands)
+    rows = [_verdicts(cands, lambda s, q=q: label.get((q, s), False)) for q, cands in zip(queries, looks, strict=True)]
     return {"rows": rows, "positives": len({j.query for j in read if j.servable}), "unread_candidates": unread}
 
 
@@ -102,13 +103,9 @@ async def ood(path: Path, embedder: Embedder, work: Path) -> dict[str, Any]:
     cache = EdgeCache(work / f"{path.stem}.db", ALL, embedder=embedder)
     cache.db.put_bulk([entry(p.stored, str(i), tenant=f"p{i}") for i, p in enumerate(pairs)],
                       embed_texts(embedder, [p.stored for p in pairs]), now=time.time())
-    rows = []
-    for start in range(0, len(pairs), 32):
-        chunk = list(enumerate(pairs))[start : start + 32]
-        looks = await asyncio.gather(*(cache.candidates(key(p.query, tenant=f"p{i}")) for i, p in chunk))
-        for (_, p), (_, cands) in zip(chunk, looks, strict=True):
-            rows.append(_verdicts(cands, lambda _s, p=p: p.servable))
+    looks = await _candidates(cache, [key(p.query, tenant=f"p{i}") for i, p in enumerate(pairs)])
     await cache.aclose()
+    rows = [_verdicts(cands, lambda _s, p=p: p.servable) for p, cands in zip(pairs, looks, strict=True)]
     return {"rows": rows, "positives": sum(p.servable for p in pairs)}
 
 
