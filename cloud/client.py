@@ -1,6 +1,6 @@
-"""One pool member as an :class:`models.Engine`: streaming over httpx + httpx-sse (or one whole
-answer, when the client asked for one), with its own circuit breaker, recent latencies, and load
-(this node's requests plus what the member publishes).
+"""One pool member as an :class:`models.Engine`: streaming over httpx + httpx-sse on aiohttp
+(``transport.py``), or one whole answer when the client asked for one, with its own circuit
+breaker, recent latencies, and load (this node's requests plus what the member publishes).
 
 The first token is the line between the two failure kinds: before it, a failure is a
 :class:`MemberError` (the pool may retry elsewhere); after it, :class:`StreamBrokenError` carries
@@ -357,7 +357,8 @@ class Member:
         elif isinstance(exc, SSEError):  # an httpx.TransportError subclass, but the answer's fault
             reason = f"member {self.name} did not answer with an event stream: {exc}"
         elif isinstance(exc, httpx.ConnectError | httpx.ConnectTimeout):
-            reason = f"member {self.name} is unreachable ({type(exc).__name__}: {exc})"
+            # Over aiohttp a refused connection arrives as ConnectTimeout too: the class name would mislead.
+            reason = f"member {self.name} is unreachable: {exc}"
         elif isinstance(exc, httpx.HTTPError):
             detail = f": {exc}" if str(exc) else ""
             reason = f"member {self.name}: connection lost ({type(exc).__name__}{detail})"
