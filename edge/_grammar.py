@@ -13,6 +13,8 @@ import functools
 import re
 from typing import Any
 
+from models.schema_bounds import subschemas
+
 from .errors import ResponseFormatError
 
 _PARAM = "response_format"
@@ -29,6 +31,46 @@ _NO_SPACE = 'space ::= ""'
 _ESCAPE = re.compile(r"\\(?:x([0-9a-fA-F]{2})|u([0-9a-fA-F]{4})|U([0-9a-fA-F]{8})|.)", re.DOTALL)
 _LITERAL_ESCAPES = {"\\": "\\\\", "\r": "\\r", "\n": "\\n", '"': '\\"'}
 _LITERAL_SPECIAL = re.compile(r'[\\\r\n"]')
+
+
+# A pattern's shorthand classes as class bodies: llama-cpp-python's converter copies ``\d`` into
+# the grammar as it stands, which llama.cpp's grammar parser refuses (and ``\d{4}`` it garbles).
+# A JSON string holds a space unescaped but no other whitespace, so ``\s`` matches a space.
+_SHORTHANDS = {"d": "0-9", "w": "0-9A-Za-z_", "s": " "}
+# The negated ones leave out what cannot stand unescaped in a JSON string as well.
+_NOT_IN_JSON_STRING = r'"\\\x00-\x1F'
+
+
+def _expand_shorthands(pattern: str) -> str:
+    r"""``pattern`` with ``\d \w \s \D \W \S`` written as character classes."""
+    out: list[str] = []
+    in_class = False
+    i = 0
+    while i < len(pattern):
+        c = pattern[i]
+        if c == "\\" and i + 1 < len(pattern):
+            escaped = pattern[i + 1]
+            body = _SHORTHANDS.get(escaped.lower())
+            if body is None:
+                out.append(pattern[i : i + 2])
+            elif escaped.islower():
+                out.append(body if in_class else f"[{body}]")
+            elif in_class:
+                raise ResponseFormatError(
+                    f"response_format: a pattern's \\{escaped} inside [...] is not supported; write its characters out",
+                    param=_PARAM,
+                )
+            else:
+                out.append(f"[^{body}{_NOT_IN_JSON_STRING}]")
+            i += 2
+            continue
+        if c == "[" and not in_class:
+            in_class = True
+        elif c == "]" and in_class:
+            in_class = False
+        out.append(c)
+        i += 1
+    return "".join(out)
 
 
 def _converter() -> Any:
@@ -50,7 +92,11 @@ def _json_schema_to_gbnf(json_schema: str) -> str:
     import json
 
     converter = _converter()
-    schema = converter.resolve_refs(json.loads(json_schema), "stdin")
+    schema = json.loads(json_schema)
+    for node in subschemas(schema):
+        if isinstance(node.get("pattern"), str):
+            node["pattern"] = _expand_shorthands(node["pattern"])
+    schema = converter.resolve_refs(schema, "stdin")
     converter.visit(schema, "")
     return str(converter.format_grammar())
 

@@ -59,6 +59,13 @@ def check_schema(schema: Any, where: str, *, spent: int = 0) -> int:
     return units - spent
 
 
+def subschemas(schema: Any) -> Iterator[dict[str, Any]]:
+    """Every schema object in ``schema``, itself first (not the values of ``const``, ``enum`` or
+    ``default``, which are data)."""
+    for _, node, _ in _walk(schema, "", 0):
+        yield node
+
+
 def _walk(node: Any, path: str, depth: int) -> Iterator[tuple[str, dict[str, Any], int]]:
     if not isinstance(node, dict):
         return

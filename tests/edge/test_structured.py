@@ -4,12 +4,13 @@ from __future__ import annotations
 
 import asyncio
 import json
+import re
 from collections.abc import Iterator
 
 import pytest
 
 from edge import EdgeSettings, LlamaEngine, ResponseFormatError
-from edge._grammar import gbnf_for
+from edge._grammar import _expand_shorthands, gbnf_for
 from models import EDGE_DEFAULT, JSON_OBJECT, GenerationRequest, SamplingParams, collect, default_models_dir, resolve
 
 pytestmark = pytest.mark.slow
@@ -175,3 +176,31 @@ def test_a_nul_inside_a_negated_class_or_starting_a_range_is_kept() -> None:
     # Excluding NUL, or a range that only starts at it, still leaves characters a token can be.
     for pattern in ("^[^\\x00]$", "^[\\x00-\\x41]$"):
         assert "\\x00" in gbnf_for(json.dumps({"type": "string", "pattern": pattern}))
+
+
+@pytest.mark.parametrize(
+    ("pattern", "expanded"),
+    [
+        ("^\\d{3}-\\d{4}$", "^[0-9]{3}-[0-9]{4}$"),
+        ("^\\w+\\s\\w+$", "^[0-9A-Za-z_]+[ ][0-9A-Za-z_]+$"),
+        ("^[\\d.]+$", "^[0-9.]+$"),
+        ("^[^\\d]$", "^[^0-9]$"),
+        ("^\\D\\W\\S$", '^[^0-9"\\\\\\x00-\\x1F][^0-9A-Za-z_"\\\\\\x00-\\x1F][^ "\\\\\\x00-\\x1F]$'),
+        ("^a\\\\d\\.$", "^a\\\\d\\.$"),  # an escaped backslash, then a plain d
+    ],
+)
+def test_shorthand_classes_are_written_out_for_the_converter(pattern: str, expanded: str) -> None:
+    assert _expand_shorthands(pattern) == expanded
+
+
+def test_a_negated_shorthand_inside_a_class_is_a_request_error() -> None:
+    with pytest.raises(ResponseFormatError, match=r"\\D inside \[\.\.\.\]") as info:
+        gbnf_for(json.dumps({"type": "string", "pattern": "^[\\Da]$"}))
+    assert info.value.param == "response_format"
+
+
+@pytest.mark.parametrize(("pattern", "full"), [("^\\d{3}-\\d{4}$", r"\d{3}-\d{4}"), ("^\\w{2,8}\\s\\d{1,3}$", r"\w{2,8} \d{1,3}")])
+async def test_an_answer_under_a_shorthand_pattern_matches_it(engine: LlamaEngine, pattern: str, full: str) -> None:
+    schema = {"type": "object", "properties": {"v": {"type": "string", "pattern": pattern}}, "required": ["v"]}
+    done = await collect(engine.stream(ask(json.dumps(schema), max_tokens=40)))
+    assert re.fullmatch(full, json.loads(done.text)["v"])

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from models.schema_bounds import MAX_DEPTH, MAX_UNITS, SchemaTooCostlyError, check_schema
+from models.schema_bounds import MAX_DEPTH, MAX_UNITS, SchemaTooCostlyError, check_schema, subschemas
 
 
 @pytest.mark.parametrize(
@@ -71,3 +71,14 @@ def test_other_schemas_in_the_same_grammar_count() -> None:
     assert check_schema({"maxLength": 100}, "tools[1].function.parameters", spent=MAX_UNITS - 100) == 100
     with pytest.raises(SchemaTooCostlyError, match=r"^tools\[1\]\.function\.parameters: "):
         check_schema({"maxLength": 101}, "tools[1].function.parameters", spent=MAX_UNITS - 100)
+
+
+def test_subschemas_are_the_schema_objects_not_the_data_in_const_or_enum() -> None:
+    schema = {
+        "properties": {"a": {"pattern": "p"}},
+        "items": [{"type": "string"}],
+        "anyOf": [{"minLength": 1}],
+        "const": {"pattern": "q"},
+        "enum": [{"pattern": "r"}],
+    }
+    assert list(subschemas(schema)) == [schema, {"pattern": "p"}, {"minLength": 1}, {"type": "string"}]
