@@ -15,42 +15,42 @@ from httpx_aiohttp import AiohttpTransport
 from cloud.transport import member_transport
 
 
+class _CountingSocket:
+    """A connection whose reads are counted (socket objects do not take new attributes)."""
+
+    def __init__(self, conn: socket.socket) -> None:
+        self._conn = conn
+        self.reads = 0
+
+    def recv(self, size: int) -> bytes:
+        self.reads += 1
+        return self._conn.recv(size)
+
+
 class _KeepAliveServer(ScriptedServer):
     """Answers every request on a connection with one small JSON body, keeping the connection, and
-    counts the reads each request took to arrive whole."""
+    keeps each request's body and the reads it took to arrive whole."""
 
     def __init__(self) -> None:
         self.reads: list[int] = []
+        self.bodies: list[Any] = []
         super().__init__([])
 
     def handle(self, conn: Any) -> None:
         body = json.dumps({"ok": True}).encode()
         head = f"HTTP/1.1 200 OK\r\ncontent-type: application/json\r\ncontent-length: {len(body)}\r\n\r\n"
-        original = conn.recv
-        counted = [0]
-
-        def recv(size: int) -> bytes:
-            counted[0] += 1
-            return original(size)
-
+        counting = _CountingSocket(conn)
         try:
             while True:
-                counted[0] = 0
-                path, _ = self._read_request(_Counting(conn, recv))
+                counting.reads = 0
+                path, request_body = self._read_request(counting)  # type: ignore[arg-type]
                 if not path:
                     return
-                self.reads.append(counted[0])
+                self.reads.append(counting.reads)
+                self.bodies.append(json.loads(request_body))
                 conn.sendall(head.encode() + body)
         except OSError:
             pass
-
-
-class _Counting:
-    """A socket whose ``recv`` is counted (socket objects do not take new attributes)."""
-
-    def __init__(self, conn: socket.socket, recv: Any) -> None:
-        self._conn = conn
-        self.recv = recv
 
 
 def _no_proxy(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -70,6 +70,7 @@ async def test_requests_reuse_one_connection_and_each_arrives_in_one_read(monkey
         assert server.connections == 1
         # Head and body left in one send: the member reads each request once.
         assert server.reads == [1, 1, 1]
+        assert server.bodies == [{"n": 0}, {"n": 1}, {"n": 2}]
         assert all(head.startswith(b"POST /v1/chat/completions HTTP/1.1\r\n") for head in server.heads)
     finally:
         server.close()
