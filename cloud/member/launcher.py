@@ -150,6 +150,12 @@ def server_env(settings: MemberServerSettings, device: Device, base: dict[str, s
             # Binding each rank's threads to its own NUMA node fails on a one-node host ("Not
             # enough allowed NUMA nodes"); unbound, the ranks share the cores.
             env.setdefault("VLLM_CPU_OMP_THREADS_BIND", "nobind")
+        else:
+            # vLLM's CPU build otherwise runs one rank as a worker process beside the engine core,
+            # and each polls the queue between them for a second after every step: two busy
+            # cores of two. With the rank inside the engine core (vLLM's own layout on a GPU),
+            # 8 streams decoded 1.5x faster and first tokens came in half the time here.
+            env.setdefault("VLLM_ENABLE_V1_MULTIPROCESSING", "0")
     return env
 
 

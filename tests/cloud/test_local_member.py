@@ -209,7 +209,14 @@ def test_vllm_flags_mirror_the_member_settings() -> None:
     }
     one_rank = server_env(MemberServerSettings(kv_cache_gib=2), "cpu", {})
     assert one_rank["VLLM_CPU_KVCACHE_SPACE"] == "2" and "VLLM_CPU_OMP_THREADS_BIND" not in one_rank
+    # One rank runs inside vLLM's engine core (no worker process polling beside it) ...
+    assert one_rank["VLLM_ENABLE_V1_MULTIPROCESSING"] == "0"
+    # ... ranks of a tensor-parallel member are processes, and an operator's choice is kept.
+    assert "VLLM_ENABLE_V1_MULTIPROCESSING" not in env
+    assert server_env(MemberServerSettings(), "cpu", {"VLLM_ENABLE_V1_MULTIPROCESSING": "1"})[
+        "VLLM_ENABLE_V1_MULTIPROCESSING"] == "1"
     assert "VLLM_CPU_KVCACHE_SPACE" not in server_env(settings, "cuda", {})
+    assert "VLLM_ENABLE_V1_MULTIPROCESSING" not in server_env(MemberServerSettings(), "cuda", {})
 
 
 def test_a_cpu_without_avx2_is_refused_with_the_reason() -> None:
