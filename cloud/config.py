@@ -108,6 +108,9 @@ class MemberServerSettings(BaseModel):
     max_model_len: int = Field(2048, ge=16, description="prompt + completion tokens")
     kv_cache_gib: int = Field(1, ge=1, description="KV cache space in GiB (CPU: VLLM_CPU_KVCACHE_SPACE)")
     max_num_seqs: int | None = Field(None, ge=1, description="sequences decoded together (vLLM's default if unset)")
+    threads: int | None = Field(
+        None, ge=1, description="CPU: threads of a one-rank member (OMP_NUM_THREADS; default: every core)"
+    )
     eager: bool | None = Field(
         None,
         description="run the model without torch.compile / CUDA graphs; None: eager on a CPU "

@@ -145,7 +145,8 @@ class _VllmMembers:
         root = Path(__file__).resolve().parents[1]
         log = open(self.log_dir / f"vllm-{port}.log", "wb") if self.log_dir else subprocess.DEVNULL  # noqa: SIM115
         self.supervisors[port] = subprocess.Popen(
-            [sys.executable, "-m", "cloud.member", "--port", str(port)],
+            # Three members on one host: one thread each, or their spin-waiting threads outnumber the cores.
+            [sys.executable, "-m", "cloud.member", "--port", str(port), "--threads", "1"],
             cwd=root, stdout=log, stderr=subprocess.STDOUT, start_new_session=True,
         )
 

@@ -54,6 +54,9 @@ def serve(
     max_model_len: Annotated[int, typer.Option(min=16, help="prompt + completion tokens")] = 2048,
     kv_cache_gib: Annotated[int, typer.Option(min=1, help="KV cache space, GiB")] = 1,
     max_num_seqs: Annotated[Optional[int], typer.Option(min=1, help="sequences decoded together")] = None,
+    threads: Annotated[
+        Optional[int], typer.Option(min=1, help="CPU: threads of one rank [default: every core]")
+    ] = None,
     eager: Annotated[
         Optional[bool],
         typer.Option("--eager/--compile", help="eager mode, or torch.compile [default: eager on CPU, compiled on CUDA]"),
@@ -91,6 +94,7 @@ def serve(
             max_model_len=max_model_len,
             kv_cache_gib=kv_cache_gib,
             max_num_seqs=max_num_seqs,
+            threads=threads,
             eager=eager,
             api_key=api_key,
             vllm_python=vllm_python,

@@ -215,6 +215,9 @@ def test_vllm_flags_mirror_the_member_settings() -> None:
     assert "VLLM_ENABLE_V1_MULTIPROCESSING" not in env
     assert server_env(MemberServerSettings(), "cpu", {"VLLM_ENABLE_V1_MULTIPROCESSING": "1"})[
         "VLLM_ENABLE_V1_MULTIPROCESSING"] == "1"
+    # Its threads: every core unless the member is given a share of them.
+    assert "OMP_NUM_THREADS" not in one_rank
+    assert server_env(MemberServerSettings(threads=1), "cpu", {"OMP_NUM_THREADS": "8"})["OMP_NUM_THREADS"] == "1"
     assert "VLLM_CPU_KVCACHE_SPACE" not in server_env(settings, "cuda", {})
     assert "VLLM_ENABLE_V1_MULTIPROCESSING" not in server_env(MemberServerSettings(), "cuda", {})
 
