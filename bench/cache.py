@@ -1,7 +1,7 @@
 """Cache benchmark: the judged test replay, adversarial edits, and lookup latency at scale.
 
     python -m bench.cache [--pairs ../shared/data/qqp_pairs.jsonl] [--judged DIR] [--scales 10000,100000]
-    python -m bench.cache --feedback [--unseen]   (a judged stream over HTTP, with and without ratings)
+    python -m bench.cache --feedback [--unseen [--exact]]   (a judged stream over HTTP, with and without ratings)
 
 Judged replay: every stored question of the replay (the held-out QQP ``a`` texts) is warmed,
 every query of the judged *test* part is asked through the real cache. Three deciders on the same
@@ -284,6 +284,8 @@ def main(
         "--feedback", help="only the judged stream over HTTP, with and without ratings (bench/cache_feedback.py)")] = False,
     unseen: Annotated[bool, typer.Option(
         "--unseen", help="with --feedback: the QQP sample outside every judged set (data/judged/unseen_qqp)")] = False,
+    exact: Annotated[bool, typer.Option(
+        "--exact", help="with --unseen: ask its exact hits too (questions that are a stored one's own text)")] = False,
 ) -> None:
     if not pairs.is_file():
         typer.echo(f"skipped: {pairs} is absent (the QQP pairs live in ../shared/data)")
@@ -297,10 +299,11 @@ def main(
         from bench import cache_feedback
 
         if unseen:
-            from bench.cache_holdout import unseen_set
+            from bench.cache_holdout import unseen_asked, unseen_set
 
             stored, _, test = unseen_set(pairs)
-        fed = cache_feedback.run(test, stored, embed_texts(embedder, stored), embedder, work_dir)
+        asked = unseen_asked(pairs) if unseen and exact else None
+        fed = cache_feedback.run(test, stored, embed_texts(embedder, stored), embedder, work_dir, exact=asked)
         cache_feedback.report(fed)
         write_result(out.with_name(out.stem + "-feedback.json"), {"feedback_replay": fed}, work_dir)
         return

@@ -130,12 +130,23 @@ def _score(rows: list[dict[str, Any]], answerable: set[str]) -> dict[str, Any]:
     }
 
 
-def run(test: list[Judged], stored: list[str], stored_vecs: np.ndarray, embedder: Embedder, work: Path) -> dict[str, Any]:
+def run(
+    test: list[Judged], stored: list[str], stored_vecs: np.ndarray, embedder: Embedder, work: Path,
+    exact: list[str] | None = None,
+) -> dict[str, Any]:
+    """``exact``: the stream in order with the questions that are a stored question's own text
+    among the judged ones (each an exact hit, answerable); None: the judged queries alone."""
     label = {(normalize_text(j.query), normalize_text(j.stored)): j.servable for j in test}
     queries = list(dict.fromkeys(j.query for j in test))
     answerable = {normalize_text(j.query) for j in test if j.servable}
+    if exact is not None:
+        own = {s.lower() for s in stored}
+        judged = set(queries)
+        queries = [q for q in exact if q in judged or q.lower() in own]
+        answerable |= {q for q in queries if q.lower() in own}
     half = len(queries) // 2
-    out: dict[str, Any] = {"queries": len(queries), "entries": len(stored), "load_before": os.getloadavg()}
+    out: dict[str, Any] = {"queries": len(queries), "entries": len(stored), "exact_included": exact is not None,
+                           "load_before": os.getloadavg()}
     for name, feedback in (("without feedback", False), ("with feedback", True)):
         data = work / name.replace(" ", "-")
         data.mkdir(parents=True)
@@ -162,7 +173,8 @@ def run(test: list[Judged], stored: list[str], stored_vecs: np.ndarray, embedder
 
 
 def report(result: dict[str, Any]) -> None:
-    print(f"feedback replay: {result['queries']} judged queries in order, {result['entries']} stored; "
+    exact = " (exact hits included)" if result.get("exact_included") else ""
+    print(f"feedback replay: {result['queries']} judged queries{exact} in order, {result['entries']} stored; "
           f"load average before {result['load_before'][0]:.2f}, after {result['load_after'][0]:.2f}")
     print(f"| {'run':<17} | {'half':<6} | {'served':>6} | {'rated':>5} | {'precision':>9} | {'recall of answerable':>20} | {'threshold after':>15} |")
     for name in ("without feedback", "with feedback"):

@@ -31,7 +31,7 @@ import typer
 from bench.cache import DEFAULT_PAIRS, REPO, bulk_cache, embed_texts, entry, key, stored_set, write_result
 from bench.cache_ood import load as load_ood
 from edge import CacheSettings, EdgeCache, Embedder
-from edge.cache import Judged, Verifier, load_judged, load_pairs, split_judged
+from edge.cache import Judged, Pair, Verifier, load_judged, load_pairs, split_judged
 from edge.cache.budget import calibrated_threshold
 from edge.cache.calibration import wrong_rate_upper
 from edge.cache.keys import normalize_text
@@ -71,13 +71,23 @@ async def judged(part: list[Any], stored: list[str], vecs: np.ndarray, embedder:
 UNSEEN = REPO / "data" / "judged" / "unseen_qqp"
 
 
-def unseen_set(pairs_path: Path) -> tuple[list[str], list[str], list[Judged]]:
-    """The QQP sample outside every judged set: (stored questions, the asked questions that are not
-    exact hits, the read (query, candidate) pairs), in the order the reading's replay used."""
+def _unseen_sample(pairs_path: Path) -> list[Pair]:
     lines = [int(n) for n in (UNSEEN / "sample_lines.txt").read_text().split()]
     everything = load_pairs(pairs_path)
     sample = [everything[n] for n in lines]
     random.Random(UNSEEN_SEED).shuffle(sample)
+    return sample
+
+
+def unseen_asked(pairs_path: Path) -> list[str]:
+    """Every asked question of the unseen sample, exact hits included, in the replay's order."""
+    return list(dict.fromkeys(normalize_text(p.b) for p in _unseen_sample(pairs_path)))
+
+
+def unseen_set(pairs_path: Path) -> tuple[list[str], list[str], list[Judged]]:
+    """The QQP sample outside every judged set: (stored questions, the asked questions that are not
+    exact hits, the read (query, candidate) pairs), in the order the reading's replay used."""
+    sample = _unseen_sample(pairs_path)
     stored = list(dict.fromkeys(normalize_text(p.a) for p in sample))
     lower = {s.lower() for s in stored}
     queries = [q for q in dict.fromkeys(normalize_text(p.b) for p in sample) if q.lower() not in lower]

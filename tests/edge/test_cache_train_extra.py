@@ -76,12 +76,17 @@ def test_the_unseen_qqp_sample_shares_no_text_with_any_other_judged_set_and_each
     import pytest
 
     from bench.cache import DEFAULT_PAIRS
-    from bench.cache_holdout import unseen_set
+    from bench.cache_holdout import unseen_asked, unseen_set
 
     if not DEFAULT_PAIRS.is_file():
         pytest.skip("the QQP pairs live in ../shared/data")
     stored, asked, read = unseen_set(DEFAULT_PAIRS)
     assert (len(stored), len(asked), len(read), sum(j.servable for j in read)) == (16806, 17097, 1946, 743)
+    # The whole stream: the same questions in the same order, with the 205 that are a stored question's own text.
+    own = {s.lower() for s in stored}
+    every = unseen_asked(DEFAULT_PAIRS)
+    assert [q for q in every if q.lower() not in own] == asked
+    assert sum(q.lower() in own for q in every) == 205
     assert {j.id[0] for j in read} == {"u"}
     stored_set, asked_set = set(stored), set(asked)
     assert all(j.query in asked_set and j.stored in stored_set for j in read)
