@@ -37,6 +37,7 @@ from pathlib import Path
 from typing import Any
 
 import httpx
+import numpy as np
 
 from cloud.local import free_port
 from models import EDGE_DEFAULT, default_models_dir, resolve
@@ -86,6 +87,15 @@ def _summary(values: list[float]) -> dict[str, float]:
     return {"p50": statistics.median(values), "p05": q[0], "p95": q[-1], "mean": statistics.fmean(values)}
 
 
+def median_interval(values: list[float], resamples: int = 2000, seed: int = 0) -> tuple[float, float]:
+    """A 95% bootstrap interval of the median: how far the p50 itself moves with the rounds drawn."""
+    rng = np.random.default_rng(seed)
+    data = np.asarray(values, dtype=np.float64)
+    medians = np.median(rng.choice(data, size=(resamples, data.size), replace=True), axis=1)
+    low, high = np.percentile(medians, [2.5, 97.5])
+    return float(low), float(high)
+
+
 def measure(
     member: str, nodes: dict[str, str], pairs: int, warmup: int, stream: bool, alias: str = ALIAS
 ) -> dict[str, Any]:
@@ -126,7 +136,9 @@ def measure(
     out: dict[str, Any] = {"stream": stream, "pairs": pairs, "direct_ms": _summary(times["direct"])}
     for name in nodes:
         diffs = [n - d for n, d in zip(times[name], times["direct"], strict=True)]
-        out[name] = {"added_ms": _summary(diffs), "node_ms": _summary(times[name])}
+        added = _summary(diffs)
+        added["p50_ci95"] = list(median_interval(diffs))
+        out[name] = {"added_ms": added, "node_ms": _summary(times[name])}
     out["healthz_ms"] = _summary(health_ms)
     return out
 
@@ -199,7 +211,8 @@ def main() -> None:
             a = r[name]["added_ms"]
             print(
                 f"{'stream' if r['stream'] else 'whole '} {name}: adds {a['p50']:+.2f} ms p50 "
-                f"(p05 {a['p05']:+.2f}, p95 {a['p95']:+.2f}) over {d['p50']:.2f} ms direct; "
+                f"(95% interval of the p50 {a['p50_ci95'][0]:+.2f} to {a['p50_ci95'][1]:+.2f}; "
+                f"p05 {a['p05']:+.2f}, p95 {a['p95']:+.2f}) over {d['p50']:.2f} ms direct; "
                 f"GET /healthz {h['p50']:.2f} ms ({r['pairs']} rounds)"
             )
     args.json.parent.mkdir(parents=True, exist_ok=True)
