@@ -62,7 +62,7 @@ class FeedbackController(Controller):
         "/",
         summary="Rate an answer this node returned (right or wrong); the rating is stored with its cache decision",
         status_code=200,
-        responses=openapi.answers(FeedbackRecord, 400, 401, 404, 503),
+        responses=openapi.answers(FeedbackRecord, 400, 401, 404, 408, 413, 503),
     )
     async def rate(self, request: Request[Any, Any, State], data: FeedbackRequest) -> dict[str, Any]:
         node: Node = request.app.state.node

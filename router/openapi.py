@@ -230,15 +230,22 @@ WHY = {
     "or no stored response with this id (`not_found`, `previous_response_not_found`)",
     408: "The body did not arrive within `server.body_timeout_s`",
     413: "The body is over `server.max_body_bytes`",
-    429: "The tenant's requests or tokens per minute are spent (`rate_limit_exceeded`; `retry-after`)",
+    429: "The tenant's requests or tokens per minute are spent, or too many requests with a wrong API "
+    "key came from this address (`rate_limit_exceeded`; `retry-after` says when to retry)",
     503: "No capacity (`no_capacity`: the edge queue is full and no cloud can take it) or the node "
     "is draining (`draining`); `retry-after` says when to retry",
 }
 
 
+def listed(*statuses: int) -> list[int]:
+    """``statuses`` as documented: an operation that checks keys (401) can also answer 429, since
+    wrong keys are throttled per client address (models.openai.auth)."""
+    return sorted({*statuses, 429} if 401 in statuses else set(statuses))
+
+
 def errors(*statuses: int) -> dict[int, ResponseSpec]:
-    """OpenAI error bodies for ``statuses``."""
-    return {s: ResponseSpec(ErrorBody, description=WHY[s], generate_examples=False) for s in statuses}
+    """OpenAI error bodies for ``statuses`` (see :func:`listed`)."""
+    return {s: ResponseSpec(ErrorBody, description=WHY[s], generate_examples=False) for s in listed(*statuses)}
 
 
 def answers(body: type[BaseModel], *statuses: int) -> dict[int, ResponseSpec]:

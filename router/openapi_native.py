@@ -12,7 +12,7 @@ from litestar.openapi.spec import OpenAPIMediaType, Operation, Schema
 from litestar.openapi.spec.enums import OpenAPIType
 from pydantic import BaseModel
 
-from .openapi import WHY, TokenLogprobBody
+from .openapi import WHY, TokenLogprobBody, listed
 
 
 class OllamaError(BaseModel):
@@ -98,7 +98,7 @@ class OllamaVersion(BaseModel):
 
 def ollama_answers(body: type[BaseModel], *statuses: int) -> dict[int, ResponseSpec]:
     """An Ollama operation's answers: ``body``, and Ollama's error body for ``statuses``."""
-    spec = {s: ResponseSpec(OllamaError, description=WHY[s], generate_examples=False) for s in statuses}
+    spec = {s: ResponseSpec(OllamaError, description=WHY[s], generate_examples=False) for s in listed(*statuses)}
     return {200: ResponseSpec(body, description="The answer", generate_examples=False), **spec}
 
 

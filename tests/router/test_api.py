@@ -163,6 +163,16 @@ def test_openapi_schema_is_served(node_url: str) -> None:
     assert "/v1/completions" in schema["paths"]
 
 
+def test_every_operation_that_checks_keys_documents_the_wrong_key_throttle(node_url: str) -> None:
+    """Wrong keys are throttled per address (429) wherever a key is checked (401)."""
+    schema = httpx.get(node_url + "/openapi/openapi.json", timeout=10).json()
+    ops = {(path, method): op["responses"] for path, item in schema["paths"].items()
+           for method, op in item.items() if isinstance(op, dict) and "responses" in op}
+    keyed = [name for name, responses in ops.items() if "401" in responses]
+    assert ("/v1/feedback", "post") in keyed and ("/api/tags", "get") in keyed and ("/props", "get") in keyed
+    assert [name for name in keyed if "429" not in ops[name]] == []
+
+
 @pytest.mark.parametrize("path", ["/healthz", "/health"])
 def test_healthz(node_url: str, path: str) -> None:
     body = httpx.get(node_url + path, timeout=10).json()
