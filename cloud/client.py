@@ -1,4 +1,4 @@
-"""One pool member as an :class:`models.Engine`: streaming over httpx + httpx-sse on aiohttp
+"""One pool member as an :class:`models.Engine`: streaming over aiohttp, read by httpx-sse
 (``transport.py``), or one whole answer when the client asked for one, with its own circuit
 breaker, recent latencies, and load (this node's requests plus what the member publishes).
 
@@ -17,7 +17,7 @@ import time
 from collections.abc import AsyncIterator, Callable
 
 import httpx
-from httpx_sse import SSEError, aconnect_sse
+from httpx_sse import EventSource, SSEError
 
 from models import Chunk, EngineLoad, GenerationRequest, Usage
 from models.errors import ErrorEventError, WireFormatError
@@ -39,10 +39,12 @@ from .errors import (
 from .events import EventKind, MemberStatus, PoolEvent
 from .health import Probe, Scrape, probe
 from .stats import Window
-from .transport import member_transport
+from .transport import MemberHTTP
 
 log = logging.getLogger(__name__)
 
+# An idle kept connection to a member is closed after this (httpx's default, which the pool had).
+_KEEPALIVE_S = 5.0
 # The request's own fault: another member would refuse it too.
 _REQUEST_FAULT = frozenset({400, 413, 422})
 
@@ -61,16 +63,12 @@ class Member:
         self._pool = pool
         self._emit_cb = emit
         headers = {"authorization": f"Bearer {settings.api_key}"} if settings.api_key else {}
-        limits = httpx.Limits(max_connections=pool.max_connections, max_keepalive_connections=pool.max_connections)
-        self._client = httpx.AsyncClient(
-            base_url=settings.base_url,
-            headers=headers,
-            # Read deadlines are enforced per phase (first token, stall) around the stream itself.
-            timeout=httpx.Timeout(
-                connect=pool.connect_timeout_s, read=None, write=pool.connect_timeout_s, pool=None
-            ),
-            limits=limits,
-            transport=member_transport(limits),
+        self._http = MemberHTTP(
+            settings.base_url,
+            headers,
+            max_connections=pool.max_connections,
+            keepalive_s=_KEEPALIVE_S,
+            connect_timeout_s=pool.connect_timeout_s,
         )
         self.breaker = CircuitBreaker(pool.failure_threshold, pool.cooldown_s, pool.max_cooldown_s)
         self.outstanding = 0
@@ -183,7 +181,7 @@ class Member:
 
     async def check(self) -> Probe:
         result = await probe(
-            self._client,
+            self._http,
             self.settings.root_url,
             self.settings.model,
             self._pool.health_timeout_s,
@@ -217,18 +215,20 @@ class Member:
         try:
             async with contextlib.AsyncExitStack() as stack:
                 async with asyncio.timeout_at(deadline):  # connect, send, and wait for the headers
-                    source = await stack.enter_async_context(
+                    response = await stack.enter_async_context(
                         # The node's request id travels on, so a member's logs can be joined with ours.
-                        aconnect_sse(
-                            self._client, "POST", path, json=body, headers={"x-request-id": request.request_id}
-                        )
+                        self._http.stream("POST", path, json=body, headers={
+                            "accept": "text/event-stream", "cache-control": "no-store",
+                            "x-request-id": request.request_id,
+                        })
                     )
-                    await self._check_status(source.response)
-                events = source.aiter_sse()
+                    await self._check_status(response)
+                events = EventSource(response).aiter_sse()
                 finish: str | None = None
                 stop_word: str | None = None
                 usage: Usage | None = None
                 n_text = 0
+                rest = True  # what follows the answer ([DONE], the body's end) is still to read
                 while True:
                     limit = deadline if first_at is None else loop.time() + self._pool.stall_timeout_s
                     async with asyncio.timeout_at(limit):
@@ -236,11 +236,11 @@ class Member:
                     if event is None:
                         if finish is None:
                             raise TruncatedStreamError("the stream ended without a finish_reason")
+                        rest = False
                         break
                     if event.data == "[DONE]":
                         if finish is None:
                             raise TruncatedStreamError("the stream ended ([DONE]) without a finish_reason")
-                        await _drain(events, loop.time() + self._pool.stall_timeout_s)
                         break
                     if not event.data:
                         continue  # comments and pings
@@ -255,15 +255,22 @@ class Member:
                         parts.append(delta.text)
                         n_text += 1
                         yield Chunk(delta.text, logprobs=delta.logprobs)
-            if first_at is None:
-                first_at = time.perf_counter()
-                self._started(request.request_id, attempt, started, first_at)
-            verdict = True
-            # Done on the member: stop counting it now, not when the consumer lets go of the generator.
-            self.outstanding -= 1
-            counted = False
-            self._succeeded(request.request_id, attempt, started, first_at)
-            yield Chunk("", finish_reason=finish, usage=usage or Usage(0, n_text), stop_word=stop_word)
+                    if finish is not None and usage is not None:
+                        break  # the answer is whole: [DONE] and the body's end are read after it goes out
+                if first_at is None:
+                    first_at = time.perf_counter()
+                    self._started(request.request_id, attempt, started, first_at)
+                verdict = True
+                # Done on the member: stop counting it now, not when the consumer lets go of the generator.
+                self.outstanding -= 1
+                counted = False
+                self._succeeded(request.request_id, attempt, started, first_at)
+                try:
+                    yield Chunk("", finish_reason=finish, usage=usage or Usage(0, n_text), stop_word=stop_word)
+                finally:
+                    # Read when the consumer closes the stream: a streamed answer's end is out by then.
+                    if rest:
+                        await _drain(events, loop.time() + self._pool.stall_timeout_s)
         except CloudRequestError:
             verdict = True
             self._transition(self.breaker.success())  # the member answered: it is alive
@@ -290,7 +297,7 @@ class Member:
         try:
             # One deadline for the whole answer: nothing reaches the client before it is complete.
             async with asyncio.timeout(self._pool.whole_timeout_s):
-                response = await self._client.post(path, json=body, headers={"x-request-id": request.request_id})
+                response = await self._http.request("POST", path, json=body, headers={"x-request-id": request.request_id})
             await self._check_status(response)
             answer = parse_whole(response.content)
             if answer.finish_reason is None:
@@ -377,16 +384,17 @@ class Member:
         return MemberProtocolError(reason, member=self.name, code="member_protocol")
 
     async def aclose(self) -> None:
-        await self._client.aclose()
+        await self._http.aclose()
 
 
 async def _drain(events: AsyncIterator[object], deadline: float) -> None:
-    """Read what follows ``[DONE]`` up to the end of the body (normally nothing but the chunked
+    """Read what follows the answer up to the end of the body (normally ``[DONE]`` and the chunked
     terminator): a response read to its end gives its connection back to the pool for the next
-    request, one left unread is closed, and every request would pay a new connection."""
+    request, one left unread is closed, and every request would pay a new connection. The answer
+    is already out: a member that fails here only loses its connection."""
     try:
         async with asyncio.timeout_at(deadline):
             while await anext(events, None) is not None:
                 pass
-    except TimeoutError:  # a member that holds the body open after [DONE]: the connection is dropped
+    except (TimeoutError, httpx.HTTPError, SSEError):  # held open or cut after the answer: the connection is dropped
         pass

@@ -9,6 +9,8 @@ from dataclasses import dataclass
 import httpx
 from prometheus_client.parser import text_string_to_metric_families
 
+from .transport import MemberHTTP
+
 RUNNING = "vllm:num_requests_running"
 WAITING = "vllm:num_requests_waiting"
 # The share of the KV cache in use, 0 to 1 (older vLLM releases called it gpu_cache_usage_perc).
@@ -67,15 +69,15 @@ def parse_load(text: str) -> Load | None:
 
 
 async def probe(
-    client: httpx.AsyncClient, root_url: str, model: str, timeout_s: float, outstanding: int
+    client: MemberHTTP, root_url: str, model: str, timeout_s: float, outstanding: int
 ) -> Probe:
     """Check liveness (`/health`, absent on some servers), that ``model`` is served, and scrape load."""
     try:
         async with asyncio.timeout(timeout_s):
-            health = await client.get(f"{root_url}/health")
+            health = await client.request("GET", f"{root_url}/health")
             if health.status_code != 404 and health.status_code >= 400:
                 return Probe(False, f"/health answered {health.status_code}")
-            listing = await client.get("/models")
+            listing = await client.request("GET", "/models")
             if listing.status_code != 200:
                 return Probe(False, f"/v1/models answered {listing.status_code}")
             try:
@@ -85,7 +87,7 @@ async def probe(
             if model not in ids:
                 return Probe(False, f"model {model!r} is not served (serves {ids})")
             ours = outstanding
-            metrics = await client.get(f"{root_url}/metrics")
+            metrics = await client.request("GET", f"{root_url}/metrics")
             scrape = None
             if metrics.status_code == 200:
                 load = parse_load(metrics.text)

@@ -135,49 +135,52 @@ async def resilient(
     emitted_chunks = 0
     carried: int | None = None  # chunks sent before the latest break
     chunk: Chunk | None = first
-    while True:
-        try:
-            while chunk is not None:
-                if chunk.finish_reason is not None:
-                    usage = chunk.usage or Usage(0, 0)
-                    if carried is not None:
-                        usage = Usage(prompt_tokens, carried + usage.completion_tokens)
-                    yield replace(chunk, usage=usage)
-                    return
-                if chunk.text:
-                    emitted.append(chunk.text)
-                    emitted_chunks += 1
-                    yield chunk
-                chunk = await anext(stream, None)
-            return  # a stream that ended without a final chunk: nothing more to say
-        except EngineError as exc:
-            plan.attempts[-1].outcome = "broken-mid-stream"
-            plan.attempts[-1].error = _describe(exc)
-            member = getattr(exc, "member", None)
-            if member:
-                plan.avoid.append(member)
-            await _close(stream)
-            if index + 1 >= len(plan.targets):
-                raise
-            carried = emitted_chunks
-            # The continuation may only produce what the client's max_tokens has left.
-            params = request.params
-            if params.max_tokens is not None:
-                left = params.max_tokens - emitted_chunks
-                if left <= 0:
-                    yield Chunk("", "length", Usage(prompt_tokens, emitted_chunks))
-                    return
-                params = replace(params, max_tokens=left)
-            cont = GenerationRequest(
-                params=params,
-                messages=request.messages,
-                prompt=request.prompt,
-                assistant_prefix=request.assistant_prefix + "".join(emitted),
-                model=request.model,
-                request_id=request.request_id,
-                fair_key=request.fair_key,
-            )
-            index, chunk, stream = await start(plan, cont, index + 1)
+    try:
+        while True:
+            try:
+                while chunk is not None:
+                    if chunk.finish_reason is not None:
+                        usage = chunk.usage or Usage(0, 0)
+                        if carried is not None:
+                            usage = Usage(prompt_tokens, carried + usage.completion_tokens)
+                        yield replace(chunk, usage=usage)
+                        return
+                    if chunk.text:
+                        emitted.append(chunk.text)
+                        emitted_chunks += 1
+                        yield chunk
+                    chunk = await anext(stream, None)
+                return  # a stream that ended without a final chunk: nothing more to say
+            except EngineError as exc:
+                plan.attempts[-1].outcome = "broken-mid-stream"
+                plan.attempts[-1].error = _describe(exc)
+                member = getattr(exc, "member", None)
+                if member:
+                    plan.avoid.append(member)
+                await _close(stream)
+                if index + 1 >= len(plan.targets):
+                    raise
+                carried = emitted_chunks
+                # The continuation may only produce what the client's max_tokens has left.
+                params = request.params
+                if params.max_tokens is not None:
+                    left = params.max_tokens - emitted_chunks
+                    if left <= 0:
+                        yield Chunk("", "length", Usage(prompt_tokens, emitted_chunks))
+                        return
+                    params = replace(params, max_tokens=left)
+                cont = GenerationRequest(
+                    params=params,
+                    messages=request.messages,
+                    prompt=request.prompt,
+                    assistant_prefix=request.assistant_prefix + "".join(emitted),
+                    model=request.model,
+                    request_id=request.request_id,
+                    fair_key=request.fair_key,
+                )
+                index, chunk, stream = await start(plan, cont, index + 1)
+    finally:
+        await _close(stream)  # the current one: a member reads its body's end as it closes
 
 
 def _describe(exc: BaseException) -> str:

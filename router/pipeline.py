@@ -7,7 +7,8 @@
    hard rules;
 4. a cache hit is served (unless it is an edge answer for a prompt now bound for the cloud);
 5. otherwise the targets for the decision, started with fallback (:mod:`router.fallback`);
-6. the answer streams out; before its last chunk it is stored in the cache and the decision is
+6. the answer streams out; before its last chunk it is stored in the cache, and once the stream
+   is closed (a streamed answer's end is out by then: :mod:`router.streaming`) the decision is
    recorded (telemetry, metrics, the log line).
 """
 
@@ -47,9 +48,12 @@ class RoutedStream:
     routing: Routing
 
     async def chunks(self) -> AsyncIterator[Chunk]:
-        yield self.first
-        async for chunk in self.rest:
-            yield chunk
+        try:
+            yield self.first
+            async for chunk in self.rest:
+                yield chunk
+        finally:
+            await self.rest.aclose()  # type: ignore[attr-defined] - its clean-up records the decision
 
 
 def prompt_text(req: GenerationRequest) -> str:
@@ -152,7 +156,7 @@ async def run(node: Node, gen: GenerationRequest, ctx: RequestContext, routing: 
     trace.first_token()
     routing.route = "edge" if plan.targets[index].name == "edge" else "cloud"
 
-    # 6. the answer, stored and recorded before its last chunk goes out
+    # 6. the answer, stored before its last chunk goes out and recorded once the stream is closed
     chunks = resilient(plan, gen, index, first, rest, features.prompt_tokens)
     store = _Store(key, embedding, ctx.cache) if cacheable and key is not None else None
     out = _respond(node, record, chunks, store=store)
@@ -274,32 +278,27 @@ class _Recorder:
 async def _respond(
     node: Node, record: _Recorder, chunks: AsyncIterator[Chunk], *, store: _Store | None
 ) -> AsyncIterator[Chunk]:
-    """Pass chunks through; before the last one goes out, store the answer and record the decision.
-
-    Recording happens before the final chunk is yielded because a consumer stops reading there.
-    """
+    """Pass chunks through; before the last one goes out, store the answer (a request right after
+    it finds it); record the decision once the stream is closed, after the client has its end."""
     parts: list[str] = []
-    recorded = False
+    final: Chunk | None = None
+    error: str | None = "client went away before the end"
     try:
         async for chunk in chunks:
             parts.append(chunk.text)
-            if chunk.finish_reason is None:
-                yield chunk
-                continue
-            record.done(chunk, None)
-            recorded = True
-            if store is not None:
-                await _store(node, store, record.routing.plan, "".join(parts), chunk)
+            if chunk.finish_reason is not None:
+                final, error = chunk, None
+                if store is not None:
+                    await _store(node, store, record.routing.plan, "".join(parts), chunk)
             yield chunk
-            return
+            if final is not None:
+                return
     except Exception as exc:
-        if not recorded:
-            recorded = True
-            record.done(None, f"{type(exc).__name__}: {exc}"[:300])
+        error = f"{type(exc).__name__}: {exc}"[:300]
         raise
     finally:
-        if not recorded:
-            record.done(None, "client went away before the end")
+        record.done(final, error)
+        await chunks.aclose()  # type: ignore[attr-defined] - the engines' own clean-up
 
 
 async def _store(node: Node, store: _Store, plan: StreamPlan | None, text: str, final: Chunk) -> None:

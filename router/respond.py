@@ -19,7 +19,6 @@ from typing import Any, TypeVar
 import numpy as np
 from litestar import Request, Response
 from litestar.datastructures import State
-from litestar.response import Stream
 
 from edge import Embedder
 from models import GenerationRequest, Usage
@@ -35,6 +34,7 @@ from .node import Node
 from .offload import off_loop
 from .routing import RequestContext, Routing
 from .schemas import ChatCompletionRequest, CompletionRequest, dump_extra
+from .streaming import EventStream, Last
 
 T = TypeVar("T")
 _TRUE = {"1", "true", "yes", "on"}
@@ -167,20 +167,21 @@ async def respond(
                     ended = True
                 if ended and after is not None and isinstance(writer, ResponseWriter) and writer.final is not None:
                     await after(writer.final)  # before the last event: the client may continue it at once
-                if ended or not whole:
+                if ended:
+                    # The body ends with it; what the stream does on its way out comes after.
+                    yield Last(b"".join(out))
+                    return
+                if not whole:
                     yield b"".join(out)
                     out = []
-                if ended:
-                    return
         except Exception as exc:  # noqa: BLE001 - headers are sent; the stream must end cleanly
             out.append(writer.error(f"generation failed: {exc}"))
         finally:
             await merged.aclose()  # stops the engines when the stream ends early
-        if out:
-            yield b"".join(out)
+        yield Last(b"".join(out))
 
     headers = {**routing.headers(), REQUEST_ID_HEADER: rid, "cache-control": "no-cache", "x-accel-buffering": "no"}
-    return Stream(events(), media_type=writer.media_type, headers=headers)
+    return EventStream(events(), media_type=writer.media_type, headers=headers)
 
 
 async def embed_texts(

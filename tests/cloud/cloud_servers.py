@@ -147,7 +147,8 @@ def chat_chunk(text: str | None = None, finish: str | None = None) -> str:
 
 
 class ScriptedServer(_TCPServer):
-    """Answers each request with a scripted HTTP/1.1 response: ('send', bytes) | ('sleep', s) | ('cut',).
+    """Answers each request with a scripted HTTP/1.1 response: ('send', bytes) | ('sleep', s) |
+    ('wait', threading.Event) | ('cut',).
 
     The response is chunked so a 'cut' ends the connection mid-body, as a dying server does.
     """
@@ -206,6 +207,8 @@ class ScriptedServer(_TCPServer):
                     conn.sendall(f"{len(payload):x}\r\n".encode() + payload + b"\r\n")
                 elif step[0] == "sleep":
                     time.sleep(float(step[1]))  # type: ignore[arg-type]
+                elif step[0] == "wait":  # ('wait', threading.Event): until the test sets it
+                    step[1].wait(10)  # type: ignore[attr-defined]
                 elif step[0] == "cut":
                     conn.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, b"\x01\x00\x00\x00\x00\x00\x00\x00")
                     conn.close()

@@ -4,6 +4,8 @@ plays each fault byte for byte."""
 
 from __future__ import annotations
 
+import json
+import threading
 from collections.abc import Sequence
 from typing import Any
 
@@ -57,6 +59,31 @@ async def test_complete_stream_without_usage_gets_a_counted_usage() -> None:
     got, exc = await _run([*HELLO, ("send", sse(chat_chunk("ld"), chat_chunk(None, "stop"), "[DONE]"))])
     assert exc is None
     assert got == ["Hello", " wor", "ld", ""]
+
+
+async def test_the_answer_ends_with_its_usage_before_the_member_sends_done() -> None:
+    done = threading.Event()
+    usage = json.dumps({"id": "x", "object": "chat.completion.chunk", "choices": [],
+                        "usage": {"prompt_tokens": 3, "completion_tokens": 2, "total_tokens": 5}})
+    server = ScriptedServer([*HELLO, ("send", sse(chat_chunk(None, "stop"), usage)), ("wait", done), ("send", sse("[DONE]"))])
+    member = Member(server.settings("scripted"), PS)
+    chunks = member.stream(REQ)
+    try:
+        # The final chunk comes while the member still holds back its [DONE] (the stall limit is 0.5 s).
+        got = [await anext(chunks) for _ in range(3)]
+        assert [(c.text, c.finish_reason, c.usage) for c in got] == [
+            ("Hello", None, None), (" wor", None, None), ("", "stop", Usage(3, 2))
+        ]
+        assert member.outstanding == 0
+        done.set()
+        with pytest.raises(StopAsyncIteration):  # what follows is read as the stream closes
+            await anext(chunks)
+        assert member.breaker.failures == 0
+    finally:
+        done.set()
+        await chunks.aclose()  # type: ignore[attr-defined]
+        await member.aclose()
+        server.close()
 
 
 @pytest.mark.parametrize(

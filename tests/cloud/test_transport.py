@@ -1,5 +1,5 @@
-"""The pool's transport: httpx's client over aiohttp, each request sent in one write on a kept-alive
-connection, and httpx's own transport where the environment names a proxy."""
+"""HTTP to a member (cloud/transport.py): aiohttp, each request sent in one write on a kept-alive
+connection, errors in httpx's terms, and the environment's proxy honoured."""
 
 from __future__ import annotations
 
@@ -10,9 +10,8 @@ from typing import Any
 import httpx
 import pytest
 from cloud_servers import ScriptedServer
-from httpx_aiohttp import AiohttpTransport
 
-from cloud.transport import member_transport
+from cloud.transport import MemberHTTP
 
 
 class _CountingSocket:
@@ -58,39 +57,55 @@ def _no_proxy(monkeypatch: pytest.MonkeyPatch) -> None:
         monkeypatch.delenv(name, raising=False)
 
 
+def _http(base: str, max_connections: int = 1) -> MemberHTTP:
+    return MemberHTTP(base, {}, max_connections=max_connections, keepalive_s=5, connect_timeout_s=2)
+
+
 async def test_requests_reuse_one_connection_and_each_arrives_in_one_read(monkeypatch: pytest.MonkeyPatch) -> None:
     _no_proxy(monkeypatch)
     server = _KeepAliveServer()
-    limits = httpx.Limits(max_connections=1, max_keepalive_connections=1)
+    http = _http(f"http://127.0.0.1:{server.port}/v1")
     try:
-        async with httpx.AsyncClient(transport=member_transport(limits)) as client:
-            for i in range(3):
-                reply = await client.post(f"http://127.0.0.1:{server.port}/v1/chat/completions", json={"n": i})
-                assert reply.json() == {"ok": True}
+        for i in range(3):
+            reply = await http.request("POST", "/chat/completions", json={"n": i}, headers={"x-request-id": f"r{i}"})
+            assert (reply.status_code, reply.json()) == (200, {"ok": True})
         assert server.connections == 1
         # Head and body left in one send: the member reads each request once.
         assert server.reads == [1, 1, 1]
         assert server.bodies == [{"n": 0}, {"n": 1}, {"n": 2}]
         assert all(head.startswith(b"POST /v1/chat/completions HTTP/1.1\r\n") for head in server.heads)
+        assert [b"x-request-id: r0" in head.lower() for head in server.heads] == [True, False, False]
     finally:
+        await http.aclose()
         server.close()
 
 
 async def test_a_refused_connection_is_an_httpx_transport_error(monkeypatch: pytest.MonkeyPatch) -> None:
-    """httpx-aiohttp maps it to ``httpx.ConnectTimeout`` (its map checks aiohttp's base connection
+    """httpx-aiohttp's map makes it ``httpx.ConnectTimeout`` (it checks aiohttp's base connection
     error first); the member client reads both connect errors as "unreachable"."""
     _no_proxy(monkeypatch)
     with socket.socket() as s:  # a port nobody listens on
         s.bind(("127.0.0.1", 0))
         port = s.getsockname()[1]
-    async with httpx.AsyncClient(transport=member_transport(httpx.Limits(max_connections=1))) as client:
+    http = _http(f"http://127.0.0.1:{port}/v1")
+    try:
         with pytest.raises(httpx.ConnectTimeout):
-            await client.post(f"http://127.0.0.1:{port}/v1/chat/completions", json={})
+            await http.request("POST", "/chat/completions", json={})
+    finally:
+        await http.aclose()
 
 
-def test_a_proxy_in_the_environment_keeps_httpx_default_transport(monkeypatch: pytest.MonkeyPatch) -> None:
-    limits = httpx.Limits(max_connections=4)
+async def test_a_proxy_in_the_environment_carries_the_requests(monkeypatch: pytest.MonkeyPatch) -> None:
     _no_proxy(monkeypatch)
-    assert isinstance(member_transport(limits), AiohttpTransport)
-    monkeypatch.setenv("HTTPS_PROXY", "http://proxy.invalid:3128")
-    assert member_transport(limits) is None
+    proxy = _KeepAliveServer()
+    monkeypatch.setenv("HTTP_PROXY", f"http://127.0.0.1:{proxy.port}")
+    http = _http("http://member.invalid:8000/v1")
+    try:
+        reply = await http.request("POST", "/chat/completions", json={"n": 1})
+        assert reply.json() == {"ok": True}
+        # The proxy was asked for the member's URL (absolute form), the body passed on.
+        assert proxy.heads[0].startswith(b"POST http://member.invalid:8000/v1/chat/completions HTTP/1.1\r\n")
+        assert proxy.bodies == [{"n": 1}]
+    finally:
+        await http.aclose()
+        proxy.close()

@@ -174,7 +174,7 @@ async def test_the_path_reaches_the_engine_and_the_cache(path: RequestTrace) -> 
 async def test_the_path_runs_from_the_controller_to_the_engine(path: RequestTrace) -> None:
     assert path.path == {
         "router/admission.py", "router/api.py", "router/respond.py", "router/choices.py",
-        "router/pipeline.py", "router/offload.py", "router/fallback.py", ENGINE,
+        "router/pipeline.py", "router/offload.py", "router/fallback.py", "router/streaming.py", ENGINE,
     }
 
 
