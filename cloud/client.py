@@ -245,8 +245,10 @@ class Member:
                     if not event.data:
                         continue  # comments and pings
                     delta = parse_event(event.data)
-                    usage = delta.usage or usage
                     finish = delta.finish_reason or finish
+                    # Usage with or after the finish is the answer's (some servers send a running one).
+                    answered = delta.usage is not None and finish is not None
+                    usage = delta.usage or usage
                     stop_word = delta.stop_word or stop_word
                     if delta.text:
                         if first_at is None:
@@ -255,8 +257,8 @@ class Member:
                         parts.append(delta.text)
                         n_text += 1
                         yield Chunk(delta.text, logprobs=delta.logprobs)
-                    if finish is not None and usage is not None:
-                        break  # the answer is whole: [DONE] and the body's end are read after it goes out
+                    if answered:
+                        break  # [DONE] and the body's end are read after the answer goes out
                 if first_at is None:
                     first_at = time.perf_counter()
                     self._started(request.request_id, attempt, started, first_at)

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import asyncio
 import itertools
+import logging
 from collections.abc import AsyncGenerator, Iterable
 from typing import Any
 
@@ -25,6 +26,8 @@ from litestar.response.base import ASGIResponse
 from litestar.response.streaming import ASGIStreamingResponse
 from litestar.types import Receive, Send
 from litestar.utils.helpers import get_enum_string_value
+
+log = logging.getLogger(__name__)
 
 
 class Last(bytes):
@@ -98,4 +101,7 @@ class _ASGIEventStream(ASGIStreamingResponse):
         finally:
             watcher.cancel()
         await asyncio.sleep(0)  # the end leaves first
-        await iterator.aclose()
+        try:
+            await iterator.aclose()
+        except Exception:  # noqa: BLE001 - the client has its whole answer; the failure is logged
+            log.exception("a stream's clean-up failed after its end was sent")

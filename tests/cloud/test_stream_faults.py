@@ -61,6 +61,27 @@ async def test_complete_stream_without_usage_gets_a_counted_usage() -> None:
     assert got == ["Hello", " wor", "ld", ""]
 
 
+def _usage_chunk(text: str | None, finish: str | None, prompt: int, completion: int) -> str:
+    chunk = json.loads(chat_chunk(text, finish))
+    chunk["usage"] = {"prompt_tokens": prompt, "completion_tokens": completion, "total_tokens": prompt + completion}
+    return json.dumps(chunk)
+
+
+async def test_a_running_usage_counts_only_once_the_answer_has_finished() -> None:
+    # A running count on the text chunks, none on the finish: the usage after it is the answer's.
+    script = [("send", sse(_usage_chunk("Hello", None, 3, 1), _usage_chunk(" wor", None, 3, 2))),
+              ("send", sse(chat_chunk(None, "stop"))),
+              ("send", sse(_usage_chunk(None, None, 3, 3), "[DONE]"))]
+    server = ScriptedServer(script)
+    member = Member(server.settings("scripted"), PS)
+    try:
+        done = await collect(member.stream(REQ))
+    finally:
+        await member.aclose()
+        server.close()
+    assert (done.text, done.finish_reason, done.usage) == ("Hello wor", "stop", Usage(3, 3))
+
+
 async def test_the_answer_ends_with_its_usage_before_the_member_sends_done() -> None:
     done = threading.Event()
     usage = json.dumps({"id": "x", "object": "chat.completion.chunk", "choices": [],
