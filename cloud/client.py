@@ -39,7 +39,7 @@ from .errors import (
 from .events import EventKind, MemberStatus, PoolEvent
 from .health import Probe, Scrape, probe
 from .stats import Window
-from .transport import MemberHTTP
+from .transport import MemberHTTP, read_to_end
 
 log = logging.getLogger(__name__)
 
@@ -272,7 +272,7 @@ class Member:
                 finally:
                     # Read when the consumer closes the stream: a streamed answer's end is out by then.
                     if rest:
-                        await _drain(events, loop.time() + self._pool.stall_timeout_s)
+                        await read_to_end(events, loop.time() + self._pool.stall_timeout_s)
         except CloudRequestError:
             verdict = True
             self._transition(self.breaker.success())  # the member answered: it is alive
@@ -387,16 +387,3 @@ class Member:
 
     async def aclose(self) -> None:
         await self._http.aclose()
-
-
-async def _drain(events: AsyncIterator[object], deadline: float) -> None:
-    """Read what follows the answer up to the end of the body (normally ``[DONE]`` and the chunked
-    terminator): a response read to its end gives its connection back to the pool for the next
-    request, one left unread is closed, and every request would pay a new connection. The answer
-    is already out: a member that fails here only loses its connection."""
-    try:
-        async with asyncio.timeout_at(deadline):
-            while await anext(events, None) is not None:
-                pass
-    except (TimeoutError, httpx.HTTPError, SSEError):  # held open or cut after the answer: the connection is dropped
-        pass

@@ -1,6 +1,6 @@
 """HTTP to one member: aiohttp's connection pool and C parser, used directly; each answer comes
 back as an ``httpx.Response`` (httpx-aiohttp's body stream and exception map), so the member
-client reads and translates it in httpx's terms and httpx-sse reads its event stream.
+client reads and translates it in httpx's terms and httpx-sse reads its event stream; and an answer's body read to its end, so its connection serves the next request.
 
 The member hop is the largest part of what the node adds in front of a member. httpx's client
 over httpx-aiohttp's transport (its request building, hooks and per-request conversion) cost a
@@ -10,6 +10,7 @@ project's 2-core machine, against aiohttp asked directly (`bench.overhead`, both
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import json as jsonlib
 import urllib.request
@@ -19,6 +20,7 @@ from typing import Any
 import aiohttp
 import httpx
 from httpx_aiohttp.transport import AiohttpResponseStream, map_aiohttp_exceptions
+from httpx_sse import SSEError
 
 
 class MemberHTTP:
@@ -95,3 +97,16 @@ class MemberHTTP:
         if self._session is not None:
             await self._session.close()
             self._session = None
+
+
+async def read_to_end(events: AsyncIterator[object], deadline: float) -> None:
+    """Read what follows the answer up to the end of the body (normally ``[DONE]`` and the chunked
+    terminator): a response read to its end gives its connection back to the pool for the next
+    request, one left unread is closed, and every request would pay a new connection. The answer
+    is already out: a member that fails here only loses its connection."""
+    try:
+        async with asyncio.timeout_at(deadline):
+            while await anext(events, None) is not None:
+                pass
+    except (TimeoutError, httpx.HTTPError, SSEError):  # held open or cut after the answer: the connection is dropped
+        pass
