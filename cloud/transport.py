@@ -1,6 +1,7 @@
 """HTTP to one member: aiohttp's connection pool and C parser, used directly; each answer comes
 back as an ``httpx.Response`` (httpx-aiohttp's body stream and exception map), so the member
-client reads and translates it in httpx's terms and httpx-sse reads its event stream; and an answer's body read to its end, so its connection serves the next request.
+client reads and translates it in httpx's terms and httpx-sse reads its event stream; and an
+answer's body read to its end, so its connection serves the next request.
 
 The member hop is the largest part of what the node adds in front of a member. httpx's client
 over httpx-aiohttp's transport (its request building, hooks and per-request conversion) cost a
