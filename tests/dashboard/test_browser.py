@@ -11,6 +11,7 @@ are saved under artifacts/screenshots/.
 
 from __future__ import annotations
 
+import time
 from collections.abc import Iterator
 from contextlib import ExitStack
 from typing import Any
@@ -79,7 +80,11 @@ def ask(client: openai.OpenAI, text: str, *, stream: bool = False, model: str = 
 
 
 def decisions(node_app: Any, n: int) -> list[Any]:
-    """The node's last ``n`` decisions, newest first."""
+    """The node's last ``n`` decisions, newest first, once no API request is in flight (a stream's
+    decision is recorded a loop turn after the client has its end)."""
+    deadline = time.monotonic() + 10.0
+    while node_app.state.drain.in_flight > 0 and time.monotonic() < deadline:
+        time.sleep(0.01)
     return list(node_app.state.node.telemetry.recent(n))
 
 

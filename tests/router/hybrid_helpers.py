@@ -152,8 +152,13 @@ def text_of(lines: list[str]) -> str:
     return "".join(out)
 
 
-def decisions(app: Any) -> list[Any]:
-    """The node's decision records, newest first, as the dashboard's feed sees them."""
+def decisions(app: Any, within_s: float = 10.0) -> list[Any]:
+    """The node's decision records, newest first, as the dashboard's feed sees them, once no API
+    request is in flight: a stream's decision is recorded as its response closes, a loop turn
+    after the client has its last byte, and this test reads it in-process, with no round trip."""
+    deadline = time.monotonic() + within_s
+    while app.state.drain.in_flight > 0 and time.monotonic() < deadline:
+        time.sleep(0.01)
     return list(app.state.node.telemetry.recent())
 
 
