@@ -8,6 +8,7 @@ import logging
 import statistics
 from collections.abc import AsyncIterator, Callable, Collection
 from dataclasses import dataclass
+from typing import NoReturn
 
 from tenacity import (
     AsyncRetrying,
@@ -170,6 +171,12 @@ class CloudPool:
 
     async def _open(self, request: GenerationRequest, tried: list[str], failed: list[str], whole: bool) -> _Opened:
         failures: list[str] = []
+        try:  # the first attempt outside tenacity: its loop cost ~30 us a request, a retry is rare
+            return await self._attempt(request, 1, tried, failures, failed, whole)
+        except MemberError as exc:
+            if not exc.retryable or self.settings.retries == 0:
+                self._unavailable(request, 1, exc)
+            first: MemberError = exc
         retrying = AsyncRetrying(
             stop=stop_after_attempt(self.settings.retries + 1),
             wait=wait_exponential_jitter(
@@ -186,12 +193,17 @@ class CloudPool:
             async for attempt in retrying:
                 with attempt:
                     attempts = attempt.retry_state.attempt_number
+                    if attempts == 1:
+                        raise first  # tenacity sees the first attempt's failure: backoff, then the next
                     opened = await self._attempt(request, attempts, tried, failures, failed, whole)
             return opened
         except MemberError as exc:
-            message = f"no cloud member could serve the request ({attempts} attempt(s)); last: {exc.message}"
-            self._emit(PoolEvent("unavailable", None, request.request_id, attempts, error=message))
-            raise PoolUnavailableError(message) from exc
+            self._unavailable(request, attempts, exc)
+
+    def _unavailable(self, request: GenerationRequest, attempts: int, exc: MemberError) -> NoReturn:
+        message = f"no cloud member could serve the request ({attempts} attempt(s)); last: {exc.message}"
+        self._emit(PoolEvent("unavailable", None, request.request_id, attempts, error=message))
+        raise PoolUnavailableError(message) from exc
 
     async def _attempt(
         self,

@@ -56,6 +56,7 @@ class MemberHTTP:
                 # Looked up per request, the environment's proxies cost ~80 us: only where it names one.
                 trust_env=bool(urllib.request.getproxies()),
                 auto_decompress=False,
+                cookie_jar=aiohttp.DummyCookieJar(),  # a member's answers set no state; matching jars cost
             )
         return self._session
 
