@@ -35,6 +35,16 @@ def wait_ready(url: str, alive: Callable[[], bool], timeout: float, what: str = 
         time.sleep(0.1)
 
 
+def settled(app: Any, within_s: float = 10.0) -> Any:
+    """``app`` once no API request is in flight on it: a stream's decision is recorded as its
+    response closes, a loop turn after the client has its last byte, and a test reading the
+    node's memory from its own thread has no round trip to wait for that turn."""
+    deadline = time.monotonic() + within_s
+    while app.state.drain.in_flight > 0 and time.monotonic() < deadline:
+        time.sleep(0.01)
+    return app
+
+
 @contextmanager
 def serve_app(app: Any, ready_path: str = "/healthz", timeout: float = 120.0) -> Iterator[str]:
     """Run ``app`` under uvicorn in a thread; yield its base URL once ``ready_path`` answers 200."""

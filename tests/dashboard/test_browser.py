@@ -11,7 +11,6 @@ are saved under artifacts/screenshots/.
 
 from __future__ import annotations
 
-import time
 from collections.abc import Iterator
 from contextlib import ExitStack
 from typing import Any
@@ -27,6 +26,7 @@ from dashserver import serve
 from edgeroute.app import create_app
 from router import load_settings
 from tests.cloud.cloud_servers import llama_server, llama_settings, running
+from tests.servers import settled
 
 pytestmark = [pytest.mark.browser, pytest.mark.slow]
 
@@ -80,12 +80,8 @@ def ask(client: openai.OpenAI, text: str, *, stream: bool = False, model: str = 
 
 
 def decisions(node_app: Any, n: int) -> list[Any]:
-    """The node's last ``n`` decisions, newest first, once no API request is in flight (a stream's
-    decision is recorded a loop turn after the client has its end)."""
-    deadline = time.monotonic() + 10.0
-    while node_app.state.drain.in_flight > 0 and time.monotonic() < deadline:
-        time.sleep(0.01)
-    return list(node_app.state.node.telemetry.recent(n))
+    """The node's last ``n`` decisions, newest first (once no API request is in flight)."""
+    return list(settled(node_app).state.node.telemetry.recent(n))
 
 
 def test_overview_loads_without_console_errors(tab: Tab, base_url: str, client: openai.OpenAI) -> None:

@@ -16,7 +16,7 @@ import httpx
 from edgeroute.app import create_app
 from router import load_settings
 from tests.cloud.cloud_servers import ScriptedServer, chat_chunk, sse
-from tests.servers import serve_app
+from tests.servers import serve_app, settled
 
 ASK = [{"role": "user", "content": "Explain step by step how a hash map handles collisions, with code."}]
 
@@ -152,14 +152,10 @@ def text_of(lines: list[str]) -> str:
     return "".join(out)
 
 
-def decisions(app: Any, within_s: float = 10.0) -> list[Any]:
-    """The node's decision records, newest first, as the dashboard's feed sees them, once no API
-    request is in flight: a stream's decision is recorded as its response closes, a loop turn
-    after the client has its last byte, and this test reads it in-process, with no round trip."""
-    deadline = time.monotonic() + within_s
-    while app.state.drain.in_flight > 0 and time.monotonic() < deadline:
-        time.sleep(0.01)
-    return list(app.state.node.telemetry.recent())
+def decisions(app: Any) -> list[Any]:
+    """The node's decision records, newest first, as the dashboard's feed sees them (once no
+    API request is in flight: :func:`tests.servers.settled`)."""
+    return list(settled(app).state.node.telemetry.recent())
 
 
 def decisions_once(app: Any, n: int = 1, within_s: float = 10.0) -> list[Any]:
