@@ -16,11 +16,11 @@ from litestar.datastructures import State
 from litestar.openapi.datastructures import ResponseSpec
 from litestar.params import Parameter
 
-from models.openai import ChunkWriter, EmbeddingsBody, api_key_guard, embedding_list
+from models.openai import ChunkWriter, EmbeddingsBody, embedding_list
 
 from . import openapi
 from .errors import InvalidRequestError
-from .guards import BEARER, REQUEST_ID_HEADER, rate_guard, request_id_guard
+from .guards import BEARER, REQUEST_ID_HEADER, api_guard, rate_guard
 from .limits import check_inputs
 from .node import Node
 from .respond import embed_texts, respond
@@ -50,7 +50,7 @@ async def _embeddings(request: Request[Any, Any, State], body: EmbeddingsBody) -
 class OpenAIController(Controller):
     path = "/v1"
     tags = ["openai"]
-    guards = [request_id_guard, api_key_guard]
+    guards = [api_guard]
     security = [{BEARER: []}]
 
     @post(

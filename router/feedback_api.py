@@ -15,10 +15,9 @@ from litestar.datastructures import State
 from pydantic import BaseModel, ConfigDict, Field
 
 from edge import CacheError
-from models.openai import api_key_guard
 
 from . import openapi
-from .guards import BEARER, request_id_guard
+from .guards import BEARER, api_guard
 from .errors import FeedbackNotFoundError, FeedbackUnavailableError
 from .node import Node
 
@@ -55,7 +54,7 @@ class FeedbackRecord(BaseModel):
 class FeedbackController(Controller):
     path = "/v1/feedback"
     tags = ["edgeroute"]
-    guards = [request_id_guard, api_key_guard]
+    guards = [api_guard]
     security = [{BEARER: []}]
 
     @post(

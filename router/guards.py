@@ -1,5 +1,5 @@
-"""The guards every API's controller runs before a handler: the request's id, and the tenant's
-request rate (the API key's guard is :func:`models.openai.api_key_guard`)."""
+"""The guards every API's controller runs before a handler: the request's id and the API key
+(:func:`api_guard`), and the tenant's request rate (:func:`rate_guard`)."""
 
 from __future__ import annotations
 
@@ -9,6 +9,8 @@ from typing import Any
 
 from litestar.connection import ASGIConnection
 from litestar.handlers.base import BaseRouteHandler
+
+from models.openai import api_key_guard
 
 from .node import Node
 from .routing import Routing
@@ -39,3 +41,10 @@ async def rate_guard(connection: ASGIConnection[Any, Any, Any, Any], _: BaseRout
     node: Node = connection.app.state.node
     if node.limiter is not None:
         routing.ratelimit.update(node.limiter.admit_request(connection.state.get("tenant", "default")))
+
+
+async def api_guard(connection: ASGIConnection[Any, Any, Any, Any], handler: BaseRouteHandler) -> None:
+    """The request's id, then its API key (:func:`models.openai.api_key_guard`), as one guard:
+    Litestar copies the route handler for every guard it runs, on every request."""
+    await request_id_guard(connection, handler)
+    await api_key_guard(connection, handler)

@@ -16,10 +16,9 @@ from litestar.datastructures import State
 from models import GenerationRequest
 from models.llamacpp import LlamaCppWriter
 from models.llamacpp.schemas import DEFAULTS, RANDOM_SEED
-from models.openai import api_key_guard
 
 from . import openapi, openapi_native
-from .guards import BEARER, rate_guard, request_id_guard
+from .guards import BEARER, api_guard, rate_guard
 from .node import Node
 from .respond import MakeWriter, respond
 from .schemas import ChatCompletionRequest, CompletionRequest, LlamaCompletionRequest
@@ -37,7 +36,7 @@ def _writer(data: LlamaCompletionRequest, n_ctx: int) -> MakeWriter:
 class LlamaCppController(Controller):
     path = "/"
     tags = ["llama.cpp"]
-    guards = [request_id_guard, api_key_guard]
+    guards = [api_guard]
     security = [{BEARER: []}]
 
     @post(

@@ -31,11 +31,10 @@ from models.ollama import (
     show,
     tags,
 )
-from models.openai import api_key_guard
 
 from . import openapi, openapi_native
 from .errors import InvalidRequestError
-from .guards import BEARER, REQUEST_ID_HEADER, rate_guard, request_id_guard
+from .guards import BEARER, REQUEST_ID_HEADER, api_guard, rate_guard
 from .limits import check_inputs
 from .node import Node
 from .respond import MakeWriter, embed_texts, respond
@@ -109,7 +108,7 @@ def _load_answer(node: Node, endpoint: Endpoint, name: str, unload: bool) -> Res
 class OllamaController(Controller):
     path = "/api"
     tags = ["ollama"]
-    guards = [request_id_guard, api_key_guard]
+    guards = [api_guard]
     security = [{BEARER: []}]
 
     @post(

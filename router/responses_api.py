@@ -17,12 +17,12 @@ from litestar.datastructures import State
 from litestar.params import Parameter
 
 from models import GenerationRequest
-from models.openai import ResponseWriter, api_key_guard
+from models.openai import ResponseWriter
 from models.openai.responses import output_messages
 
 from . import openapi
 from .errors import InvalidRequestError, ResponseNotFoundError, ResponseStoreError
-from .guards import BEARER, rate_guard, request_id_guard
+from .guards import BEARER, api_guard, rate_guard
 from .node import Node
 from .respond import MakeWriter, respond
 from .responses_store import ResponseStore
@@ -53,7 +53,7 @@ def _missing(response_id: str) -> ResponseNotFoundError:
 class ResponsesController(Controller):
     path = "/v1/responses"
     tags = ["openai"]
-    guards = [request_id_guard, api_key_guard]
+    guards = [api_guard]
     security = [{BEARER: []}]
 
     @post(

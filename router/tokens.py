@@ -17,11 +17,11 @@ from litestar.datastructures import State
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from models import GenerationRequest, SamplingParams
-from models.openai import Message, api_key_guard
+from models.openai import Message
 
 from . import openapi
 from .errors import InvalidRequestError
-from .guards import BEARER, rate_guard, request_id_guard
+from .guards import BEARER, api_guard, rate_guard
 from .limits import check_messages, check_prompt
 from .node import Node
 from .offload import off_loop
@@ -88,7 +88,7 @@ def _piece(node: Node, token: int) -> str | list[int]:
 class TokenizerController(Controller):
     path = "/"
     tags = ["tokenizer"]
-    guards = [request_id_guard, api_key_guard, rate_guard]
+    guards = [api_guard, rate_guard]
     security = [{BEARER: []}]
 
     @post(
