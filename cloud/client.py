@@ -17,7 +17,7 @@ import time
 from collections.abc import AsyncIterator, Callable
 
 import httpx
-from httpx_sse import EventSource, SSEError
+from httpx_sse import SSEError
 
 from models import Chunk, EngineLoad, GenerationRequest, Usage
 from models.errors import ErrorEventError, WireFormatError
@@ -39,7 +39,7 @@ from .errors import (
 from .events import EventKind, MemberStatus, PoolEvent
 from .health import Probe, Scrape, probe
 from .stats import Window
-from .transport import MemberHTTP, read_to_end
+from .transport import MemberHTTP, events as sse_events, read_to_end
 
 log = logging.getLogger(__name__)
 
@@ -223,7 +223,7 @@ class Member:
                         })
                     )
                     await self._check_status(response)
-                events = EventSource(response).aiter_sse()
+                events = sse_events(response)
                 finish: str | None = None
                 stop_word: str | None = None
                 usage: Usage | None = None

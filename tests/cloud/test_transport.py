@@ -1,5 +1,6 @@
 """HTTP to a member (cloud/transport.py): aiohttp, each request sent in one write on a kept-alive
-connection, errors in httpx's terms, and the environment's proxy honoured."""
+connection, errors in httpx's terms, the environment's proxy honoured, and event streams read by
+httpx-sse straight from aiohttp's body."""
 
 from __future__ import annotations
 
@@ -9,9 +10,10 @@ from typing import Any
 
 import httpx
 import pytest
+from httpx_sse import SSEError
 from cloud_servers import ScriptedServer
 
-from cloud.transport import MemberHTTP
+from cloud.transport import MemberHTTP, events
 
 
 class _CountingSocket:
@@ -109,3 +111,45 @@ async def test_a_proxy_in_the_environment_carries_the_requests(monkeypatch: pyte
     finally:
         await http.aclose()
         proxy.close()
+
+
+async def _events(server: ScriptedServer) -> list[tuple[str, str]]:
+    http = _http(f"http://127.0.0.1:{server.port}/v1")
+    try:
+        async with http.stream("POST", "/chat/completions", json={}) as response:
+            return [(e.event, e.data) async for e in events(response)]
+    finally:
+        await http.aclose()
+        server.close()
+
+
+async def test_events_are_whole_when_a_character_and_a_line_are_split_between_writes(monkeypatch: pytest.MonkeyPatch) -> None:
+    _no_proxy(monkeypatch)
+    text = json.dumps({"content": "caf\u00e9 \U0001F600"}, ensure_ascii=False).encode()
+    cut = text.index("\U0001F600".encode()) + 2  # inside the emoji's four bytes
+    server = ScriptedServer([
+        ("send", b": ping\n\ndata: " + text[:cut]),
+        ("sleep", 0.05),
+        ("send", text[cut:] + b"\n"),
+        ("sleep", 0.05),
+        ("send", b"\nevent: note\ndata: a\ndata: b\n\ndata: [DONE]\n\n"),
+    ])
+    assert await _events(server) == [
+        ("message", json.dumps({"content": "caf\u00e9 \U0001F600"}, ensure_ascii=False)),
+        ("note", "a\nb"),
+        ("message", "[DONE]"),
+    ]
+
+
+async def test_a_stream_cut_mid_body_is_an_httpx_read_error(monkeypatch: pytest.MonkeyPatch) -> None:
+    _no_proxy(monkeypatch)
+    server = ScriptedServer([("send", b'data: {"a": 1}\n\n'), ("cut",)])  # reset, mid-body
+    with pytest.raises(httpx.ReadError, match="payload is not completed"):
+        await _events(server)
+
+
+async def test_an_answer_that_is_not_an_event_stream_is_an_sse_error(monkeypatch: pytest.MonkeyPatch) -> None:
+    _no_proxy(monkeypatch)
+    server = ScriptedServer([("send", b'{"ok": true}')], content_type="application/json")
+    with pytest.raises(SSEError, match="application/json"):
+        await _events(server)
