@@ -126,10 +126,10 @@ class _EventBody:
 
 
 def events(response: httpx.Response) -> AsyncIterator[ServerSentEvent]:
-    """The answer's server-sent events, parsed by httpx-sse (:class:`SSEError` when the answer is
-    not an event stream); transport failures arrive as httpx's exceptions."""
-    answer = response.extensions.get(_AIOHTTP)
-    body: Any = response if answer is None else _EventBody(response, answer)
+    """The server-sent events of an answer from :meth:`MemberHTTP.send`, parsed by httpx-sse
+    (:class:`SSEError` when the answer is not an event stream); transport failures arrive as
+    httpx's exceptions."""
+    body: Any = _EventBody(response, response.extensions[_AIOHTTP])  # read as EventSource reads a response
     return EventSource(body).aiter_sse()
 
 
