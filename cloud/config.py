@@ -9,9 +9,10 @@ from pydantic import BaseModel, Field, field_validator, model_validator
 
 from models import EDGE_DEFAULT
 
-# The member's weights in vLLM. bfloat16 by default: half the memory of the fp32 twin, and vLLM's
-# CPU kernels are written for it (AVX-512 BF16 where the CPU has it).
-MemberDtype = Literal["float32", "bfloat16", "float16"]
+# The member's weights in vLLM. "auto" picks bfloat16 only where the CPU computes it natively
+# (AVX-512 BF16 or AMX): elsewhere vLLM emulates it, and on an AVX2-only VM 8 streams decoded at
+# half the float32 rate with first tokens 4-5x later. On CUDA, "auto" leaves the choice to vLLM.
+MemberDtype = Literal["auto", "float32", "bfloat16", "float16"]
 
 
 class MemberSettings(BaseModel):
@@ -45,7 +46,9 @@ class PoolSettings(BaseModel):
         EDGE_DEFAULT, description="registry alias the local member (vLLM) serves: its full-precision twin"
     )
     local_tensor_parallel: int = Field(1, ge=1, description="vLLM ranks of the local member")
-    local_dtype: MemberDtype = Field("bfloat16", description="dtype of the local member's weights")
+    local_dtype: MemberDtype = Field(
+        "auto", description="dtype of the local member's weights (auto: bfloat16 where the CPU has bf16 instructions, else float32)"
+    )
     local_kv_cache_gib: int = Field(1, ge=1, description="KV cache space of the local member, GiB")
     local_port: int | None = Field(
         None, ge=1, le=65535, description="port of the local member (default: free)"
@@ -104,7 +107,11 @@ class MemberServerSettings(BaseModel):
     host: str = "127.0.0.1"
     port: int = Field(8000, ge=0, le=65535)
     device: Literal["auto", "cpu", "cuda"] = Field("auto", description="auto: cuda where an NVIDIA device is present")
-    dtype: MemberDtype = Field("bfloat16", description="weights and compute dtype (the fp32 twin is cast when loaded)")
+    dtype: MemberDtype = Field(
+        "auto",
+        description="weights and compute dtype (the fp32 twin is cast when loaded); auto: bfloat16 on a CPU "
+        "with bf16 instructions (AVX-512 BF16, AMX), float32 on other CPUs, vLLM's choice on CUDA",
+    )
     max_model_len: int = Field(2048, ge=16, description="prompt + completion tokens")
     kv_cache_gib: int = Field(1, ge=1, description="KV cache space in GiB (CPU: VLLM_CPU_KVCACHE_SPACE)")
     max_num_seqs: int | None = Field(None, ge=1, description="sequences decoded together (vLLM's default if unset)")

@@ -7,6 +7,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import os
+import secrets
 from collections.abc import Sequence
 from pathlib import Path
 
@@ -32,7 +33,7 @@ class LocalMember(ServerProcess):
         *,
         model: str = EDGE_DEFAULT,
         tensor_parallel: int = 1,
-        dtype: MemberDtype = "bfloat16",
+        dtype: MemberDtype = "auto",
         kv_cache_gib: int = 1,
         name: str = "local",
         host: str = "127.0.0.1",
@@ -48,6 +49,9 @@ class LocalMember(ServerProcess):
         self.host = host
         self.port = port or free_port(host)
         self.models_dir = models_dir or default_models_dir()
+        # A key of its own for every node that starts it: any other process on the host that calls
+        # the member directly would go around the node's tenant keys, limits, caps and cache.
+        self.api_key = secrets.token_urlsafe(32)
         self.member_settings = MemberServerSettings(
             model=model,
             served_model_name=model,
@@ -58,7 +62,9 @@ class LocalMember(ServerProcess):
             kv_cache_gib=kv_cache_gib,
             vllm_args=tuple(extra_args),
             startup_timeout_s=startup_timeout_s,
+            api_key=self.api_key,
         )
+        self.chosen = ""  # "bfloat16 on AMD EPYC (avx2 avx512f avx512_bf16)", once prepared
         super().__init__(
             [],
             f"http://{host}:{self.port}/health",
@@ -80,6 +86,7 @@ class LocalMember(ServerProcess):
             raise LocalMemberError(f"{self.label}: {exc.message}", code=exc.code) from exc
         for warning in start.warnings:
             log.warning("local member %s: %s", self.name, warning)
+        self.chosen = f"{start.dtype} on {start.cpu}" if start.cpu else start.dtype
         self.argv, self.env = start.argv, start.env
 
     def spawn(self) -> None:
@@ -94,7 +101,9 @@ class LocalMember(ServerProcess):
     @property
     def settings(self) -> MemberSettings:
         """How the pool reaches this member."""
-        return MemberSettings(name=self.name, base_url=f"http://{self.host}:{self.port}/v1", model=self.model)
+        return MemberSettings(
+            name=self.name, base_url=f"http://{self.host}:{self.port}/v1", model=self.model, api_key=self.api_key
+        )
 
     async def start(self) -> MemberSettings:
         """Start the member and wait until it serves (model loaded on every rank)."""

@@ -75,6 +75,6 @@ async def _join(pool: CloudPool, local: LocalMember) -> None:
         return
     await member.check()
     log.warning(
-        "local cloud member %s (vLLM, pid %s) serves %s (ready in %.0fs)",
-        local.name, local.pid, local.model, asyncio.get_running_loop().time() - began,
+        "local cloud member %s (vLLM, pid %s) serves %s in %s (ready in %.0fs)",
+        local.name, local.pid, local.model, local.chosen, asyncio.get_running_loop().time() - began,
     )

@@ -109,7 +109,10 @@ class Fleet:
         if member is not None:
             # Every node's cloud pool is the one member, as a fleet shares one pool.
             m = member.settings
-            text += f'[[cloud.members]]\nname = "{m.name}"\nbase_url = "{m.base_url}"\nmodel = "{m.model}"\n'
+            text += (
+                f'[[cloud.members]]\nname = "{m.name}"\nbase_url = "{m.base_url}"\nmodel = "{m.model}"\n'
+                f'api_key = "{m.api_key}"\n'
+            )
         path = self.root / "edgeroute.toml"
         path.write_text(text)
         return path

@@ -22,6 +22,7 @@ cloud_app = typer.Typer(help="The cloud GPU pool and its member server.", no_arg
 
 
 class DtypeChoice(str, Enum):
+    auto = "auto"
     bfloat16 = "bfloat16"
     float16 = "float16"
     float32 = "float32"
@@ -50,7 +51,10 @@ def serve(
     port: Annotated[int, typer.Option(min=0, max=65535)] = 8000,
     host: Annotated[str, typer.Option(help="bind address")] = "127.0.0.1",
     device: Annotated[DeviceChoice, typer.Option(help="cpu, cuda, or auto (cuda where present)")] = DeviceChoice.auto,
-    dtype: Annotated[DtypeChoice, typer.Option(help="weights and compute dtype")] = DtypeChoice.bfloat16,
+    dtype: Annotated[
+        DtypeChoice,
+        typer.Option(help="weights and compute dtype (auto: bfloat16 where the CPU has bf16 instructions, else float32)"),
+    ] = DtypeChoice.auto,
     max_model_len: Annotated[int, typer.Option(min=16, help="prompt + completion tokens")] = 2048,
     kv_cache_gib: Annotated[int, typer.Option(min=1, help="KV cache space, GiB")] = 1,
     max_num_seqs: Annotated[Optional[int], typer.Option(min=1, help="sequences decoded together")] = None,

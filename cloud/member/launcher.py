@@ -11,6 +11,7 @@ whole process group down when its parent goes.
 
 from __future__ import annotations
 
+import ipaddress
 import os
 import platform
 from dataclasses import dataclass
@@ -23,6 +24,8 @@ from .process import LIFELINE, project_root
 
 VLLM_SERVER = "vllm.entrypoints.openai.api_server"
 VLLM_VENV = ".venv-vllm"
+# guard.py as the lifeline loads it in vLLM's process: the key on every path vLLM leaves open.
+GUARD_MIDDLEWARE = "edgeroute_member_guard.RequireKey"
 
 Device = Literal["cpu", "cuda"]
 
@@ -35,7 +38,9 @@ class Launch:
     env: dict[str, str]
     device: Device
     root_url: str
+    dtype: str = "auto"  # as vLLM is asked for it (``auto`` resolved for a CPU)
     warnings: tuple[str, ...] = ()
+    cpu: str = ""  # the CPU and the ISA the dtype was chosen for, for the start-up log
 
 
 def vllm_python(configured: Path | None) -> Path:
@@ -89,6 +94,48 @@ def check_cpu(machine: str, flags: set[str]) -> tuple[str, ...]:
     return ()
 
 
+# Flags of x86 CPUs that compute bfloat16 natively; vLLM's CPU build emulates it on any other.
+BF16_FLAGS = frozenset({"avx512_bf16", "amx_bf16"})
+_ISA_FLAGS = ("avx2", "avx512f", "avx512_bf16", "amx_bf16")
+
+
+def pick_dtype(choice: str, device: Device, flags: set[str]) -> str:
+    """The dtype vLLM is asked for: ``auto`` is bfloat16 on a CPU with bf16 instructions, float32 on
+    any other CPU (where bfloat16 is emulated), and vLLM's own choice on CUDA."""
+    if choice != "auto":
+        return choice
+    if device == "cuda":
+        return "auto"
+    return "bfloat16" if flags & BF16_FLAGS else "float32"
+
+
+def describe_cpu(cpuinfo: str, flags: set[str]) -> str:
+    """``model name`` and the ISA flags that matter to vLLM's kernels, e.g. ``AMD EPYC (avx2 avx512f)``."""
+    model = next(
+        (line.partition(":")[2].strip() for line in cpuinfo.splitlines() if line.startswith("model name")),
+        platform.machine(),
+    )
+    isa = " ".join(f for f in _ISA_FLAGS if f in flags) or "no AVX2"
+    return f"{model} ({isa})"
+
+
+def check_exposure(settings: MemberServerSettings) -> tuple[str, ...]:
+    """A warning when the server is reachable beyond this host with no key: whoever reaches it
+    calls the model around every node's keys, limits and cache."""
+    if settings.api_key or settings.host == "localhost":
+        return ()
+    try:
+        if ipaddress.ip_address(settings.host).is_loopback:
+            return ()
+    except ValueError:  # a host name: it may resolve beyond loopback
+        pass
+    return (
+        f"binding {settings.host or '0.0.0.0'} beyond loopback with no API key: any host that reaches "
+        "this port can use the model (set --api-key, or EDGEROUTE_MEMBER_API_KEY, and give the same "
+        "key to the pool's member entry)",
+    )
+
+
 def _read_cpuinfo() -> str:
     try:
         return Path("/proc/cpuinfo").read_text()
@@ -96,7 +143,7 @@ def _read_cpuinfo() -> str:
         return ""
 
 
-def server_args(settings: MemberServerSettings, model_dir: Path, device: Device) -> list[str]:
+def server_args(settings: MemberServerSettings, model_dir: Path, device: Device, dtype: str) -> list[str]:
     """vLLM's server flags for these member settings (the same on CPU and CUDA but the KV space)."""
     args = [
         "--model",
@@ -110,7 +157,7 @@ def server_args(settings: MemberServerSettings, model_dir: Path, device: Device)
         "--tensor-parallel-size",
         str(settings.tensor_parallel),
         "--dtype",
-        settings.dtype,
+        dtype,
         "--max-model-len",
         str(settings.max_model_len),
         # Sampling defaults are vLLM's, not the model's generation_config.json: the node sends
@@ -133,7 +180,7 @@ def server_args(settings: MemberServerSettings, model_dir: Path, device: Device)
     if settings.max_num_seqs is not None:
         args += ["--max-num-seqs", str(settings.max_num_seqs)]
     if settings.api_key:
-        args += ["--api-key", settings.api_key]
+        args += ["--middleware", GUARD_MIDDLEWARE]
     return args + list(settings.vllm_args)
 
 
@@ -144,6 +191,11 @@ def server_env(settings: MemberServerSettings, device: Device, base: dict[str, s
         env.pop(key, None)
     # The model is a local directory; nothing is fetched, and no usage report leaves the host.
     env.update({"HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1", "VLLM_NO_USAGE_STATS": "1", "DO_NOT_TRACK": "1"})
+    if settings.api_key:
+        # In the environment, not the command line: any user of the host can read a process's
+        # arguments (/proc/PID/cmdline), only its owner its environment.
+        env["VLLM_API_KEY"] = settings.api_key
+        env["EDGEROUTE_MEMBER_GUARD"] = str(Path(__file__).with_name("guard.py"))
     if device == "cpu":
         env["VLLM_CPU_KVCACHE_SPACE"] = str(settings.kv_cache_gib)
         if settings.tensor_parallel > 1:
@@ -170,10 +222,17 @@ def launch(settings: MemberServerSettings, model_dir: Path, parent_pid: int) -> 
     """
     device = pick_device(settings.device)
     warnings: tuple[str, ...] = ()
+    cpuinfo = _read_cpuinfo()
+    flags = cpu_flags(cpuinfo)
     if device == "cpu":
-        warnings = check_cpu(platform.machine(), cpu_flags(_read_cpuinfo()))
+        warnings = check_cpu(platform.machine(), flags)
+    warnings += check_exposure(settings)
+    dtype = pick_dtype(settings.dtype, device, flags)
     python = vllm_python(settings.vllm_python)
-    argv = [str(python), "-c", LIFELINE, str(parent_pid), VLLM_SERVER, *server_args(settings, model_dir, device)]
+    args = server_args(settings, model_dir, device, dtype)
+    argv = [str(python), "-c", LIFELINE, str(parent_pid), VLLM_SERVER, *args]
     host = "127.0.0.1" if settings.host in ("0.0.0.0", "") else settings.host
     host = f"[{host}]" if ":" in host and host != "::" else ("[::1]" if host == "::" else host)
-    return Launch(argv, server_env(settings, device), device, f"http://{host}:{settings.port}", warnings)
+    root = f"http://{host}:{settings.port}"
+    cpu = describe_cpu(cpuinfo, flags) if device == "cpu" else ""
+    return Launch(argv, server_env(settings, device), device, root, dtype, warnings, cpu)

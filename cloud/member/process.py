@@ -67,15 +67,22 @@ def exit_with_parent(parent_pid: int, *, group: bool = False) -> None:
 
 # Runs a Python module (``python -c LIFELINE PARENT_PID MODULE ARGS...``) after arming the parent
 # watch above, written out so it needs nothing of this project: the vLLM server runs under it in
-# vLLM's own environment, and its whole process group goes when its parent does.
+# vLLM's own environment, and its whole process group goes when its parent does. A file named by
+# $EDGEROUTE_MEMBER_GUARD is loaded first as the module ``edgeroute_member_guard`` (guard.py: vLLM
+# adds its middleware by that import path).
 LIFELINE = (
-    "import os, runpy, sys, threading, time\n"
+    "import importlib.util, os, runpy, sys, threading, time\n"
     "parent = int(sys.argv[1])\n"
     "def watch():\n"
     "    while os.getppid() == parent:\n"
     "        time.sleep(0.25)\n"
     "    os.killpg(os.getpgid(0), 9)\n"
     "threading.Thread(target=watch, name='parent-watch', daemon=True).start()\n"
+    "guard_file = os.environ.get('EDGEROUTE_MEMBER_GUARD')\n"
+    "if guard_file:\n"
+    "    spec = importlib.util.spec_from_file_location('edgeroute_member_guard', guard_file)\n"
+    "    sys.modules[spec.name] = guard = importlib.util.module_from_spec(spec)\n"
+    "    spec.loader.exec_module(guard)\n"
     "sys.argv = [sys.argv[2], *sys.argv[3:]]\n"
     "runpy.run_module(sys.argv[0], run_name='__main__', alter_sys=True)\n"
 )

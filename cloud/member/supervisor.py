@@ -117,9 +117,10 @@ class Supervisor:
         """Boot, then keep the server up until :meth:`stop`; raises if the first boot fails."""
         for warning in self.start.warnings:
             self.say(f"warning: {warning}")
+        on = f"{self.start.device} {self.start.cpu}".strip()
         self.say(
-            f"starting vLLM ({self.start.device}, {self.settings.tensor_parallel} rank(s), "
-            f"{self.settings.dtype}) on {self.start.root_url}"
+            f"starting vLLM ({on}, {self.settings.tensor_parallel} rank(s), "
+            f"{self.start.dtype}) on {self.start.root_url}"
         )
         took = self.boot()
         self.say(f"serving {self.settings.name} on {self.start.root_url}/v1 (ready in {took:.0f}s)")

@@ -11,7 +11,7 @@ import socket
 import sys
 import threading
 import time
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from pathlib import Path
 
@@ -22,10 +22,22 @@ from models import EDGE_DEFAULT, default_models_dir, resolve
 LLAMA_ALIAS = "smollm2-llamacpp"
 
 
+# The tests' members run float32 on every CPU, as `local_dtype = "auto"` runs them on a CPU without
+# bf16 instructions: the same greedy texts on every machine, and no emulated bfloat16 (4-5x slower
+# first tokens on an AVX2-only VM).
+TEST_DTYPE = "float32"
+# A tie between the two likeliest tokens: their log-probabilities within this. float32 logits
+# summed in another order (tensor-parallel ranks, another sampler path) move by ~1e-5.
+TIE = 1e-3
+
+
 @contextmanager
 def vllm_member(log_dir: Path, *, tensor_parallel: int = 1, name: str = "vllm") -> Iterator[LocalMember]:
-    """vLLM's server on the edge model's twin (bfloat16), as the node starts its local member; always killed at the end."""
-    member = LocalMember(name=name, tensor_parallel=tensor_parallel, log_path=log_dir / f"{name}.log")
+    """vLLM's server on the edge model's twin, as the node starts its local member (its own key, too);
+    always killed at the end."""
+    member = LocalMember(
+        name=name, tensor_parallel=tensor_parallel, dtype=TEST_DTYPE, log_path=log_dir / f"{name}.log"
+    )
     try:
         member.spawn()
         member.wait_ready()
@@ -43,6 +55,27 @@ _LIFELINE = (
     "sys.argv = [sys.argv[2], *sys.argv[3:]]\n"
     "runpy.run_module(sys.argv[0], run_name='__main__', alter_sys=True)\n"
 )
+
+
+def agree_until_tie(
+    ours: Sequence[tuple[str, Mapping[str, float]]], theirs: Sequence[tuple[str, Mapping[str, float]]]
+) -> int:
+    """The number of leading tokens two greedy answers share, asserting that where they part the
+    likeliest two tokens were tied (within ``TIE``) in the run whose alternatives are given.
+
+    Each answer is a list of (token, {alternative: logprob}); ``theirs`` may give no alternatives.
+    Greedy decoding is exact up to a tie: at a tie either token is the greedy one, so a comparison
+    of whole texts would test the tie-break, not the model.
+    """
+    for i, ((mine, alternatives), (other, _)) in enumerate(zip(ours, theirs, strict=False)):
+        if mine == other:
+            continue
+        assert other in alternatives, f"token {i}: {other!r} is not among {dict(alternatives)} (chose {mine!r})"
+        gap = alternatives[mine] - alternatives[other]
+        assert gap <= TIE, f"token {i}: {mine!r} led {other!r} by {gap:.6f}, no tie"
+        return i
+    assert len(ours) == len(theirs), (ours, theirs)
+    return len(ours)
 
 
 def _with_lifeline(module: str) -> list[str]:

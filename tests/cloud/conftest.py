@@ -19,11 +19,13 @@ def logs(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 @pytest.fixture(scope="session")
 def member(logs: Path) -> Iterator[LocalMember]:
-    """One vLLM member for the whole session (1 rank, the edge model's twin in bfloat16): it takes
+    """One vLLM member for the whole session (1 rank, the edge model's twin in float32): it takes
     minutes to start on a CPU, so every test that needs one shares it."""
     port = os.environ.get("EDGEROUTE_TEST_VLLM_PORT")
-    if port:  # a vLLM member already running (`edgeroute cloud serve --port N`), while working on tests
-        yield LocalMember(name="vllm", port=int(port))
+    if port:  # a member already running (`edgeroute cloud serve --port N --dtype float32 --api-key K`)
+        running = LocalMember(name="vllm", port=int(port))
+        running.api_key = os.environ.get("EDGEROUTE_MEMBER_API_KEY", "")
+        yield running
         return
     with vllm_member(logs) as m:
         yield m

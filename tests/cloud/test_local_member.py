@@ -28,10 +28,11 @@ from cloud import (
     PoolUnavailableError,
     open_pool,
 )
+import cloud.member
 from cloud.errors import VllmUnavailableError
 from cloud.local import ServerProcess, free_port
 from cloud.member import Launch, Supervisor, server_args
-from cloud.member.launcher import check_cpu, cpu_flags, server_env
+from cloud.member.launcher import check_cpu, check_exposure, cpu_flags, describe_cpu, pick_dtype, server_env
 from models import GenerationRequest, SamplingParams, collect
 
 
@@ -175,7 +176,7 @@ def test_vllm_flags_mirror_the_member_settings() -> None:
     settings = MemberServerSettings(
         tensor_parallel=3, port=9000, host="0.0.0.0", api_key="k", max_num_seqs=16, vllm_args=("--seed", "1")
     )
-    args = server_args(settings, Path("/m/smollm2-135m-instruct-fp32"), "cpu")
+    args = server_args(settings, Path("/m/smollm2-135m-instruct-fp32"), "cpu", "bfloat16")
     assert args == [
         "--model", "/m/smollm2-135m-instruct-fp32",
         "--served-model-name", "smollm2-135m-instruct",
@@ -190,20 +191,22 @@ def test_vllm_flags_mirror_the_member_settings() -> None:
         "--distributed-executor-backend", "mp",
         "--enforce-eager",
         "--max-num-seqs", "16",
-        "--api-key", "k",
+        "--middleware", "edgeroute_member_guard.RequireKey",
         "--seed", "1",
     ]  # fmt: skip
-    cuda = server_args(MemberServerSettings(kv_cache_gib=4), Path("/m"), "cuda")
+    cuda = server_args(MemberServerSettings(kv_cache_gib=4), Path("/m"), "cuda", "auto")
     assert cuda[-2:] == ["--kv-cache-memory-bytes", "4G"] and "--distributed-executor-backend" not in cuda
     assert "--enforce-eager" not in cuda  # CUDA graphs and torch.compile stay on a GPU
-    assert "--enforce-eager" not in server_args(MemberServerSettings(eager=False), Path("/m"), "cpu")
+    assert "--enforce-eager" not in server_args(MemberServerSettings(eager=False), Path("/m"), "cpu", "float32")
     env = server_env(settings, "cpu", {"PYTHONPATH": "/node", "VIRTUAL_ENV": "/node/.venv", "HOME": "/h"})
+    assert Path(env.pop("EDGEROUTE_MEMBER_GUARD")) == Path(cloud.member.__file__).with_name("guard.py")
     assert env == {
         "HOME": "/h",
         "HF_HUB_OFFLINE": "1",
         "TRANSFORMERS_OFFLINE": "1",
         "VLLM_NO_USAGE_STATS": "1",
         "DO_NOT_TRACK": "1",
+        "VLLM_API_KEY": "k",  # not on the command line, where every user of the host can read it
         "VLLM_CPU_KVCACHE_SPACE": "1",
         "VLLM_CPU_OMP_THREADS_BIND": "nobind",
     }
@@ -231,6 +234,30 @@ def test_a_cpu_without_avx2_is_refused_with_the_reason() -> None:
     assert "AVX2 but not AVX-512" in warning
     assert check_cpu("x86_64", {"avx2", "avx512f"}) == ()
     assert check_cpu("aarch64", {"asimd"}) == ()
+
+
+def test_auto_dtype_is_bfloat16_only_where_the_cpu_computes_it() -> None:
+    avx2 = {"avx", "avx2", "fma"}
+    avx512 = avx2 | {"avx512f", "avx512bw"}
+    assert pick_dtype("auto", "cpu", avx2) == "float32"
+    assert pick_dtype("auto", "cpu", avx512) == "float32"  # AVX-512 without its bf16 extension
+    assert pick_dtype("auto", "cpu", avx512 | {"avx512_bf16"}) == "bfloat16"
+    assert pick_dtype("auto", "cpu", avx512 | {"amx_bf16", "amx_tile"}) == "bfloat16"
+    assert pick_dtype("auto", "cpu", set()) == "float32"  # no /proc/cpuinfo flags: the safe choice
+    assert pick_dtype("auto", "cuda", avx2) == "auto"  # vLLM picks on a GPU
+    assert pick_dtype("bfloat16", "cpu", avx2) == "bfloat16"  # an explicit choice is kept
+    assert MemberServerSettings().dtype == "auto" and PoolSettings().local_dtype == "auto"
+    cpuinfo = "processor\t: 0\nmodel name\t: AMD EPYC\nflags\t\t: fpu avx avx2 avx512f avx512_bf16\n"
+    assert describe_cpu(cpuinfo, cpu_flags(cpuinfo)) == "AMD EPYC (avx2 avx512f avx512_bf16)"
+
+
+def test_a_member_reachable_beyond_loopback_without_a_key_is_warned_about() -> None:
+    for quiet in ("127.0.0.1", "::1", "localhost", "127.0.0.2"):
+        assert check_exposure(MemberServerSettings(host=quiet)) == ()
+    assert check_exposure(MemberServerSettings(host="0.0.0.0", api_key="k")) == ()
+    for exposed in ("0.0.0.0", "::", "10.1.2.3", "gpu-host"):
+        (warning,) = check_exposure(MemberServerSettings(host=exposed))
+        assert warning.startswith(f"binding {exposed} beyond loopback with no API key")
 
 
 _HEALTH_SERVER = """

@@ -40,14 +40,15 @@ def settings(**kw: object) -> PoolSettings:
     return PoolSettings(**{**base, **kw})  # type: ignore[arg-type]
 
 
-async def direct_deltas(base_url: str, model: str, request: GenerationRequest) -> list[str]:
+async def direct_deltas(member: MemberSettings, request: GenerationRequest) -> list[str]:
     """The content deltas the member sends, read straight off its SSE stream."""
     from models.openai.client import request_body
 
-    path, body = request_body(request, model)
+    path, body = request_body(request, member.model)
     out: list[str] = []
+    headers = {"authorization": f"Bearer {member.api_key}"} if member.api_key else {}
     async with (
-        httpx.AsyncClient(base_url=base_url, timeout=120) as client,
+        httpx.AsyncClient(base_url=member.base_url, headers=headers, timeout=120) as client,
         client.stream("POST", path, json=body) as resp,
     ):
         async for line in resp.aiter_lines():
@@ -63,7 +64,7 @@ async def test_streaming_chunks_pass_through_unchanged(which: str, request: pyte
     server = request.getfixturevalue(which)
     ms = server.settings if which == "member" else llama_settings(server)
     # Cut by max_tokens: every token is a delta (an end-of-sequence token counts but has no text).
-    expected = await direct_deltas(ms.base_url, ms.model, greedy(5))
+    expected = await direct_deltas(ms, greedy(5))
     async with CloudPool(settings(), members=[ms]) as pool:
         chunks: list[Chunk] = [c async for c in pool.stream(greedy(5))]
     assert [c.text for c in chunks[:-1]] == expected
@@ -282,7 +283,7 @@ async def test_health_checks_scrape_and_status(member: LocalMember, llama: Serve
         assert pool.ttft_ms_p50() is not None
         served = [r for r in rows.values() if r.latency_ms_p50 is not None]
         assert len(served) == 1 and served[0].ttft_ms_p50 is not None
-        bad = MemberSettings(name="wrong-model", base_url=member.settings.base_url, model="not-served")
+        bad = member.settings.model_copy(update={"name": "wrong-model", "model": "not-served"})
     async with CloudPool(settings(), members=[bad]) as pool:
         (row,) = pool.status()
         assert not row.healthy and "not served" in (row.last_error or "")

@@ -8,7 +8,7 @@ from dataclasses import replace
 
 import httpx
 import pytest
-from cloud_servers import llama_settings
+from cloud_servers import agree_until_tie, llama_settings
 
 from cloud import CloudPool, PoolSettings
 from cloud.local import LocalMember, ServerProcess
@@ -119,6 +119,26 @@ async def test_logprobs_come_with_each_token_and_their_alternatives(member: Loca
         assert t.top[0].logprob == pytest.approx(t.logprob)  # greedy: the chosen token is the likeliest
 
 
+async def test_the_member_answers_only_the_node_that_started_it(member: LocalMember) -> None:
+    """The node starts its member with a key of its own: another process on the host that calls the
+    member directly meets 401, as the node's own clients would without a tenant key."""
+    body = {"model": member.model, "prompt": "The sky is", "max_tokens": 1}
+    key = {"authorization": f"Bearer {member.settings.api_key}"}
+    async with httpx.AsyncClient(base_url=member.settings.root_url, timeout=30) as http:
+        for headers in ({}, {"authorization": "Bearer not-the-key"}, {"authorization": member.settings.api_key}):
+            assert (await http.post("/v1/completions", json=body, headers=headers)).status_code == 401
+            assert (await http.get("/v1/models", headers=headers)).status_code == 401
+            # Paths vLLM's own key check leaves open: SageMaker's entry runs a completion.
+            assert (await http.post("/invocations", json=body, headers=headers)).status_code == 401
+            assert (await http.post("/tokenize", json=body, headers=headers)).status_code == 401
+        assert (await http.post("/v1/completions", json=body, headers=key)).status_code == 200
+        assert (await http.post("/invocations", json=body, headers=key)).status_code == 200
+        # What a pool probes stays open.
+        assert [(await http.get(path)).status_code for path in ("/health", "/metrics")] == [200, 200]
+    assert len(member.settings.api_key or "") >= 32
+    assert member.settings.api_key != LocalMember(name="another").settings.api_key  # a key per launch
+
+
 async def test_a_seed_repeats_a_sampled_answer(member: LocalMember) -> None:
     sampled = ask(temperature=1.0, seed=1234, max_tokens=16)
     first, again = [text(await chunks_of(member, sampled)) for _ in range(2)]
@@ -126,19 +146,22 @@ async def test_a_seed_repeats_a_sampled_answer(member: LocalMember) -> None:
 
 
 async def test_top_k_1_and_min_p_1_sample_the_greedy_answer(member: LocalMember) -> None:
-    """Keeping only the likeliest token samples the greedy answer at any temperature. (On a prompt
-    with no exact ties in bfloat16: the chat prompts here have some, and greedy and top-k break
-    them differently.)"""
+    """Keeping only the likeliest token samples the greedy answer at any temperature: the same tokens,
+    up to a tie of the two likeliest (where greedy and top-k may break it differently)."""
 
     def sky(**params: object) -> GenerationRequest:
         return GenerationRequest(SamplingParams(**{"max_tokens": 8, **params}), prompt="The sky is")  # type: ignore[arg-type]
 
-    greedy = text(await chunks_of(member, sky(temperature=0.0)))
-    assert greedy.startswith(" a canvas of")
-    assert text(await chunks_of(member, sky(temperature=1.5, top_k=1, seed=1))) == greedy
-    assert text(await chunks_of(member, sky(temperature=1.5, min_p=1.0, seed=2))) == greedy
-    assert text(await chunks_of(member, sky(temperature=1.5, top_p=0.0, seed=3))) == greedy
-    assert text(await chunks_of(member, sky(temperature=1.5, seed=4))) != greedy  # sampling does sample
+    def tokens(chunks: list[Chunk]) -> list[tuple[str, dict[str, float]]]:
+        return [(t.token, {a.token: a.logprob for a in t.top}) for c in chunks for t in c.logprobs]
+
+    greedy = tokens(await chunks_of(member, sky(temperature=0.0, logprobs=2)))
+    assert len(greedy) == 8 and "".join(t for t, _ in greedy).startswith(" a canvas of")
+    for i, narrowed in enumerate([{"top_k": 1}, {"min_p": 1.0}, {"top_p": 0.0}]):
+        sampled = tokens(await chunks_of(member, sky(temperature=1.5, seed=i + 1, logprobs=2, **narrowed)))
+        agree_until_tie(greedy, sampled)
+    sampled = text(await chunks_of(member, sky(temperature=1.5, seed=4)))
+    assert sampled != "".join(t for t, _ in greedy)  # sampling does sample
 
 
 async def test_penalties_reach_the_sampler(member: LocalMember) -> None:
@@ -154,7 +177,8 @@ async def test_penalties_reach_the_sampler(member: LocalMember) -> None:
 
 async def test_logit_bias_is_by_the_edge_models_token_ids(member: LocalMember) -> None:
     """The twin keeps the GGUF's vocabulary: a bias on the id llama.cpp gives "1" steers vLLM too."""
-    async with httpx.AsyncClient(base_url=member.settings.root_url, timeout=30) as http:
+    key = {"authorization": f"Bearer {member.settings.api_key}"}
+    async with httpx.AsyncClient(base_url=member.settings.root_url, headers=key, timeout=30) as http:
         ids = (await http.post("/tokenize", json={"model": member.model, "prompt": "1"})).json()["tokens"]
     (one,) = ids
     plain = text(await chunks_of(member, ask(max_tokens=3)))
