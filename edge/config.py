@@ -118,6 +118,9 @@ class CacheSettings(BaseModel):
         0.85, ge=0.0, le=1.0,
         description="an entry rated wrong for a query is not served to queries at least this similar to it",
     )
+    # Each tenant's budget log keeps its newest moves: a client flipping ratings cannot grow the file
+    # without bound (the dashboard shows the newest 50).
+    budget_log_rows: int = Field(1000, ge=1, description="threshold moves kept per tenant in the budget log")
     verifier_threads: int = Field(1, ge=1, description="ONNX Runtime threads of the verifier")
     guards: bool = Field(True, description="refuse matches that differ in negation, numbers, entities, order")
     candidates: int = Field(3, ge=1, le=16, description="nearest entries checked per lookup")

@@ -3,23 +3,25 @@
 The id is the ``id`` of a chat completion, completion or response. A tenant key rates its own
 tenant's answers; an operator key any tenant's. An unknown id and another tenant's answer are
 the same 404 (so is every id on a node whose cache is off: it keeps no record of its answers). The rating is stored with the cache's decision for that answer and, on a semantic
-hit, moves the tenant's serving rule (:mod:`edge.cache.feedback`).
+hit, moves the tenant's serving rule (:mod:`edge.cache.feedback`). Ratings count against the
+tenant's requests per minute as every other ``/v1`` request does (:func:`router.guards.rate_guard`).
 """
 
 from __future__ import annotations
 
 from typing import Annotated, Any, Literal
 
-from litestar import Controller, Request, post
+from litestar import Controller, Request, Response, post
 from litestar.datastructures import State
 from pydantic import BaseModel, ConfigDict, Field
 
 from edge import CacheError
 
 from . import openapi
-from .guards import BEARER, api_guard
+from .guards import BEARER, api_guard, rate_guard
 from .errors import FeedbackNotFoundError, FeedbackUnavailableError
 from .node import Node
+from .routing import Routing
 
 
 class FeedbackRequest(BaseModel):
@@ -54,7 +56,9 @@ class FeedbackRecord(BaseModel):
 class FeedbackController(Controller):
     path = "/v1/feedback"
     tags = ["edgeroute"]
-    guards = [api_guard]
+    # The API key, then the tenant's requests per minute: a loop of ratings meets 429 as a loop of
+    # completions does, before its body is read.
+    guards = [api_guard, rate_guard]
     security = [{BEARER: []}]
 
     @post(
@@ -63,7 +67,9 @@ class FeedbackController(Controller):
         status_code=200,
         responses=openapi.answers(FeedbackRecord, 400, 401, 404, 408, 413, 503),
     )
-    async def rate(self, request: Request[Any, Any, State], data: FeedbackRequest) -> dict[str, Any]:
+    async def rate(
+        self, request: Request[Any, Any, State], data: FeedbackRequest
+    ) -> Response[dict[str, Any]]:
         node: Node = request.app.state.node
         if node.cache is None:  # no record of any answer is kept: every id is unknown here
             raise _unknown(data.id)
@@ -75,7 +81,8 @@ class FeedbackController(Controller):
             raise FeedbackUnavailableError(f"the rating could not be stored: {exc}", code="feedback_unavailable") from exc
         if record is None:
             raise _unknown(data.id)
-        return record
+        routing: Routing = request.state.routing  # made by rate_guard
+        return Response(record, headers=routing.ratelimit)
 
 
 def _unknown(answer_id: str) -> FeedbackNotFoundError:

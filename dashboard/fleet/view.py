@@ -141,14 +141,36 @@ def _rate(part: float, whole: float) -> float | None:
     return part / whole if whole > 0 else None
 
 
+def _plain_path(path: str) -> bool:
+    """An absolute path and nothing else: one leading "/", printable ASCII without spaces, no
+    "//" (a host to a browser), no "@" (a user before another host once glued to ours), no
+    backslash (a "/" to browsers); a scheme cannot come first when "/" does."""
+    return (
+        path.startswith("/")
+        and "//" not in path
+        and "@" not in path
+        and "\\" not in path
+        and all("!" <= ch <= "~" for ch in path)
+    )
+
+
 def dashboard_url(scrape_url: str | None, path: str) -> str | None:
-    """The node's own dashboard: where Prometheus scrapes it, with the dashboard's path."""
-    if not scrape_url or not path:
+    """The node's own dashboard: where Prometheus scrapes it, with the dashboard's path.
+
+    The path is a label the target itself exposes: it becomes a link only when it is a plain
+    absolute path, so the link always stays on the scraped scheme and host (a target saying
+    ``@evil.example/`` gets none).
+    """
+    if not scrape_url or not path or not _plain_path(path):
         return None
     parts = urlsplit(scrape_url)
-    if parts.scheme not in ("http", "https") or not parts.netloc:
+    host = parts.netloc.rpartition("@")[2]  # host[:port]: credentials in a scrape URL stay off the page
+    if parts.scheme not in ("http", "https") or not host:
         return None
-    return f"{parts.scheme}://{parts.netloc}{path}"
+    url = f"{parts.scheme}://{host}{path}"
+    # The check above already keeps the host; this holds it whatever a parser makes of the rest.
+    built = urlsplit(url)
+    return url if (built.scheme, built.netloc) == (parts.scheme, host) else None
 
 
 def build_nodes(results: Results, scrape_urls: Mapping[str, str]) -> list[NodeRow]:

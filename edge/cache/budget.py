@@ -28,6 +28,7 @@ from models import SamplingParams
 
 from ..config import CacheSettings
 from .calibration import Bound, wrong_rate_upper
+from .keys import greedy_equivalent
 
 if TYPE_CHECKING:
     from .verifier import Verifier
@@ -138,8 +139,9 @@ def calibrated_threshold(verifier: Verifier | None, s: CacheSettings) -> float:
 
 def skip_probability(params: SamplingParams, by_temperature: bool) -> float:
     """GPTCache's: 1 / (1 + e^(1/T)) for a sampled request (0.12 at T = 0.5, 0.27 at 1), every one
-    from T = 2 on, none for a greedy or seeded one; 0 unless ``by_temperature``."""
+    from T = 2 on, none for a greedy (or greedy-equivalent: :func:`keys.greedy_equivalent`) or
+    seeded one; 0 unless ``by_temperature``."""
     t = params.temperature
-    if not by_temperature or params.deterministic:
+    if not by_temperature or params.deterministic or greedy_equivalent(params):
         return 0.0
     return 1.0 if t >= 2.0 else 1.0 / (1.0 + math.exp(1.0 / t))

@@ -5,7 +5,9 @@ cache's next write: no fsync of its own on the request path). A rating (``POST /
 is stored on that decision. A semantic hit rated wrong vetoes its entry for that query and the
 query's near paraphrases (cosine >= ``feedback_veto_similarity``); an exact hit rated wrong
 deletes its entry (it is the stored answer to that very question). Ratings of semantic hits move
-the tenant's threshold (:mod:`edge.cache.budget`); each move is logged in ``budget_log``.
+the tenant's threshold (:mod:`edge.cache.budget`); each move is logged in ``budget_log``, which keeps
+each tenant's newest ``budget_log_rows``. Rating an answer again as it is already rated runs no
+rule and logs nothing (another note or rater is stored; the very same rating writes nothing).
 """
 
 from __future__ import annotations
@@ -108,18 +110,30 @@ class Feedback:
             where, args = where + " AND tenant = ?", args + [tenant]
         with self.db.transaction("feedback"):
             c = self.db.write
-            rows = c.execute(f"SELECT id, route, tenant, entry_id, embedding FROM served WHERE {where} ORDER BY id", args).fetchall()
+            rows = c.execute(
+                f"SELECT id, route, tenant, entry_id, rating, note, rated_by FROM served"
+                f" WHERE {where} ORDER BY id", args,
+            ).fetchall()
             if not rows:
                 return None
-            c.execute(f"UPDATE served SET rating = ?, note = ?, rated = ?, rated_by = ? WHERE {where}",
-                      [rating, note, now, by, *args])
-            if rating == "wrong":
-                exact = [r[3] for r in rows if r[1] == "cache-exact" and r[3] is not None]
-                if exact:
-                    self.db.delete_ids(exact)
-            tenants = {r[2] for r in rows if r[1] == "cache-semantic"}
-            for t in tenants:
-                self._move(t, now)
+            tenants: set[str] = set()
+            if all(r[4] == rating for r in rows):
+                # The same rating again (a repeated click, a client's retry, a loop) decides nothing
+                # new: the rule, the vetoes, the budget log and the log stay as they are. Another
+                # note or rater replaces the record's; the very same rating writes nothing at all.
+                if any((r[5], r[6]) != (note, by) for r in rows):
+                    c.execute(f"UPDATE served SET note = ?, rated = ?, rated_by = ? WHERE {where}",
+                              [note, now, by, *args])
+            else:
+                c.execute(f"UPDATE served SET rating = ?, note = ?, rated = ?, rated_by = ? WHERE {where}",
+                          [rating, note, now, by, *args])
+                if rating == "wrong":
+                    exact = [r[3] for r in rows if r[1] == "cache-exact" and r[3] is not None]
+                    if exact:
+                        self.db.delete_ids(exact)
+                tenants = {r[2] for r in rows if r[1] == "cache-semantic"}
+                for t in tenants:
+                    self._move(t, now)
             record = c.execute(f"SELECT {_RECORD_COLS} FROM served WHERE {where} ORDER BY id LIMIT 1", args).fetchone()
         for t in tenants:
             self._load_vetoes(t)
@@ -138,6 +152,13 @@ class Feedback:
                 "INSERT INTO budget_log (tenant, at, threshold_from, threshold_to, rated, wrong, estimate, bound, reason)"
                 " VALUES (?,?,?,?,?,?,?,?,?)",
                 (tenant, now, before, rule.threshold, rule.rated, rule.wrong, rule.estimate, rule.bound, reason),
+            )
+            # Only the tenant's newest moves stay (with no more rows than that, the subquery is NULL:
+            # nothing is deleted).
+            self.db.write.execute(
+                "DELETE FROM budget_log WHERE tenant = ? AND id <= "
+                "(SELECT id FROM budget_log WHERE tenant = ? ORDER BY id DESC LIMIT 1 OFFSET ?)",
+                (tenant, tenant, s.budget_log_rows),
             )
             log.info(
                 "semantic cache: tenant %s threshold %.4f -> %.4f (%s; %d rated at it, %d wrong, bound %s, budget %.3f)",

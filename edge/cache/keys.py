@@ -34,17 +34,44 @@ def normalize_text(text: str) -> str:
     return unicodedata.normalize("NFC", text).replace("\r\n", "\n").replace("\r", "\n").strip()
 
 
+# Sampling that can only give the likeliest answer, or one that differs from it only where the
+# model ranks two tokens as a tie, is keyed as greedy: a client asking for "the likeliest answer"
+# with one of these (APIs that refuse temperature 0 get 0.01 or top_k 1) shares the greedy entry.
+# - top_k 1 keeps the likeliest token alone: greedy, on llama.cpp and vLLM alike.
+# - top_p at most GREEDY_TOP_P keeps the likeliest token alone wherever it holds that much of the
+#   probability (top_p 0 is sent to the pool as temperature 0); below it the model has no
+#   likeliest answer to speak of.
+# - min_p at least GREEDY_MIN_P keeps only tokens within 1% of the likeliest one's probability.
+# - temperature at most GREEDY_TEMPERATURE: another token is drawn at 1% odds or more only where
+#   its probability is at least 95.5% of the likeliest one's (0.01 ** 0.01 = 0.955): a tie.
+# Bounds beyond these (temperature 0.05, top_p 0.1) draw other tokens where the model does prefer
+# one: those stay sampled requests.
+GREEDY_TEMPERATURE = 0.01
+GREEDY_TOP_P = 0.01
+GREEDY_MIN_P = 0.99
+
+
+def greedy_equivalent(params: SamplingParams) -> bool:
+    """Whether ``params`` ask for the likeliest answer (temperature 0, or a sampler narrowed to it)."""
+    return (
+        params.temperature <= GREEDY_TEMPERATURE
+        or params.top_k == 1
+        or params.top_p <= GREEDY_TOP_P
+        or (params.min_p is not None and params.min_p >= GREEDY_MIN_P)
+    )
+
+
 def _params(params: SamplingParams) -> dict[str, Any]:
-    greedy = params.temperature == 0.0
-    # An unseeded sampled answer is one draw among many good ones: the sampler's settings change
-    # how varied the draws are, not what a good answer is, so every such request shares one key
-    # (as GPTCache and LiteLLM serve them). Greedy and seeded requests ask for one exact answer.
-    drawn = not greedy and params.seed is None
+    greedy = greedy_equivalent(params)
+    # Greedy decoding ignores the sampler: temperature, top_p, top_k, min_p and the seed cannot
+    # change the answer, so every greedy-equivalent request has the temperature-0 key. A sampled
+    # answer is one draw at its settings: it is served only to requests with the same temperature,
+    # top_p, top_k, min_p and seed, never to one asking for a narrower (or greedy) answer. Clients
+    # with the same settings (the openai SDK sends none) still share its entry.
     fields: dict[str, Any] = {
         "max_tokens": params.max_tokens,
-        "temperature": None if drawn else float(params.temperature),
-        # Greedy decoding ignores the sampler: top_p and the seed cannot change the answer.
-        "top_p": None if greedy or drawn else float(params.top_p),
+        "temperature": 0.0 if greedy else float(params.temperature),
+        "top_p": None if greedy else float(params.top_p),
         "seed": None if greedy else params.seed,
         "stop": sorted(set(params.stop)),
     }
@@ -57,9 +84,9 @@ def _params(params: SamplingParams) -> dict[str, Any]:
         fields["logit_bias"] = [list(pair) for pair in params.logit_bias]
     if params.json_schema is not None:
         fields["json_schema"] = params.json_schema
-    if not greedy and not drawn and params.top_k is not None:
+    if not greedy and params.top_k is not None:
         fields["top_k"] = params.top_k
-    if not greedy and not drawn and params.min_p is not None:
+    if not greedy and params.min_p is not None:
         fields["min_p"] = float(params.min_p)
     if params.repeat_penalty != 1.0:
         fields["repeat_penalty"] = float(params.repeat_penalty)

@@ -22,7 +22,7 @@ from ..embedder import Embedder
 from ..errors import CacheError
 from . import browse, budget, guards
 from .feedback import Feedback, Rating
-from .keys import CacheKey, embedding_text, exact_key, request_record, semantic_parts
+from .keys import CacheKey, embedding_text, exact_key, greedy_equivalent, request_record, semantic_parts
 from .layers import CacheLayer, ExactLayer, Probe, SemanticLayer
 from .results import CacheHit, Candidate, Lookup
 from .served import Served
@@ -86,7 +86,7 @@ class EdgeCache:
             return False  # (a stored answer keeps no log probabilities to give)
         if opt is True:
             return True
-        return key.params.deterministic or not self.settings.deterministic_only
+        return key.params.deterministic or greedy_equivalent(key.params) or not self.settings.deterministic_only
 
     def skip_probability(self, key: CacheKey) -> float:
         """The chance this request's lookup is skipped (``skip_by_temperature``; 0 when unset)."""

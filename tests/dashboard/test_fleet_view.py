@@ -122,10 +122,50 @@ def test_members_one_row_per_model() -> None:
         (None, "/dashboard", None),
         ("http://h:1/metrics", "", None),
         ("ftp://h/metrics", "/dashboard", None),
+        ("http://user:secret@h:1/metrics", "/dashboard", "http://h:1/dashboard"),  # credentials: not shown
+        ("http://[::1]:8080/metrics", "/dashboard", "http://[::1]:8080/dashboard"),
     ],
 )
 def test_dashboard_url(scrape: str | None, path: str, expected: str | None) -> None:
     assert dashboard_url(scrape, path) == expected
+
+
+@pytest.mark.parametrize(
+    "path",
+    [
+        "@evil.example/",  # glued to the host: http://h:1@evil.example/
+        "/@evil.example/",
+        "//evil.example/dashboard",  # a protocol-relative URL to a browser
+        "/ops//evil.example",
+        "https://evil.example/dashboard",
+        "javascript:alert(1)",
+        "dashboard",  # not absolute
+        "/\\evil.example",  # browsers read a backslash as "/"
+        "/dash\\board",
+        "/dash board",
+        "/dash\tboard",
+        "/dash\nboard",
+        "/dash\x00board",
+        "/dash\x7fboard",
+        "/dashbörd",
+    ],
+)
+def test_a_scraped_dashboard_path_that_is_not_a_plain_path_gets_no_link(path: str) -> None:
+    assert dashboard_url("http://h:1/metrics", path) is None
+
+
+def test_a_target_exposing_another_host_as_its_dashboard_path_is_listed_without_a_link() -> None:
+    results = {
+        "up": [s(1, instance=A)],
+        "info": [s(1, instance=A, node="edge-a", edge_model="smollm2", dashboard_path="@evil.example/")],
+    }
+    from dashboard.fleet.routes import nodes_html
+    from dashboard.panels import Links
+
+    (row,) = build_nodes(results, {A: "http://10.0.0.1:8080/metrics"})
+    assert (row.node, row.dashboard_url) == ("edge-a", None)
+    html = nodes_html(FleetView(at=0.0, nodes=[row]), Links("/fleet"))
+    assert 'data-field="link"' not in html and "evil.example" not in html
 
 
 def test_queries_select_the_jobs() -> None:

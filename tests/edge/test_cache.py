@@ -154,13 +154,31 @@ async def test_sampling_requests_are_cached_by_default_whatever_the_temperature(
     assert cache.cacheable(hot)
     entry_id = await cache.store(hot, "joke", "stop", USAGE, "edge")
     assert entry_id is not None
-    # An unseeded draw at another temperature or top_p is the same question: one entry answers both.
-    cooler = chat("Tell me a joke.", params=SamplingParams(temperature=1.0, top_p=0.9))
-    hit = (await cache.lookup(cooler)).hit
+    # A draw answers requests with the same sampling settings, by its text and by a paraphrase.
+    hit = (await cache.lookup(chat("Tell me a joke.", params=SamplingParams(temperature=0.8)))).hit
     assert (hit.kind, hit.text, hit.entry_id) == ("exact", "joke", entry_id)
-    # Greedy and seeded requests ask for one exact answer: the draw answers neither.
-    assert (await cache.lookup(chat("Tell me a joke."))).hit is None
-    assert (await cache.lookup(chat("Tell me a joke.", params=SamplingParams(temperature=0.8, seed=3)))).hit is None
+    hit = (await cache.lookup(chat("Tell me a joke, please.", params=SamplingParams(temperature=0.8)))).hit
+    assert (hit.kind, hit.text, hit.entry_id) == ("semantic", "joke", entry_id)
+    # Any other sampling is another draw; greedy and seeded requests ask for one exact answer.
+    others = ({"temperature": 1.0, "top_p": 0.9}, {"temperature": 0.8, "top_p": 0.9},
+              {"temperature": 0.8, "top_k": 1}, {"temperature": 0.8, "min_p": 0.1}, {"temperature": 0.0},
+              {"temperature": 0.8, "seed": 3})
+    for other in others:
+        for text in ("Tell me a joke.", "Tell me a joke, please."):
+            assert (await cache.lookup(chat(text, params=SamplingParams(**other)))).hit is None, (other, text)
+
+
+async def test_greedy_equivalent_requests_share_the_greedy_entry(cache: EdgeCache) -> None:
+    entry_id = await cache.store(chat("Name a colour."), "Blue.", "stop", USAGE, "edge")
+    for same in ({"temperature": 0.01}, {"temperature": 2.0, "top_k": 1}, {"temperature": 2.0, "top_p": 0.0},
+                 {"temperature": 1.0, "min_p": 0.99}):
+        hit = (await cache.lookup(chat("Name a colour.", params=SamplingParams(**same)))).hit
+        assert (hit.kind, hit.text, hit.entry_id) == ("exact", "Blue.", entry_id), same
+    # A greedy-equivalent request's answer is stored as the greedy one.
+    near = chat("Name a fruit.", params=SamplingParams(temperature=1.0, top_k=1))
+    stored = await cache.store(near, "Apple.", "stop", USAGE, "edge")
+    hit = (await cache.lookup(chat("Name a fruit."))).hit
+    assert (hit.kind, hit.text, hit.entry_id) == ("exact", "Apple.", stored)
 
 
 async def test_deterministic_only_restores_the_opt_in_policy(tmp_path: Path, embedder: Embedder) -> None:  # noqa: F811
@@ -168,6 +186,7 @@ async def test_deterministic_only_restores_the_opt_in_policy(tmp_path: Path, emb
     try:
         hot = chat("Tell me a joke.", params=SamplingParams(temperature=0.8))
         assert not c.cacheable(hot)
+        assert c.cacheable(chat("Tell me a joke.", params=SamplingParams(temperature=0.8, top_k=1)))  # greedy
         assert await c.store(hot, "joke", "stop", USAGE, "edge") is None
         assert await c.store(hot, "joke", "stop", USAGE, "edge", opt=True) is not None
         assert (await c.lookup(hot, opt=True)).hit.text == "joke"
@@ -183,6 +202,7 @@ def test_skip_probability_grows_with_temperature_as_gptcache_s(tmp_path: Path) -
     assert p[1] == pytest.approx(0.11920, abs=1e-5) and p[2] == pytest.approx(0.26894, abs=1e-5)
     assert p[1] < p[2] < p[3] < p[4]
     assert c.skip_probability(chat("x", params=SamplingParams(temperature=1.0, seed=1))) == 0.0
+    assert c.skip_probability(chat("x", params=SamplingParams(temperature=2.0, top_k=1))) == 0.0  # greedy
     off = EdgeCache(tmp_path / "o.db", CacheSettings(semantic=False, verifier=False))
     assert off.skip_probability(chat("x", params=SamplingParams(temperature=1.9))) == 0.0
 

@@ -3,6 +3,7 @@ record, tenant scoping, the per-tenant threshold moved by ratings, vetoes, and t
 
 from __future__ import annotations
 
+import logging
 from pathlib import Path
 
 import numpy as np
@@ -162,3 +163,66 @@ def test_the_prior_comes_from_the_shipped_replay_unless_switched_off() -> None:
     assert len(prior.scores) == len(verifier.replay.scores) == 2012
     assert budget.prior_of(verifier, CacheSettings(budget_prior_ratings=0)) is None
     assert budget.prior_of(None, CacheSettings()) is None
+
+
+def _log_rows(cache: EdgeCache, tenant: str = "t1") -> list[tuple[float, float, str]]:
+    return cache.db.write.execute(
+        "SELECT threshold_from, threshold_to, reason FROM budget_log WHERE tenant = ? ORDER BY id", (tenant,)
+    ).fetchall()
+
+
+def _moves(caplog: pytest.LogCaptureFixture) -> int:
+    return sum(1 for r in caplog.records if r.name == "edge.cache.feedback" and "threshold" in r.getMessage())
+
+
+async def test_the_same_rating_again_runs_no_rule_and_logs_nothing(
+    cache: EdgeCache, caplog: pytest.LogCaptureFixture
+) -> None:
+    asked = "How can I turn on dark mode?"
+    look = await _semantic_hit(cache, "How do I turn on dark mode?", asked)
+    cache.note_served("chatcmpl-s", "t1", "cache-semantic", look.hit, chat(asked), look.embedding)
+    base = cache.threshold
+    moved = float(np.nextafter(look.hit.probability, np.inf))
+    with caplog.at_level(logging.INFO, logger="edge.cache.feedback"):
+        first = await cache.rate("chatcmpl-s", "t1", "wrong", "not the same question")
+        assert (_log_rows(cache), _moves(caplog)) == ([(base, moved, "stricter: wrong ratings")], 1)
+        for _ in range(3):  # the very same rating: not even its time is written
+            assert await cache.rate("chatcmpl-s", "t1", "wrong", "not the same question") == first
+        noted = await cache.rate("chatcmpl-s", None, "wrong", "a different question", "operator")
+        replaced = {"note": "a different question", "rated_by": "operator", "rated_at": noted["rated_at"]}
+        assert noted == {**first, **replaced}
+        assert noted["rated_at"] >= first["rated_at"]
+        assert (len(_log_rows(cache)), _moves(caplog), cache.feedback.threshold("t1")) == (1, 1, moved)
+        # A real change runs the rule: one row and one line.
+        back = await cache.rate("chatcmpl-s", "t1", "right")
+        assert (back["rating"], back["note"], back["rated_by"]) == ("right", None, "tenant")
+        assert (_log_rows(cache)[1:], _moves(caplog)) == ([(moved, base, "looser: right ratings")], 2)
+        assert cache.feedback.threshold("t1") == base
+
+
+async def test_the_budget_log_keeps_each_tenants_newest_rows(
+    tmp_path: Path, embedder: Embedder, caplog: pytest.LogCaptureFixture  # noqa: F811
+) -> None:
+    cache = EdgeCache(tmp_path / "log.db", CacheSettings(budget_log_rows=3), embedder=embedder)
+    try:
+        asked = "How can I turn on dark mode?"
+        moved: dict[str, float] = {}
+        for tenant in ("t1", "t2"):
+            look = await _semantic_hit(cache, "How do I turn on dark mode?", asked, tenant)
+            key = chat(asked, tenant)
+            cache.note_served(f"r-{tenant}", tenant, "cache-semantic", look.hit, key, look.embedding)
+            moved[tenant] = float(np.nextafter(look.hit.probability, np.inf))
+        base = cache.threshold
+        with caplog.at_level(logging.INFO, logger="edge.cache.feedback"):
+            for flip in range(10):
+                await cache.rate("r-t1", "t1", "wrong" if flip % 2 == 0 else "right")
+            await cache.rate("r-t2", "t2", "wrong")
+        assert _moves(caplog) == 11  # every real change logged once
+        # t1's last three of its ten moves (wrong, right, ..., right); t2's one move is its own.
+        stricter = (base, moved["t1"], "stricter: wrong ratings")
+        looser = (moved["t1"], base, "looser: right ratings")
+        assert _log_rows(cache, "t1") == [looser, stricter, looser]
+        assert _log_rows(cache, "t2") == [(base, moved["t2"], "stricter: wrong ratings")]
+        assert cache.db.write.execute("SELECT count(*) FROM budget_log").fetchone()[0] == 4
+    finally:
+        await cache.aclose()

@@ -11,9 +11,9 @@ import pytest
 from cache_helpers import chat, embedder  # noqa: F401  (module-scoped fixture)
 
 from edge import CacheSettings, EdgeCache, Embedder
-from edge.cache.keys import exact_key, request_record, semantic_parts
+from edge.cache.keys import CacheKey, exact_key, greedy_equivalent, request_record, semantic_parts
 from edge.cache.store import CacheStore, NewEntry
-from models import Usage
+from models import SamplingParams, Usage
 
 
 def _row(text: str, answer: str) -> NewEntry:
@@ -107,6 +107,85 @@ def test_the_sampler_extensions_key_what_they_can_change() -> None:
     keys = {exact_key(k) for k in (sampled, with_(sampled, top_k=5), with_(sampled, min_p=0.2), with_(sampled, top_k=6))}
     assert len(keys) == 4
     assert request_record(with_(greedy, repeat_penalty=1.1))["params"]["repeat_penalty"] == 1.1
+
+
+GREEDY_PARAMS = {"max_tokens": None, "temperature": 0.0, "top_p": None, "seed": None, "stop": []}
+
+
+@pytest.mark.parametrize(
+    "sampling",
+    [
+        {"temperature": 0.0},
+        {"temperature": 0.0, "top_p": 0.5, "seed": 9, "top_k": 5, "min_p": 0.2},  # the sampler is ignored
+        {"temperature": 0.01},
+        {"temperature": 0.005, "seed": 3},
+        {"temperature": 2.0, "top_k": 1},
+        {"temperature": 0.7, "top_k": 1, "seed": 4},
+        {"temperature": 2.0, "top_p": 0.0},
+        {"temperature": 1.0, "top_p": 0.01},
+        {"temperature": 1.0, "min_p": 0.99},
+        {"temperature": 1.0, "min_p": 1.0},
+    ],
+)
+def test_greedy_equivalent_sampling_has_the_greedy_key(sampling: dict[str, float]) -> None:
+    key = chat("Name a colour.", params=SamplingParams(**sampling))
+    assert greedy_equivalent(key.params) is True
+    assert request_record(key)["params"] == GREEDY_PARAMS
+    assert exact_key(key) == exact_key(chat("Name a colour."))
+    assert semantic_parts(key).scope == semantic_parts(chat("Name a colour.")).scope
+
+
+def test_a_greedy_key_is_the_one_it_always_was() -> None:
+    # Digests of the key function before sampled draws were keyed by their settings: greedy and
+    # seeded entries already stored keep being found.
+    greedy = chat("Name a colour.")
+    assert exact_key(greedy) == "1a7df3b6446434f0c3421c9c01f8d84eab45f5a0c0b9690eb2bf19b3b1e3a483"
+    assert semantic_parts(greedy).scope == "43124f4aca2b87cbbcbbeaa8723968c5d8541eae371d7ef77bcdd9a1b1f98ceb"
+    seeded = chat("Name a colour.", params=SamplingParams(temperature=0.7, seed=1))
+    assert exact_key(seeded) == "97acc9c092097116b0e0687ab8539297e32a874dee7d549d290f8059bd437173"
+    extended = chat("Name a colour.", params=SamplingParams(temperature=0.7, seed=1, top_k=5, min_p=0.2))
+    assert exact_key(extended) == "5e3d38d26c608ddd8e7815d86e6ceca14af4247d0a59aca643ccda31599f2a1b"
+
+
+@pytest.mark.parametrize(
+    ("sampling", "params"),
+    [
+        # The openai SDK and curl with no sampling settings: temperature 1, top_p 1.
+        ({}, {"temperature": 1.0, "top_p": 1.0}),
+        ({"temperature": 2.0}, {"temperature": 2.0, "top_p": 1.0}),
+        ({"temperature": 0.011}, {"temperature": 0.011, "top_p": 1.0}),
+        ({"temperature": 0.7, "top_p": 0.011}, {"temperature": 0.7, "top_p": 0.011}),
+        ({"temperature": 0.7, "top_k": 2}, {"temperature": 0.7, "top_p": 1.0, "top_k": 2}),
+        ({"temperature": 0.7, "top_k": 0}, {"temperature": 0.7, "top_p": 1.0, "top_k": 0}),
+        ({"temperature": 0.7, "min_p": 0.98}, {"temperature": 0.7, "top_p": 1.0, "min_p": 0.98}),
+        ({"temperature": 0.7, "seed": 5}, {"temperature": 0.7, "top_p": 1.0, "seed": 5}),
+    ],
+)
+def test_a_sampled_request_is_keyed_by_its_sampling_settings(
+    sampling: dict[str, float], params: dict[str, object]
+) -> None:
+    key = chat("Name a colour.", params=SamplingParams(**sampling))
+    assert greedy_equivalent(key.params) is False
+    assert request_record(key)["params"] == {"max_tokens": None, "seed": None, "stop": [], **params}
+
+
+def test_a_draw_is_shared_only_by_requests_with_the_same_sampling_settings() -> None:
+    def key(**sampling: float) -> CacheKey:
+        return chat("Tell me a joke.", params=SamplingParams(**sampling))
+
+    hot = key(temperature=2.0)
+    assert exact_key(hot) == exact_key(key(temperature=2.0))
+    assert semantic_parts(hot).scope == semantic_parts(key(temperature=2.0)).scope
+    narrower = [
+        key(), key(temperature=0.7), key(temperature=0.01), key(temperature=0.0),
+        key(temperature=2.0, top_k=1),
+        key(temperature=2.0, top_p=0.0), key(temperature=2.0, top_p=0.5), key(temperature=2.0, top_k=40),
+        key(temperature=2.0, min_p=0.99), key(temperature=2.0, min_p=0.05), key(temperature=2.0, seed=1),
+    ]
+    # 12 requests, 5 of them greedy-equivalent (one key): 8 keys.
+    assert len({exact_key(k) for k in [hot, *narrower]}) == 8
+    assert exact_key(hot) not in {exact_key(k) for k in narrower}
+    assert semantic_parts(hot).scope not in {semantic_parts(k).scope for k in narrower}
 
 
 async def test_a_hit_reports_the_stop_word_its_answer_was_stored_with(tmp_path: Path, embedder: Embedder) -> None:  # noqa: F811

@@ -4,25 +4,37 @@ with the real ``openai`` SDK: default requests are cached, answers can be rated 
 
 from __future__ import annotations
 
+import contextlib
+import logging
+import time
 from collections.abc import Iterator
+from pathlib import Path
 
 import httpx
 import openai
+import pysqlite3 as sqlite3  # the node's own SQLite: another library on its file would break its locks
 import pytest
 
 from edgeroute.app import create_app
 from router import load_settings
 from tests.servers import serve_app
 
-KEYS = {"key-a": "team-a", "key-b": "team-b"}
+KEYS = {"key-a": "team-a", "key-b": "team-b", "key-c": "team-c", "key-d": "team-d"}
 OPERATOR = "op-key"
+LIMITED_RPM = 60  # team-c's requests per minute: a bucket of 10 (limits.request_burst_s), 1 a second back
 
 
 @pytest.fixture(scope="module")
-def node(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
+def data_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    return tmp_path_factory.mktemp("feedback")
+
+
+@pytest.fixture(scope="module")
+def node(data_dir: Path) -> Iterator[str]:
     settings = load_settings(
-        data_dir=tmp_path_factory.mktemp("feedback"), edge={"n_ctx": 2048}, cloud={"local_member": False},
+        data_dir=data_dir, edge={"n_ctx": 2048}, cloud={"local_member": False},
         server={"api_keys": KEYS, "operator_keys": [OPERATOR]},
+        limits={"tenants": {"team-c": {"requests_per_minute": LIMITED_RPM}}},
     )
     with serve_app(create_app(settings)) as base:
         yield base
@@ -44,9 +56,13 @@ def test_the_sdk_with_no_sampling_settings_gets_exact_then_semantic_hits(node: s
     assert (first.headers["x-edgeroute-route"], first.headers["x-edgeroute-cache"]) == ("edge", "miss")
     assert again.headers["x-edgeroute-route"] == "cache-exact"
     assert again.parse().choices[0].message.content == first.parse().choices[0].message.content
-    # Sampled at a chat front-end's temperature: the same draw serves it.
+    # Sampled at a chat front-end's temperature: another draw, shared by the requests at that temperature.
     warm = client.chat.completions.with_raw_response.create(model="auto", messages=ask, temperature=0.7)  # type: ignore[arg-type]
-    assert warm.headers["x-edgeroute-route"] == "cache-exact"
+    assert (warm.headers["x-edgeroute-route"], warm.headers["x-edgeroute-cache"]) == ("edge", "miss")
+    warm_again = client.chat.completions.with_raw_response.create(
+        model="auto", messages=ask, temperature=0.7)  # type: ignore[arg-type]
+    assert warm_again.headers["x-edgeroute-route"] == "cache-exact"
+    assert warm_again.parse().choices[0].message.content == warm.parse().choices[0].message.content
     para = [{"role": "user", "content": "What's an edge node?"}]
     near = client.chat.completions.with_raw_response.create(model="auto", messages=para)  # type: ignore[arg-type]
     assert near.headers["x-edgeroute-route"] == "cache-semantic"
@@ -176,3 +192,97 @@ def test_a_node_with_its_cache_off_knows_no_answer(keyed_node: str) -> None:
     r = httpx.post(keyed_node + "/v1/feedback", json={"id": "chatcmpl-x", "rating": "right"},
                    headers={"authorization": "Bearer key-a"}, timeout=30)
     assert (r.status_code, r.json()["error"]["code"], r.json()["error"]["param"]) == (404, "not_found", "id")
+
+
+def _chat(node: str, key: str, body: dict[str, object]) -> httpx.Response:
+    return httpx.post(node + "/v1/chat/completions", json={"model": "auto", **body},
+                      headers={"authorization": f"Bearer {key}"}, timeout=120)
+
+
+def _route(answer: httpx.Response) -> tuple[str, str]:
+    return answer.headers["x-edgeroute-route"], answer.headers["x-edgeroute-cache"]
+
+
+def _text(answer: httpx.Response) -> str:
+    return str(answer.json()["choices"][0]["message"]["content"])
+
+
+def test_a_sampled_draw_is_never_served_to_a_request_for_the_likeliest_answer(node: str) -> None:
+    ask = {"messages": [{"role": "user", "content": "Write one sentence about the sea."}], "max_tokens": 32}
+    hot = _chat(node, "key-a", {**ask, "temperature": 2})
+    assert (hot.status_code, *_route(hot)) == (200, "edge", "miss")
+    draw = _text(hot)
+    # The same sampled settings share the draw.
+    again = _chat(node, "key-a", {**ask, "temperature": 2})
+    assert (again.headers["x-edgeroute-route"], _text(again)) == ("cache-exact", draw)
+    # The likeliest answer, asked for four ways: the first is generated, the rest get it from the cache.
+    greedy = _chat(node, "key-a", {**ask, "temperature": 0})
+    assert _route(greedy) == ("edge", "miss")
+    likeliest = _text(greedy)
+    assert likeliest != draw
+    for narrowed in ({"temperature": 0.01}, {"top_k": 1}, {"temperature": 2, "top_k": 1}, {"top_p": 0},
+                     {"temperature": 0.7, "top_p": 0.01}, {"min_p": 0.99}):
+        served = _chat(node, "key-a", {**ask, **narrowed})
+        assert (served.headers["x-edgeroute-route"], _text(served)) == ("cache-exact", likeliest), narrowed
+    # Sampled at other settings: another draw, generated.
+    for other in ({"temperature": 1.9}, {"temperature": 2, "top_p": 0.9}, {"temperature": 2, "top_k": 40}):
+        served = _chat(node, "key-a", {**ask, **other})
+        assert _route(served) == ("edge", "miss"), other
+
+
+def test_ratings_meet_the_tenant_rate_limit(node: str) -> None:
+    planet = {"messages": [{"role": "user", "content": "Name a planet."}], "max_tokens": 4}
+    start = time.monotonic()
+    asked = _chat(node, "key-c", planet)
+    assert (asked.status_code, asked.headers["x-ratelimit-remaining-requests"]) == (200, "9")
+    statuses: list[int] = []
+    refusals: list[httpx.Response] = []
+    with httpx.Client(base_url=node, headers={"authorization": "Bearer key-c"}, timeout=30) as client:
+        for _ in range(300):
+            r = client.post("/v1/feedback", json={"id": asked.json()["id"], "rating": "right"})
+            if not statuses:  # admitted, with the bucket's state as every /v1 answer gives it
+                assert r.headers["x-ratelimit-limit-requests"] == str(LIMITED_RPM)
+            statuses.append(r.status_code)
+            if r.status_code == 429:
+                refusals.append(r)
+    elapsed = time.monotonic() - start
+    # The 9 left in the bucket of 10, then 429 but for the one request a second the bucket gets back.
+    assert statuses[:9] == [200] * 9
+    assert set(statuses) == {200, 429}
+    assert 9 <= statuses.count(200) <= 9 + int(elapsed) + 1
+    first = refusals[0]
+    assert first.json()["error"]["code"] == "rate_limit_exceeded"
+    assert int(first.headers["retry-after"]) >= 1
+    assert first.headers["x-ratelimit-limit-requests"] == str(LIMITED_RPM)
+    # The same bucket as its completions; another tenant's ratings are not in it.
+    assert _chat(node, "key-c", planet).status_code == 429
+    assert rate(node, "key-a", {"id": "chatcmpl-" + "0" * 24, "rating": "right"}).status_code == 404
+
+
+def test_flipping_a_rating_logs_each_real_change_once_and_a_repeat_changes_nothing(
+    node: str, data_dir: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    stored, asked = "How do I clear my browser cache?", "How can I clear my browser cache?"
+    hit = _semantic_hit(node, stored, asked, key="key-d")
+
+    def log_rows() -> int:
+        with contextlib.closing(sqlite3.connect(str(data_dir / "cache.db"))) as db:
+            return int(db.execute("SELECT count(*) FROM budget_log WHERE tenant = 'team-d'").fetchone()[0])
+
+    def moves() -> int:
+        lines = [r.getMessage() for r in caplog.records if r.name == "edge.cache.feedback"]
+        return sum(1 for line in lines if "tenant team-d " in line)
+
+    with caplog.at_level(logging.INFO, logger="edge.cache.feedback"):
+        first = rate(node, "key-d", {"id": hit.id, "rating": "wrong"})
+        assert (first.status_code, log_rows(), moves()) == (200, 1, 1)
+        rated_at = first.json()["rated_at"]
+        for _ in range(5):  # the same rating again: nothing moves, nothing is written
+            same = rate(node, "key-d", {"id": hit.id, "rating": "wrong"})
+            assert (same.status_code, same.json()["rated_at"], log_rows(), moves()) == (200, rated_at, 1, 1)
+        for flip in range(1, 100):  # 99 more real changes, each sent twice
+            rating = "right" if flip % 2 else "wrong"
+            assert rate(node, "key-d", {"id": hit.id, "rating": rating}).status_code == 200
+            assert rate(node, "key-d", {"id": hit.id, "rating": rating}).status_code == 200
+        # Every real change moved the threshold (wrong: above the hit; right: back): one row, one line each.
+        assert (log_rows(), moves()) == (100, 100)
