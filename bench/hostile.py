@@ -259,17 +259,22 @@ def _probe(base: str, pid: int, watch: Watch) -> None:
 
 
 @contextmanager
-def edge_node(command: list[str], workdir: Path, log_path: Path) -> Iterator[tuple[str, subprocess.Popen[bytes]]]:
-    """An edge-only node as its own process (so a crash is seen, not suffered), on a free port."""
+def edge_node(
+    command: list[str], workdir: Path, log_path: Path, env: dict[str, str] | None = None, *, local_member: bool = False
+) -> Iterator[tuple[str, subprocess.Popen[bytes]]]:
+    """An edge-only node as its own process (so a crash is seen, not suffered), on a free port,
+    its cache off; ``env`` adds settings (``EDGEROUTE_*``); ``local_member`` lets it start its
+    local cloud member (ready when ``/healthz`` answers: the member joins later)."""
     import socket
 
     with socket.socket() as sock:
         sock.bind(("127.0.0.1", 0))
         port = sock.getsockname()[1]
-    env = {**os.environ, "HF_HUB_OFFLINE": "1", "EDGEROUTE_CACHE__ENABLED": "false"}
+    env = {**os.environ, "HF_HUB_OFFLINE": "1", "EDGEROUTE_CACHE__ENABLED": "false", **(env or {})}
     with log_path.open("wb") as log:
         proc = subprocess.Popen(
-            [*command, "serve", "--port", str(port), "--no-local-member", "--data-dir", str(workdir), "--log-level", "warning"],
+            [*command, "serve", "--port", str(port), "--local-member" if local_member else "--no-local-member",
+             "--data-dir", str(workdir), "--log-level", "warning"],
             stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, env=env, start_new_session=True,
         )
     base = f"http://127.0.0.1:{port}"
