@@ -21,7 +21,6 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
-import platform
 import statistics
 import tempfile
 import threading
@@ -32,6 +31,7 @@ from typing import Any
 import httpx
 
 from bench.hostile import edge_node, node_command
+from cloud.member.launcher import cpu_flags, describe_cpu
 
 QUESTIONS = [
     "What is the capital of France?", "How many legs does a spider have?", "What colour is the sky?",
@@ -43,10 +43,7 @@ KEYS = {"key-a": "team-a", "key-b": "team-b"}
 
 def cpu() -> str:
     info = Path("/proc/cpuinfo").read_text() if Path("/proc/cpuinfo").exists() else ""
-    model = next((ln.split(":", 1)[1].strip() for ln in info.splitlines() if ln.startswith("model name")), "")
-    flags = next((set(ln.split(":", 1)[1].split()) for ln in info.splitlines() if ln.startswith("flags")), set())
-    isa = " ".join(f for f in ("avx2", "avx512f", "avx512_bf16", "amx_bf16") if f in flags)
-    return f"{model or platform.machine()} ({isa})"
+    return describe_cpu(info, cpu_flags(info))
 
 
 class Monitor:

@@ -198,12 +198,13 @@ async def _attempt(client: httpx.AsyncClient, cfg: LoadConfig, job: Job) -> tupl
     return Result(job.kind, route, True, elapsed, ttft, tokens or chunks), None
 
 
-async def run_load(cfg: LoadConfig) -> dict[str, Any]:
-    """Run the scenario; the summary dict (also what ``--json`` writes)."""
+async def run_load(cfg: LoadConfig, sink: list[Result] | None = None) -> dict[str, Any]:
+    """Run the scenario; the summary dict (also what ``--json`` writes). ``sink``, when given,
+    receives every request's result as it comes (a caller that cancels the run keeps them)."""
     check_loopback(cfg.target)
     if cfg.probe:  # the probes' question answered and cached before the load starts
         await asyncio.gather(*(asyncio.to_thread(prime, cfg.target, g.key, cfg.max_tokens) for g in cfg.groups()))
-    results: list[Result] = []
+    results: list[Result] = [] if sink is None else sink
     short_ttfts: list[float] = []
     deadline = time.monotonic() + cfg.duration_s
     stop = asyncio.Event()
