@@ -30,8 +30,8 @@ EXAMPLES = int(os.environ.get("EDGEROUTE_FUZZ_EXAMPLES", "250"))
 
 @pytest.fixture(scope="module")
 def fuzz_node(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
-    """A node in its own process (cache off, no cloud): the fuzzer's case generation and the node's
-    work run on both cores instead of sharing one interpreter's lock (~1.5x faster here)."""
+    """A node in its own process (cache off, no cloud), as a client meets it: a case that crashed
+    or froze it is seen as such, not suffered by the test process."""
     tmp = tmp_path_factory.mktemp("fuzz")
     # A request without max_tokens gets 2, not 256: schemathesis's "invalid" cases include valid
     # ones ({"prompt": ""}), and each took ~5 s of generation (on stop 18's fresh install the run
