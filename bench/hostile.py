@@ -35,6 +35,8 @@ from typing import Any
 
 import httpx
 
+from cloud.member.process import free_port
+
 # Every API that takes a schema: how a schema goes in, and the field its error must name.
 APIS = ("chat", "chat_stream", "completions", "tools_required", "tools_auto", "responses",
         "responses_tools", "ollama_chat", "ollama_generate", "ollama_tools", "llamacpp")
@@ -259,17 +261,11 @@ def _probe(base: str, pid: int, watch: Watch) -> None:
 
 
 @contextmanager
-def edge_node(
-    command: list[str], workdir: Path, log_path: Path, env: dict[str, str] | None = None, *, local_member: bool = False
-) -> Iterator[tuple[str, subprocess.Popen[bytes]]]:
-    """An edge-only node as its own process (so a crash is seen, not suffered), on a free port,
-    its cache off; ``env`` adds settings (``EDGEROUTE_*``); ``local_member`` lets it start its
-    local cloud member (ready when ``/healthz`` answers: the member joins later)."""
-    import socket
-
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        port = sock.getsockname()[1]
+def edge_node(command: list[str], workdir: Path, log_path: Path, env: dict[str, str] | None = None, *,
+              local_member: bool = False) -> Iterator[tuple[str, subprocess.Popen[bytes]]]:
+    """A node as its own process (a crash is seen, not suffered), cache off, on a free port; ``env``
+    adds ``EDGEROUTE_*`` settings; ``local_member`` starts its member (it joins after ``/healthz``)."""
+    port = free_port()
     env = {**os.environ, "HF_HUB_OFFLINE": "1", "EDGEROUTE_CACHE__ENABLED": "false", **(env or {})}
     with log_path.open("wb") as log:
         proc = subprocess.Popen(
