@@ -30,7 +30,8 @@ from typing import Any
 
 import httpx
 
-from bench.hostile import edge_node, node_command
+from bench.hostile import NODE_ARGS, NODE_ENV
+from loadtest.servers import node_process
 from cloud.member.launcher import cpu_flags, describe_cpu
 
 QUESTIONS = [
@@ -216,11 +217,11 @@ def main() -> None:
     args = parser.parse_args()
     env = {"EDGEROUTE_SERVER__API_KEYS": json.dumps(KEYS)} if args.run == "fairness" else {}
     with tempfile.TemporaryDirectory(prefix="edgeroute-abuse-") as tmp:
-        with edge_node(node_command(), Path(tmp), Path(tmp) / "node.log", env=env) as (base, _):
+        with node_process(*NODE_ARGS, "--data-dir", tmp, log_path=Path(tmp) / "node.log", env={**NODE_ENV, **env}) as node:
             if args.run == "fairness":
-                summary = asyncio.run(fairness(base, args.hogs, args.seconds, args.warmup))
+                summary = asyncio.run(fairness(node.base, args.hogs, args.seconds, args.warmup))
             else:
-                summary = asyncio.run(stall(base, args.streams, args.half_open, args.hold, args.after))
+                summary = asyncio.run(stall(node.base, args.streams, args.half_open, args.hold, args.after))
     summary = {"run": args.run, "cpu": cpu(), "date": time.strftime("%Y-%m-%d"), **summary}
     for key, value in summary.items():
         print(f"{key:>26}  {value}")

@@ -25,11 +25,11 @@ from router.policy import (  # noqa: E402
     RoutingSettings,
     build_policy,
     load_classifier,
-    threshold_for_share,
 )
-from router.policy.dataset import load_prompts, select  # noqa: E402
-from router.policy.embed import count_tokens, embed_texts  # noqa: E402
-from router.policy.evaluate import evaluate  # noqa: E402
+from router.training.calibrate import threshold_for_share  # noqa: E402
+from router.training.dataset import load_prompts, select  # noqa: E402
+from router.training.embed import count_tokens, embed_texts  # noqa: E402
+from router.training.evaluate import evaluate  # noqa: E402
 
 SHARES = (0.2, 0.3, 0.5, 0.7)
 

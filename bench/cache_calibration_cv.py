@@ -26,7 +26,7 @@ from edge import CacheSettings, Embedder  # noqa: E402
 from edge.cache import Verifier, load_judged  # noqa: E402
 from edge.cache.calibration import sweep  # noqa: E402
 from edge.cache.judged import calibration_items, load_calibration_extra  # noqa: E402
-from edge.cache.training import cosines, score_replay  # noqa: E402
+from router.training.verifier import cosines, score_replay  # noqa: E402
 from edge.cache.verifier import fit_platt  # noqa: E402
 
 RULES = "wilson:0.5,wilson:0.69,wilson:0.8413,wilson:0.9,wilson:0.95,clopper-pearson:0.5,clopper-pearson:0.8413,clopper-pearson:0.9,clopper-pearson:0.95"

@@ -21,10 +21,6 @@ from __future__ import annotations
 import asyncio
 import os
 import re
-import signal
-import socket
-import subprocess
-import sys
 import time
 from pathlib import Path
 from typing import Any
@@ -36,6 +32,7 @@ from edge import CacheKey, CacheSettings, EdgeCache, Embedder
 from edge.cache import Judged
 from edge.cache.keys import exact_key, normalize_text, request_record, semantic_parts
 from edge.cache.store import NewEntry
+from loadtest.servers import node_process
 from models import SamplingParams
 
 TENANT = "bench"
@@ -65,27 +62,6 @@ def _warm(path: Path, stored: list[str], vecs: np.ndarray, embedder: Embedder) -
         await cache.aclose()
 
     asyncio.run(put())
-
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
-def _start(data_dir: Path, port: int) -> subprocess.Popen[bytes]:
-    cmd = [sys.executable, "-c", "from edgeroute.cli import main; main()", "serve", "--port", str(port),
-           "--data-dir", str(data_dir), "--log-level", "warning", "--no-local-member"]
-    proc = subprocess.Popen(cmd, start_new_session=True)
-    deadline = time.monotonic() + 180
-    while time.monotonic() < deadline:
-        try:
-            if httpx.get(f"http://127.0.0.1:{port}/healthz", timeout=2).status_code == 200:
-                return proc
-        except httpx.HTTPError:
-            time.sleep(0.3)
-    os.killpg(proc.pid, signal.SIGTERM)
-    raise SystemExit("the node did not start")
 
 
 def _replay(base: str, queries: list[str], stored: list[str], label: dict[tuple[str, str], bool], feedback: bool) -> list[dict[str, Any]]:
@@ -151,17 +127,12 @@ def run(
         data = work / name.replace(" ", "-")
         data.mkdir(parents=True)
         _warm(data / "cache.db", stored, stored_vecs, embedder)
-        port = _free_port()
-        print(f"{name}: node on :{port}, {len(queries)} queries ...", flush=True)
-        proc = _start(data, port)
-        try:
+        print(f"{name}: a node, {len(queries)} queries ...", flush=True)
+        with node_process("--data-dir", str(data), "--log-level", "warning", "--no-local-member", timeout=180) as node:
             started = time.perf_counter()
-            rows = _replay(f"http://127.0.0.1:{port}", queries, stored, label, feedback)
+            rows = _replay(node.base, queries, stored, label, feedback)
             took = time.perf_counter() - started
-            status = httpx.get(f"http://127.0.0.1:{port}/metrics", timeout=30).text
-        finally:
-            os.killpg(proc.pid, signal.SIGTERM)
-            proc.wait(timeout=60)
+            status = httpx.get(node.base + "/metrics", timeout=30).text
         threshold = next((float(line.split()[-1]) for line in status.splitlines()
                           if line.startswith(f'edgeroute_cache_verifier_threshold{{tenant="{TENANT}"}}')), None)
         out[name] = {

@@ -16,7 +16,6 @@ import argparse
 import json
 import os
 import platform
-import signal
 import statistics
 import tempfile
 import time
@@ -25,7 +24,7 @@ from pathlib import Path
 import httpx
 import numpy as np
 
-from bench.edge_api import start_node
+from loadtest.servers import node_process
 
 BODY = {"model": "auto", "messages": [{"role": "user", "content": "What is the capital of France?"}],
         "temperature": 0, "max_tokens": 16}
@@ -56,13 +55,14 @@ def main() -> None:
     args = ap.parse_args()
 
     data_dir = Path(tempfile.mkdtemp(prefix="edgeroute-bench-"))  # a fresh, empty cache
-    proc = start_node(args.port, data_dir)
     url = f"http://127.0.0.1:{args.port}/v1/chat/completions"
     result: dict[str, object] = {
         "machine": f"{platform.machine()} {os.cpu_count()} cores, {platform.python_version()}",
         "requests": args.requests,
     }
-    try:
+    # Same work as bench.edge_api's node: no prompt-prefix reuse.
+    with node_process("--data-dir", str(data_dir), "--log-level", "warning", "--no-local-member", port=args.port,
+                      env={"EDGEROUTE_EDGE__PREFIX_REUSE": "false"}, timeout=120):
         with httpx.Client(timeout=120) as client:
             timed(client, url, {**BODY, "cache": False})  # warm the server's code paths
             first_ms, first_route = timed(client, url, BODY)
@@ -90,9 +90,6 @@ def main() -> None:
                     "p99_ms": float(np.percentile(times, 99)),
                     "routes": sorted(routes),
                 }
-    finally:
-        os.killpg(proc.pid, signal.SIGTERM)
-        proc.wait(timeout=30)
     print(f"exact cache hit over HTTP, {args.requests} sequential requests on one keep-alive connection")
     print(f"first request (model answers, cache stores): {result['first']['ms']:.1f} ms, "  # type: ignore[index]
           f"route {result['first']['route']}")  # type: ignore[index]

@@ -21,9 +21,7 @@ import json
 import os
 import random
 import re
-import socket
 import statistics
-import subprocess
 import sys
 import tempfile
 import threading
@@ -33,6 +31,8 @@ from pathlib import Path
 
 import httpx
 from httpx_sse import connect_sse
+
+from loadtest.servers import free_port, server_process
 
 REPO = Path(__file__).resolve().parent.parent
 ROUTES = ("edge", "edge", "cloud", "cache-exact", "cache-semantic")
@@ -149,12 +149,6 @@ def pct(values: list[float], q: float) -> float:
     return ordered[max(0, min(len(ordered) - 1, round(q / 100 * len(ordered)) - 1))]
 
 
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
 def main() -> None:
     parser = argparse.ArgumentParser(
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
@@ -177,35 +171,10 @@ def main() -> None:
     url = f"http://127.0.0.1:{port}"
     warmup = 3.0
     with tempfile.TemporaryDirectory() as tmp:
-        server = subprocess.Popen(
-            [
-                sys.executable,
-                __file__,
-                "--serve",
-                "--port",
-                str(port),
-                "--rate",
-                str(args.rate),
-                "--duration",
-                str(args.duration),
-                "--start-after",
-                str(warmup + args.idle),
-                "--data-dir",
-                tmp,
-            ],
-            stdout=subprocess.PIPE,
-            text=True,
-        )
-        try:
-            deadline = time.monotonic() + 60
-            while True:
-                try:
-                    httpx.get(f"{url}/dashboard", timeout=2)
-                    break
-                except httpx.TransportError:
-                    if time.monotonic() > deadline or server.poll() is not None:
-                        raise SystemExit("the server did not start") from None
-                    time.sleep(0.2)
+        argv = [sys.executable, __file__, "--serve", "--port", str(port), "--rate", str(args.rate), "--duration",
+                str(args.duration), "--start-after", str(warmup + args.idle), "--data-dir", tmp]
+        log = Path(tmp) / "server.log"
+        with server_process(argv, url, ready_path="/dashboard", log_path=log, timeout=60) as server:
             started = time.monotonic()
             stop = threading.Event()
             clients = [ClientStats() for _ in range(args.clients)]
@@ -228,10 +197,9 @@ def main() -> None:
             cpu2, t2 = cpu_seconds(server.pid), time.monotonic()
             at_end = [(c.feed_messages, c.stats_messages, c.bytes) for c in clients]
             stop.set()
-        finally:
-            server.terminate()
-            out, _ = server.communicate(timeout=30)
-    written = json.loads(out.strip().splitlines()[-1])["written"] if out.strip() else None
+        # The server's last word, at shutdown: {"written": N}.
+        written = next((json.loads(line)["written"] for line in reversed(log.read_text().splitlines())
+                        if line.startswith('{"written"')), None)
 
     lat = [v for c in clients for v in c.latencies_ms]
     load_s = t2 - t1

@@ -14,16 +14,14 @@ import argparse
 import json
 import os
 import platform
-import signal
 import statistics
-import subprocess
-import sys
 import time
 from pathlib import Path
 
 import httpx
 from httpx_sse import connect_sse
 
+from loadtest.servers import node_process
 from models import EDGE_DEFAULT, default_models_dir, resolve
 
 PROMPT = "1, 2, 3, 4, 5,"
@@ -66,25 +64,6 @@ def _stats(start: float, stamps: list[float], n_tokens: int) -> dict[str, float]
     return {"ttft_ms": ttft, "decode_tok_s": (n_tokens - 1) / decode_s if decode_s > 0 else 0.0, "tokens": n_tokens}
 
 
-def start_node(port: int, data_dir: Path, threads: int | None = None) -> subprocess.Popen[bytes]:
-    cmd = [sys.executable, "-c", "from edgeroute.cli import main; main()", "serve", "--port", str(port),
-           "--data-dir", str(data_dir), "--log-level", "warning", "--no-local-member"]
-    # Same work on both sides: the node would otherwise keep the repeated prompt's KV.
-    env = {**os.environ, "EDGEROUTE_EDGE__PREFIX_REUSE": "false"}
-    if threads is not None:
-        env["EDGEROUTE_EDGE__N_THREADS"] = str(threads)
-    proc = subprocess.Popen(cmd, start_new_session=True, env=env)
-    deadline = time.monotonic() + 120
-    while time.monotonic() < deadline:
-        try:
-            if httpx.get(f"http://127.0.0.1:{port}/healthz", timeout=2).status_code == 200:
-                return proc
-        except httpx.HTTPError:
-            time.sleep(0.2)
-    os.killpg(proc.pid, signal.SIGTERM)
-    raise SystemExit("the node did not start")
-
-
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__)
     ap.add_argument("--rounds", type=int, default=9)
@@ -99,27 +78,27 @@ def main() -> None:
     from llama_cpp import Llama
 
     spec = resolve(EDGE_DEFAULT, default_models_dir())
-    data_dir = Path("artifacts/bench-edge-data")
-    proc = start_node(args.port, data_dir, args.threads)
-    base = f"http://127.0.0.1:{args.port}"
+    # Same work on both sides: the node would otherwise keep the repeated prompt's KV.
+    env = {"EDGEROUTE_EDGE__PREFIX_REUSE": "false"}
+    env |= {"EDGEROUTE_EDGE__N_THREADS": str(args.threads)} if args.threads is not None else {}
     threads = {"n_threads": args.threads, "n_threads_batch": args.threads} if args.threads else {}
-    llm = Llama(str(spec.path), n_ctx=2048, n_batch=256, verbose=False, **threads)
     raw: list[dict[str, float]] = []
     api: list[dict[str, float]] = []
     raw_ttft: list[float] = []
     api_ttft: list[float] = []
-    try:
-        raw_round(llm, 8), api_round(base, 8)  # warm-up
-        for _ in range(args.rounds):
-            raw.append(raw_round(llm, args.max_tokens))
-            api.append(api_round(base, args.max_tokens))
-        for _ in range(args.ttft_rounds):
-            raw_ttft.append(raw_round(llm, 2)["ttft_ms"])
-            api_ttft.append(api_round(base, 2)["ttft_ms"])
-    finally:
-        os.killpg(proc.pid, signal.SIGTERM)
-        proc.wait(timeout=30)
-        llm.close()
+    with node_process("--data-dir", "artifacts/bench-edge-data", "--log-level", "warning", "--no-local-member",
+                      port=args.port, env=env, timeout=120) as node:
+        llm = Llama(str(spec.path), n_ctx=2048, n_batch=256, verbose=False, **threads)
+        try:
+            raw_round(llm, 8), api_round(node.base, 8)  # warm-up
+            for _ in range(args.rounds):
+                raw.append(raw_round(llm, args.max_tokens))
+                api.append(api_round(node.base, args.max_tokens))
+            for _ in range(args.ttft_rounds):
+                raw_ttft.append(raw_round(llm, 2)["ttft_ms"])
+                api_ttft.append(api_round(node.base, 2)["ttft_ms"])
+        finally:
+            llm.close()
 
     def med(rows: list[dict[str, float]], key: str) -> float:
         return statistics.median(r[key] for r in rows)

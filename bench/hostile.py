@@ -19,23 +19,17 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import random
-import signal
-import subprocess
-import sys
 import tempfile
 import threading
 import time
-from collections.abc import Iterator
-from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 import httpx
 
-from cloud.member.process import free_port
+from loadtest.servers import NodeProcess, node_process
 
 # Every API that takes a schema: how a schema goes in, and the field its error must name.
 APIS = ("chat", "chat_stream", "completions", "tools_required", "tools_auto", "responses",
@@ -260,42 +254,9 @@ def _probe(base: str, pid: int, watch: Watch) -> None:
             watch.stop.wait(0.02)
 
 
-@contextmanager
-def edge_node(command: list[str], workdir: Path, log_path: Path, env: dict[str, str] | None = None, *,
-              local_member: bool = False) -> Iterator[tuple[str, subprocess.Popen[bytes]]]:
-    """A node as its own process (a crash is seen, not suffered), cache off, on a free port; ``env``
-    adds ``EDGEROUTE_*`` settings; ``local_member`` starts its member (it joins after ``/healthz``)."""
-    port = free_port()
-    env = {**os.environ, "HF_HUB_OFFLINE": "1", "EDGEROUTE_CACHE__ENABLED": "false", **(env or {})}
-    with log_path.open("wb") as log:
-        proc = subprocess.Popen(
-            [*command, "serve", "--port", str(port), "--local-member" if local_member else "--no-local-member",
-             "--data-dir", str(workdir), "--log-level", "warning"],
-            stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, env=env, start_new_session=True,
-        )
-    base = f"http://127.0.0.1:{port}"
-    try:
-        deadline = time.monotonic() + 240
-        while True:
-            if proc.poll() is not None:
-                raise RuntimeError(f"the node exited ({proc.returncode}): {log_path.read_text()[-2000:]}")
-            try:
-                if httpx.get(base + "/healthz", timeout=2).status_code == 200:
-                    break
-            except httpx.HTTPError:
-                pass
-            if time.monotonic() > deadline:
-                raise TimeoutError("the node did not start")
-            time.sleep(0.3)
-        yield base, proc
-    finally:
-        if proc.poll() is None:
-            os.killpg(proc.pid, signal.SIGTERM)
-            try:
-                proc.wait(30)
-            except subprocess.TimeoutExpired:
-                os.killpg(proc.pid, signal.SIGKILL)
-                proc.wait(10)
+# The node under test, as its own process (a crash is seen, not suffered): cache off, no member.
+NODE_ARGS = ("--no-local-member", "--log-level", "warning")
+NODE_ENV = {"HF_HUB_OFFLINE": "1", "EDGEROUTE_CACHE__ENABLED": "false"}
 
 
 @dataclass
@@ -327,8 +288,10 @@ class Report:
         }
 
 
-def run_campaign(base: str, proc: subprocess.Popen[bytes], cases: list[tuple[str, Any, str]]) -> Report:
-    """Send every (label, schema, api) case in turn while the probes watch."""
+def run_campaign(node: NodeProcess, cases: list[tuple[str, Any, str]]) -> Report:
+    """Send every (label, schema, api) case in turn to ``node`` while the probes watch."""
+    base, proc = node.base, node.proc
+    assert proc is not None
     watch = Watch()
     with httpx.Client(base_url=base, timeout=120.0) as client:
         # One plain answer first, so the start-up's lazy allocations are not counted as growth.
@@ -365,10 +328,6 @@ def spread(schemas: list[tuple[str, Any]], apis: tuple[str, ...] = APIS, every_a
     return [(label, schema, apis[i % len(apis)]) for i, (label, schema) in enumerate(schemas)]
 
 
-def node_command() -> list[str]:
-    return [sys.executable, "-m", "edgeroute"]
-
-
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--cases", type=int, default=300, help="seeded random schemas added to the fixed ones")
@@ -379,9 +338,9 @@ def main() -> None:
     schemas = fixed_schemas()
     cases = spread(schemas, every_api=not args.one_api_each) + spread(random_schemas(args.cases, args.seed))
     with tempfile.TemporaryDirectory(prefix="edgeroute-hostile-") as tmp:
-        with edge_node(node_command(), Path(tmp), Path(tmp) / "node.log") as (base, proc):
+        with node_process(*NODE_ARGS, "--data-dir", tmp, log_path=Path(tmp) / "node.log", env=NODE_ENV) as node:
             started = time.perf_counter()
-            report = run_campaign(base, proc, cases)
+            report = run_campaign(node, cases)
             elapsed = time.perf_counter() - started
     summary = {**report.summary(), "seconds": round(elapsed, 1), "seed": args.seed}
     print(f"{'cases':>8} {'failed':>7} {'healthz max ms':>15} {'RSS growth MB':>14} {'alive':>6} {'passed':>7}")

@@ -12,15 +12,12 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
-import signal
-import subprocess
-import sys
 import tempfile
-import time
 from pathlib import Path
 
 import httpx
+
+from loadtest.servers import node_process, wait_ready
 
 
 def _status(pid: int) -> dict[str, int]:
@@ -76,32 +73,18 @@ def main() -> None:
     ap.add_argument("serve_args", nargs="*", help="extra `edgeroute serve` arguments (after --)")
     args = ap.parse_args()
 
-    with tempfile.TemporaryDirectory(prefix="edgeroute-mem-") as data_dir:
-        cmd = [sys.executable, "-c", "from edgeroute.cli import main; main()", "serve", "--port", str(args.port),
-               "--data-dir", data_dir, "--log-level", "warning", *args.serve_args]
-        proc = subprocess.Popen(cmd, start_new_session=True)
-        try:
-            deadline = time.monotonic() + args.startup_timeout
-            while True:
-                if proc.poll() is not None:
-                    raise SystemExit(f"the node exited with code {proc.returncode}")
-                try:
-                    health = httpx.get(f"http://127.0.0.1:{args.port}/healthz", timeout=2)
-                    # The node answers from the edge while its local member starts: wait for the member.
-                    cloud = health.json().get("cloud") if health.status_code == 200 else None
-                    if health.status_code == 200 and (cloud is None or cloud["healthy"] == cloud["members"] > 0):
-                        break
-                except (httpx.HTTPError, ValueError):
-                    pass
-                if time.monotonic() > deadline:
-                    raise SystemExit("the node did not start")
-                time.sleep(0.5)
-            started = rss_tree(proc.pid)
-            routes = [_ask(args.port, "edge", args.max_tokens), _ask(args.port, "cloud", args.max_tokens)]
-            after = rss_tree(proc.pid)
-        finally:
-            os.killpg(proc.pid, signal.SIGTERM)
-            proc.wait(60)
+    def joined(health: httpx.Response) -> bool:  # the node answers from the edge while its member starts
+        cloud = health.json().get("cloud") if health.status_code == 200 else None
+        return health.status_code == 200 and (cloud is None or cloud["healthy"] == cloud["members"] > 0)
+
+    with tempfile.TemporaryDirectory(prefix="edgeroute-mem-") as data_dir, node_process(
+        "--data-dir", data_dir, "--log-level", "warning", *args.serve_args, port=args.port,
+        timeout=args.startup_timeout,
+    ) as node:
+        wait_ready(node.base + "/healthz", node.alive, args.startup_timeout, "the node's member", joined)
+        started = rss_tree(node.proc.pid)
+        routes = [_ask(args.port, "edge", args.max_tokens), _ask(args.port, "cloud", args.max_tokens)]
+        after = rss_tree(node.proc.pid)
 
     print(f"routes answered: {', '.join(routes)}")
     print(f"{'pid':>8} {'RSS MiB':>8} {'anon':>6} {'file':>6}  (at start -> after the requests)  command")

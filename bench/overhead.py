@@ -25,52 +25,22 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
-import signal
 import statistics
-import subprocess
 import sys
 import tempfile
 import time
 from collections.abc import Callable
+from contextlib import ExitStack
 from pathlib import Path
 from typing import Any
 
 import httpx
 import numpy as np
 
-from cloud.local import free_port
+from loadtest.servers import free_port, node_process, server_process
 from models import EDGE_DEFAULT, default_models_dir, resolve
 
 ALIAS = "llama-member"
-
-
-def _wait(url: str, proc: subprocess.Popen[bytes], timeout_s: float = 180) -> None:
-    deadline = time.monotonic() + timeout_s
-    while time.monotonic() < deadline:
-        if proc.poll() is not None:
-            raise SystemExit(f"{url}: the server exited ({proc.returncode})")
-        try:
-            if httpx.get(url, timeout=2).status_code == 200:
-                return
-        except httpx.HTTPError:
-            pass
-        time.sleep(0.2)
-    raise SystemExit(f"{url}: not ready after {timeout_s:g}s")
-
-
-def _spawn(argv: list[str], log: Path) -> subprocess.Popen[bytes]:
-    with log.open("wb") as out:
-        return subprocess.Popen(argv, stdout=out, stderr=subprocess.STDOUT, start_new_session=True)
-
-
-def _stop(proc: subprocess.Popen[bytes]) -> None:
-    if proc.poll() is None:
-        os.killpg(proc.pid, signal.SIGTERM)
-        try:
-            proc.wait(10)
-        except subprocess.TimeoutExpired:
-            os.killpg(proc.pid, signal.SIGKILL)
 
 
 def _timed(call: Callable[[], httpx.Response]) -> float:
@@ -143,17 +113,11 @@ def measure(
     return out
 
 
-def _node(tree: Path, port: int, config: Path, data: Path, log: Path) -> subprocess.Popen[bytes]:
-    # Started in ``tree`` so its packages win over the installed ones (``-c`` puts the cwd first).
-    # The command's module in that tree: edgeroute/cli.py, or in older trees dashboard/ or router/cli.py.
+def _edgeroute(tree: Path) -> list[str]:
+    """The ``edgeroute`` command of ``tree``, its packages first on the path: edgeroute/cli.py, or in
+    older trees dashboard/ or router/cli.py."""
     module = next((m for m in ("edgeroute", "dashboard", "router") if (tree / m / "cli.py").is_file()), "router")
-    boot = f"from {module}.cli import main; main()"
-    with log.open("wb") as out:
-        return subprocess.Popen(
-            [sys.executable, "-c", boot, "serve", "--port", str(port), "--config", str(config),
-             "--data-dir", str(data), "--log-level", "warning"],
-            stdout=out, stderr=subprocess.STDOUT, start_new_session=True, cwd=tree,
-        )
+    return [sys.executable, "-c", f"import sys; sys.path.insert(0, {str(tree)!r}); from {module}.cli import main; main()"]
 
 
 def main() -> None:
@@ -175,36 +139,29 @@ def main() -> None:
         "[cache]\nenabled = false\n\n[cloud]\nlocal_member = false\n\n"
         f'[[cloud.members]]\nname = "{args.member}"\nbase_url = "{member_url}/v1"\nmodel = "{alias}"\n'
     )
-    if args.member == "vllm":
-        member = _spawn([sys.executable, "-m", "cloud.member", "--port", str(member_port)], work / "member.log")
-    elif args.member == "echo":
-        member = _spawn([sys.executable, "-m", "bench.pool", "--serve-echo", str(member_port)], work / "member.log")
-    else:
-        member = _spawn(
-            [sys.executable, "-m", "llama_cpp.server", "--model", str(gguf), "--model_alias", ALIAS,
-             "--host", "127.0.0.1", "--port", str(member_port), "--n_threads", "1", "--n_ctx", "2048",
-             # By default a request arriving mid-stream (the nodes' health probes take the same lock)
-             # cuts the stream short without an end; a pool member queues instead.
-             "--interrupt_requests", "False"],
-            work / "member.log",
-        )
+    member = {
+        "vllm": [sys.executable, "-m", "cloud.member", "--port", str(member_port)],
+        "echo": [sys.executable, "-m", "bench.pool", "--serve-echo", str(member_port)],
+        "llama": [sys.executable, "-m", "llama_cpp.server", "--model", str(gguf), "--model_alias", ALIAS,
+                  "--host", "127.0.0.1", "--port", str(member_port), "--n_threads", "1", "--n_ctx", "2048",
+                  # By default a request arriving mid-stream (the nodes' health probes take the same lock)
+                  # cuts the stream short without an end; a pool member queues instead.
+                  "--interrupt_requests", "False"],
+    }[args.member]
     trees = {"node": Path(__file__).resolve().parents[1]}
     if args.against is not None:
         trees["against"] = args.against.resolve()
-    procs: list[subprocess.Popen[bytes]] = []
-    try:
-        _wait(member_url + "/v1/models", member, timeout_s=900)  # vLLM compiles the model first
-        urls = {}
-        for name, tree in trees.items():
-            port = free_port()
-            procs.append(_node(tree, port, config, work / name, work / f"{name}.log"))
-            urls[name] = f"http://127.0.0.1:{port}"
-            _wait(urls[name] + "/healthz", procs[-1])
+    with ExitStack() as stack:
+        stack.enter_context(server_process(member, member_url, ready_path="/v1/models", log_path=work / "member.log",
+                                           timeout=900, what="the member"))  # vLLM compiles the model first
+        urls = {
+            name: stack.enter_context(node_process(
+                "--config", str(config), "--data-dir", str(work / name), "--log-level", "warning",
+                command=_edgeroute(tree), log_path=work / f"{name}.log", timeout=180,
+            )).base
+            for name, tree in trees.items()
+        }
         results = [measure(member_url, urls, args.pairs, args.warmup, stream, alias) for stream in (False, True)]
-    finally:
-        for proc in procs:
-            _stop(proc)
-        _stop(member)
     for r in results:
         d, h = r["direct_ms"], r["healthz_ms"]
         for name in trees:

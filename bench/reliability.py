@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import socket
 import statistics
 import tempfile
 import threading
@@ -21,18 +20,12 @@ from pathlib import Path
 from typing import Any
 
 import httpx
-import uvicorn
 
 from edgeroute.app import create_app
+from loadtest.servers import serve_app
 from router import load_settings
 
 HIT = {"model": "edge", "max_tokens": 4, "temperature": 0, "messages": [{"role": "user", "content": "Say hi."}]}
-
-
-def _free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
 
 
 def _bad_requests() -> dict[str, bytes]:
@@ -56,53 +49,43 @@ def _probe(base: str, path: str, body: Any, stop: threading.Event, out: list[flo
             time.sleep(0.005)
 
 
+def _run(base: str, rounds: int) -> None:
+    first = httpx.post(base + "/v1/chat/completions", json=HIT, timeout=60)  # stored; later ones are hits
+    first.raise_for_status()
+    assert httpx.post(base + "/v1/chat/completions", json=HIT, timeout=60).headers["x-edgeroute-route"] == "cache-exact"
+    print(f"{'bad request':<34} {'status':>6} {'time ms':>9} {'healthz max ms':>15} {'cache hit max ms':>17}")
+    for name, body in _bad_requests().items():
+        for _ in range(rounds):
+            stop = threading.Event()
+            health: list[float] = []
+            hits: list[float] = []
+            probes = [
+                threading.Thread(target=_probe, args=(base, "/healthz", None, stop, health)),
+                threading.Thread(target=_probe, args=(base, "/v1/chat/completions", HIT, stop, hits)),
+            ]
+            for p in probes:
+                p.start()
+            time.sleep(0.2)
+            started = time.perf_counter()
+            resp = httpx.post(base + "/v1/chat/completions", content=body,
+                              headers={"content-type": "application/json"}, timeout=120)
+            took = (time.perf_counter() - started) * 1000
+            time.sleep(0.1)
+            stop.set()
+            for p in probes:
+                p.join()
+            print(f"{name:<34} {resp.status_code:>6} {took:>9.0f} {max(health):>15.1f} {max(hits):>17.1f}"
+                  f"   (p50 {statistics.median(health):.1f} / {statistics.median(hits):.1f})")
+
+
 def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--rounds", type=int, default=3)
     args = parser.parse_args()
     with tempfile.TemporaryDirectory() as tmp:
         settings = load_settings(data_dir=Path(tmp), cloud={"local_member": False})
-        port = _free_port()
-        server = uvicorn.Server(uvicorn.Config(create_app(settings), host="127.0.0.1", port=port, log_level="warning"))
-        thread = threading.Thread(target=server.run, daemon=True)
-        thread.start()
-        base = f"http://127.0.0.1:{port}"
-        while True:
-            try:
-                if httpx.get(base + "/healthz", timeout=2).status_code == 200:
-                    break
-            except httpx.HTTPError:
-                time.sleep(0.2)
-        first = httpx.post(base + "/v1/chat/completions", json=HIT, timeout=60)  # stored; later ones are hits
-        first.raise_for_status()
-        assert httpx.post(base + "/v1/chat/completions", json=HIT, timeout=60).headers["x-edgeroute-route"] == "cache-exact"
-        print(f"{'bad request':<34} {'status':>6} {'time ms':>9} {'healthz max ms':>15} {'cache hit max ms':>17}")
-        try:
-            for name, body in _bad_requests().items():
-                for _ in range(args.rounds):
-                    stop = threading.Event()
-                    health: list[float] = []
-                    hits: list[float] = []
-                    probes = [
-                        threading.Thread(target=_probe, args=(base, "/healthz", None, stop, health)),
-                        threading.Thread(target=_probe, args=(base, "/v1/chat/completions", HIT, stop, hits)),
-                    ]
-                    for p in probes:
-                        p.start()
-                    time.sleep(0.2)
-                    started = time.perf_counter()
-                    resp = httpx.post(base + "/v1/chat/completions", content=body,
-                                      headers={"content-type": "application/json"}, timeout=120)
-                    took = (time.perf_counter() - started) * 1000
-                    time.sleep(0.1)
-                    stop.set()
-                    for p in probes:
-                        p.join()
-                    print(f"{name:<34} {resp.status_code:>6} {took:>9.0f} {max(health):>15.1f} {max(hits):>17.1f}"
-                          f"   (p50 {statistics.median(health):.1f} / {statistics.median(hits):.1f})")
-        finally:
-            server.should_exit = True
-            thread.join(30)
+        with serve_app(create_app(settings)) as base:
+            _run(base, args.rounds)
 
 
 if __name__ == "__main__":

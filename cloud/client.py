@@ -19,7 +19,7 @@ from collections.abc import AsyncIterator, Callable
 import httpx
 from httpx_sse import SSEError
 
-from models import Chunk, EngineLoad, GenerationRequest, Usage
+from models import Chunk, GenerationRequest, Usage
 from models.errors import ErrorEventError, WireFormatError
 from models.openai.client import error_message, parse_event, parse_whole, request_body
 
@@ -98,9 +98,6 @@ class Member:
         preempting what it runs."""
         s = self._fresh_scrape()
         return 0.0 if s is None or s.kv_usage is None else s.kv_usage
-
-    def load(self) -> EngineLoad:
-        return EngineLoad(running=min(self.depth(), 1), waiting=max(self.depth() - 1, 0), capacity=1)
 
     @property
     def healthy(self) -> bool:

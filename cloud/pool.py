@@ -18,7 +18,7 @@ from tenacity import (
     wait_exponential_jitter,
 )
 
-from models import Chunk, EngineLoad, GenerationRequest
+from models import Chunk, GenerationRequest
 
 from .client import Member
 from .config import MemberSettings, PoolSettings
@@ -118,11 +118,6 @@ class CloudPool:
         """The median of the healthy members' own p50 TTFTs (None before any first token)."""
         p50s = [p for m in self.members if m.healthy and (p := m.ttft.p50()) is not None]
         return statistics.median(p50s) if p50s else None
-
-    def load(self) -> EngineLoad:
-        healthy = [m for m in self.members if m.healthy]
-        running = sum(min(m.depth(), 1) for m in healthy)
-        return EngineLoad(running=running, waiting=self.outstanding() - running, capacity=len(healthy))
 
     # -- requests --------------------------------------------------------------------------
 

@@ -1,4 +1,5 @@
-"""The llama.cpp model and context behind the engine, through llama-cpp-python's low-level API.
+"""The llama.cpp model and context behind the engine, through llama-cpp-python's low-level API
+(its ctypes bindings of llama.h; the package's ``_internals`` wrappers are not its API).
 
 ``llama_cpp.Llama`` keeps one sequence per context; continuous batching needs a context with
 ``n_seq_max = slots``, so the engine opens the model and the context itself. Each slot gets a KV
@@ -9,6 +10,7 @@ then sit at the same places whatever runs beside it, which keeps greedy output b
 from __future__ import annotations
 
 import ctypes
+import logging
 import threading
 from pathlib import Path
 from typing import Any
@@ -30,11 +32,12 @@ _backend_ready = False
 def _init_backend() -> None:
     global _backend_ready
     import llama_cpp
-    from llama_cpp._logger import set_verbose
 
     with _backend_lock:
         if not _backend_ready:
-            set_verbose(False)
+            # llama.cpp's log reaches this logger (llama-cpp-python sets the callback at import):
+            # its errors only, as ``verbose=False`` does.
+            logging.getLogger("llama-cpp-python").setLevel(logging.ERROR)
             llama_cpp.llama_backend_init()
             _backend_ready = True
 
@@ -50,42 +53,76 @@ class Vocab:
     def __init__(self, model: Any) -> None:
         import llama_cpp
 
-        self._model = model
-        self._vocab = model.vocab
-        self.ptr: Any = model.vocab  # llama.cpp's ``llama_vocab *`` (grammar samplers read it)
-        self._is_eog = llama_cpp.llama_vocab_is_eog
-        self.eos: int = model.token_eos()
-        self.bos: int = model.token_bos()
-        self.n_vocab: int = model.n_vocab()
+        self._lib = llama_cpp
+        self.ptr: Any = llama_cpp.llama_model_get_vocab(model)  # ``llama_vocab *`` (grammar samplers read it)
+        self.eos: int = llama_cpp.llama_vocab_eos(self.ptr)
+        self.bos: int = llama_cpp.llama_vocab_bos(self.ptr)
+        self.n_vocab: int = llama_cpp.llama_vocab_n_tokens(self.ptr)
         self._pieces: dict[int, bytes] = {}
         self._eog: dict[int, bool] = {}
 
     def tokenize(self, text: bytes, add_bos: bool, special: bool) -> list[int]:
-        return list(self._model.tokenize(text, add_bos=add_bos, special=special))
+        size = len(text) + 2  # room for every byte a token and the BOS/EOS; asked again if short
+        for _ in range(2):
+            tokens = (self._lib.llama_token * size)()
+            n = self._lib.llama_tokenize(self.ptr, text, len(text), tokens, size, add_bos, special)
+            if n >= 0:
+                return tokens[:n]
+            size = -n
+        raise GenerationError(f"llama.cpp could not tokenize {len(text)} bytes")
+
+    def _piece(self, token: int, special: bool) -> bytes:
+        buf = ctypes.create_string_buffer(64)
+        n = self._lib.llama_token_to_piece(self.ptr, token, buf, 64, 0, special)
+        if n < 0:
+            buf = ctypes.create_string_buffer(-n)
+            n = self._lib.llama_token_to_piece(self.ptr, token, buf, -n, 0, special)
+        return buf.raw[:n]
 
     def detokenize(self, tokens: list[int], special: bool = False) -> bytes:
-        return bytes(self._model.detokenize(tokens, special=special))
+        text = b"".join(self._piece(t, special) for t in tokens)
+        # As llama-cpp-python's detokenizer: a BOS-led text drops the space its first word brought.
+        return text[1:] if tokens and tokens[0] == self.bos and text[:1] == b" " else text
 
     def piece(self, token: int) -> bytes:
         """``detokenize([token])``, remembered."""
         piece = self._pieces.get(token)
         if piece is None:
-            piece = self._pieces[token] = bytes(self._model.detokenize([token], special=False))
+            piece = self._pieces[token] = self.detokenize([token])
         return piece
 
     def is_eog(self, token: int) -> bool:
         eog = self._eog.get(token)
         if eog is None:
-            eog = self._eog[token] = token == self.eos or bool(self._is_eog(self._vocab, token))
+            eog = self._eog[token] = token == self.eos or bool(self._lib.llama_vocab_is_eog(self.ptr, token))
         return eog
 
     def token_text(self, token: int) -> str:
-        return str(self._model.token_get_text(token))
+        return str(self._lib.llama_vocab_get_text(self.ptr, token).decode("utf-8"))
 
     def longest_piece(self) -> int:
         """Bytes of text in the longest token (special ones included): no prompt has fewer
         tokens than its bytes divided by this."""
-        return max(1, max(len(self._model.detokenize([t], special=True)) for t in range(self._model.n_vocab())))
+        return max(1, max(len(self.detokenize([t], special=True)) for t in range(self.n_vocab)))
+
+
+def _metadata(model: Any) -> dict[str, str]:
+    """The GGUF's metadata, every value as text."""
+    import llama_cpp
+
+    def read(get: Any, i: int) -> str:
+        size = 256
+        while True:
+            buf = ctypes.create_string_buffer(size)
+            n = get(model, i, buf, size)
+            if n < size:
+                return buf.value.decode("utf-8")
+            size = n + 1
+
+    return {
+        read(llama_cpp.llama_model_meta_key_by_index, i): read(llama_cpp.llama_model_meta_val_str_by_index, i)
+        for i in range(llama_cpp.llama_model_meta_count(model))
+    }
 
 
 class Batch:
@@ -130,14 +167,15 @@ class Runtime:
     def __init__(self, path: Path, settings: EdgeSettings) -> None:
         try:
             import llama_cpp
-            from llama_cpp import _internals
 
             _init_backend()
             model_params = llama_cpp.llama_model_default_params()
             model_params.n_gpu_layers = 0
-            self._model = _internals.LlamaModel(path_model=str(path), params=model_params, verbose=False)
+            self._model = llama_cpp.llama_model_load_from_file(str(path).encode("utf-8"), model_params)
+            if not self._model:
+                raise ValueError("the model did not load")
             slots = settings.slots
-            self.n_ctx_slot = min(settings.n_ctx, self._model.n_ctx_train())
+            self.n_ctx_slot = min(settings.n_ctx, llama_cpp.llama_model_n_ctx_train(self._model))
             cp = llama_cpp.llama_context_default_params()
             cp.n_ctx = self.n_ctx_slot * slots
             cp.n_seq_max = slots
@@ -155,10 +193,13 @@ class Runtime:
             cp.type_k = _KV_TYPES[settings.kv_type_k]
             cp.type_v = _KV_TYPES[settings.kv_type_v]
             cp.no_perf = True
-            self._ctx = _internals.LlamaContext(model=self._model, params=cp, verbose=False)
+            self.ctx = llama_cpp.llama_init_from_model(self._model, cp)
+            if not self.ctx:
+                llama_cpp.llama_model_free(self._model)
+                raise ValueError("its context could not be made")
         except (ValueError, RuntimeError, OSError) as exc:
             raise EngineLoadError(f"llama.cpp could not load {path}: {exc}") from exc
-        self.ctx = self._ctx.ctx
+        self._free = (llama_cpp.llama_free, llama_cpp.llama_model_free)
         self._mem = llama_cpp.llama_get_memory(self.ctx)
         self._decode = llama_cpp.llama_decode
         self._sample = llama_cpp.llama_sampler_sample
@@ -166,7 +207,7 @@ class Runtime:
         self._logits_ith = llama_cpp.llama_get_logits_ith
         self._seq_rm = llama_cpp.llama_memory_seq_rm
         self.vocab = Vocab(self._model)
-        self.metadata: dict[str, str] = self._model.metadata()
+        self.metadata: dict[str, str] = _metadata(self._model)
         self.batch = Batch(settings.n_batch)
         self._candidates: Candidates | None = None  # built by the first grammar request
 
@@ -224,8 +265,11 @@ class Runtime:
 
     def close(self) -> None:
         self.batch.close()
-        self._ctx.close()
-        self._model.close()
+        if self.ctx is not None:
+            free_ctx, free_model = self._free
+            free_ctx(self.ctx)
+            free_model(self._model)
+            self.ctx = self._model = None
 
 
 def penalties_sampler(frequency: float, presence: float, window: int, seen: list[int]) -> Any:

@@ -18,7 +18,6 @@ import time
 from dataclasses import dataclass
 
 from models import Chunk
-from models.worker import DONE
 
 from ._fair import (
     Demand, FairQueue, KeyView, Promises, Refusal, active_keys, keep_slots, preempt_from, prefill_shares, share,
@@ -28,7 +27,7 @@ from ._grammar import Constrained, advance, grammar_sampler
 from models.logprobs import token_logprob
 
 from ._runtime import Runtime, free_sampler, logit_bias_sampler, penalties_sampler, repeat_sampler, sampler_chain
-from ._sequence import Job, Outbox, Slot
+from ._sequence import DONE, Job, Outbox, Slot
 from .config import EdgeSettings
 from .errors import GenerationError
 

@@ -7,6 +7,7 @@ import asyncio
 import threading
 import time
 from dataclasses import dataclass, field
+from collections.abc import AsyncIterator
 from typing import Any
 
 from models import Chunk, GenerationRequest, TokenLogprob, Usage
@@ -52,6 +53,20 @@ class Parked:
     n_out: int
     started_at: float
     logprobs: list[TokenLogprob]
+
+
+DONE = object()  # the end of a job's output
+
+
+async def drain(out: asyncio.Queue[Any]) -> AsyncIterator[Any]:
+    """A job's output queue until :data:`DONE`; an exception put on it is raised here."""
+    while True:
+        item = await out.get()
+        if item is DONE:
+            return
+        if isinstance(item, BaseException):
+            raise item
+        yield item
 
 
 def _deliver(items: list[tuple[Job, Any]]) -> None:

@@ -24,14 +24,13 @@ from collections.abc import AsyncIterator, Iterator, Sequence
 from typing import Any
 
 from models import Chunk, EngineLoad, GenerationRequest, ModelSpec, SamplingParams
-from models.worker import drain
 
 from ._fair import KeyView, expected_wait_s
 from ._grammar import advance, gbnf_for, grammar_sampler
 from ._grammar import free as free_grammar
 from ._runtime import Runtime
 from ._scheduler import Scheduler, EngineStats
-from ._sequence import Job
+from ._sequence import Job, drain
 from .config import EdgeSettings
 from .errors import EdgeSaturatedError, EngineClosedError, LogitBiasError, PromptTooLongError, ResponseFormatError
 
@@ -314,9 +313,6 @@ class Prepared:
 
     def stream(self, request: GenerationRequest) -> AsyncIterator[Chunk]:
         return self._engine.stream(request, self.tokens if request is self.request else None)
-
-    def load(self) -> EngineLoad:
-        return self._engine.load()
 
     async def aclose(self) -> None:
         return None  # the engine is the node's, closed with it

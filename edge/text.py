@@ -7,7 +7,7 @@ from typing import Any
 
 from models.stops import StopMatcher
 
-__all__ = ["IncrementalDecoder", "StopMatcher"]  # StopMatcher lives in models (shared with the member)
+__all__ = ["IncrementalDecoder", "StopMatcher"]
 
 
 class IncrementalDecoder:

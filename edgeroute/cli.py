@@ -24,12 +24,16 @@ from router.logs import configure_logging
 from router.cli import router_app
 from router.server import serve as run_server
 from router.settings import describe_errors
+from router.training.cli import calibrate as calibrate_verifier
+from router.training.cli import train_verifier
 
 from .app import create_app
 
 app = typer.Typer(help="edgeroute: an edge/cloud hybrid LLM routing node.", no_args_is_help=True)
 models_app = typer.Typer(help="The bundled model artifacts.", no_args_is_help=True)
 app.add_typer(models_app, name="models")
+cache_app.command("calibrate")(calibrate_verifier)  # the verifier's offline commands: router.training
+cache_app.command("train-verifier")(train_verifier)
 app.add_typer(cache_app, name="cache")
 app.add_typer(cloud_app, name="cloud")
 app.add_typer(router_app, name="router")

@@ -22,10 +22,8 @@ import json
 import os
 import random
 import signal
-import socket
 import subprocess
 import sys
-import threading
 import time
 from collections import Counter
 from dataclasses import dataclass, field
@@ -279,12 +277,6 @@ async def _clients(base: str, requests: int, concurrency: int, max_tokens: int, 
         await asyncio.gather(*(worker() for _ in range(concurrency)))
 
 
-def _free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
-
-
 def run_faults(
     *,
     requests: int = 1000,
@@ -299,14 +291,14 @@ def run_faults(
     engine: str = "scripted",
 ) -> FaultReport:
     """Start the members and a node (``app_factory(settings)``), run the clients, report."""
-    import uvicorn
-
     from models import EDGE_DEFAULT
     from router.settings import load_settings
 
+    from .servers import free_port, serve_app  # not at the top: a member (this module's main) starts fast
+
     random.seed(seed)
     rng = random.Random(seed)
-    ports = [_free_port() for _ in range(members)]
+    ports = [free_port() for _ in range(members)]
     crew: _Members | _VllmMembers
     if engine == "vllm":
         crew = _VllmMembers(ports, log_dir=data_dir)
@@ -332,43 +324,26 @@ def run_faults(
     settings = load_settings(
         data_dir=data_dir, cloud=cloud, cache={"enabled": False}, edge={"max_queue": 256}
     )
-    port = _free_port()
-    config = uvicorn.Config(app_factory(settings), host="127.0.0.1", port=port, log_level="warning")
-    server = uvicorn.Server(config)
-    thread = threading.Thread(target=server.run, daemon=True)
-    thread.start()
-    base = f"http://127.0.0.1:{port}"
     report = FaultReport()
     try:
-        deadline = time.monotonic() + 120
-        while True:
-            try:
-                if httpx.get(base + "/healthz", timeout=2).status_code == 200:
-                    break
-            except httpx.HTTPError:
-                pass
-            if time.monotonic() > deadline or not thread.is_alive():
-                raise RuntimeError("the node did not start")
-            time.sleep(0.2)
+        with serve_app(app_factory(settings)) as base:
 
-        async def main() -> None:
-            stop = asyncio.Event()
-            chaos = asyncio.create_task(
-                _vllm_chaos(crew, rng, stop) if isinstance(crew, _VllmMembers) else _chaos(crew, rng, stop)
-            )
-            try:
-                await _clients(base, requests, concurrency, max_tokens, report)
-            finally:
-                stop.set()
-                chaos.cancel()
+            async def main() -> None:
+                stop = asyncio.Event()
+                chaos = asyncio.create_task(
+                    _vllm_chaos(crew, rng, stop) if isinstance(crew, _VllmMembers) else _chaos(crew, rng, stop)
+                )
+                try:
+                    await _clients(base, requests, concurrency, max_tokens, report)
+                finally:
+                    stop.set()
+                    chaos.cancel()
 
-        started = time.monotonic()
-        asyncio.run(main())
-        report.seconds = time.monotonic() - started
-        report.kills = crew.kills
+            started = time.monotonic()
+            asyncio.run(main())
+            report.seconds = time.monotonic() - started
+            report.kills = crew.kills
     finally:
-        server.should_exit = True
-        thread.join(60)
         crew.stop()
     return report
 

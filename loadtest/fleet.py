@@ -76,6 +76,7 @@ class Fleet:
     operator_key: str = "fleet-operator-key"
     tenant_keys: dict[str, str] = field(default_factory=lambda: {"fleet-tenant-key": "acme"})
     member: bool = False  # a local vLLM pool member (its /metrics carry vLLM's load gauges)
+    running_member: LocalMember | None = None  # instead, one already serving (neither started nor stopped here)
     dashboard_port: int | None = None
     prometheus_port: int | None = None
     startup_timeout_s: float = 300.0
@@ -120,8 +121,10 @@ class Fleet:
     def start(self) -> Fleet:
         """Start everything; return once each part answers (nodes start side by side)."""
         self.root.mkdir(parents=True, exist_ok=True)
-        member = None
-        if self.member:
+        member = self.running_member
+        if member is not None:
+            self.member_addr = f"127.0.0.1:{member.port}"
+        elif self.member:
             member = LocalMember(
                 name="pool-1",
                 log_path=self.root / "member.log",
@@ -162,7 +165,7 @@ class Fleet:
         self._start_dashboard(config)
         for proc in [*self.node_procs, *filter(None, [self.member_proc, self.prometheus, self.dashboard])]:
             proc.wait_ready()
-        if self.member_proc is not None:
+        if self.member_addr is not None:
             for i in range(self.nodes):
                 self._wait_member_seen(self.node_url(i))
         return self

@@ -4,7 +4,7 @@
   error bodies, the bodies the cloud pool sends), Ollama's (``models.ollama``) and llama.cpp's
   server's (``models.llamacpp``);
 - the Engine protocol every engine implements (``models.generation``: requests, chunks, usage),
-  with the stop matcher, log probabilities and the one-thread model worker engines share;
+  with the stop matcher and log probabilities engines share;
 - the root error and its categories (``models.errors``);
 - keys held as digests and the guard against guessing them (``models.keys``, ``models.attempts``),
   and data files only the operator may read (``models.files``);

@@ -1,7 +1,7 @@
 """Stop sequences over streamed text: hold back what may begin one, cut at the first complete one.
 
-Shared by every engine that detokenizes itself (the edge's llama.cpp engine, the member's torch
-engine): text arrives in arbitrary pieces, so a stop sequence may straddle two of them.
+The edge's llama.cpp engine detokenizes itself: text arrives in arbitrary pieces, so a stop
+sequence may straddle two of them.
 """
 
 from __future__ import annotations

@@ -48,8 +48,8 @@ def train(
     as_json: JsonOpt = False,
 ) -> None:
     """Retrain the complexity classifier from a labeled prompt set (held-out split kept aside)."""
-    from .policy.embed import embed_texts
-    from .policy.train import train as run_train
+    from .training.embed import embed_texts
+    from .training.train import train as run_train
 
     try:
         report = run_train(embed_texts, prompts, out)
@@ -86,12 +86,12 @@ def calibrate(
     as_json: JsonOpt = False,
 ) -> None:
     """Pick the complexity threshold that sends the requested share to the cloud."""
-    from .policy.calibrate import logged_scores, threshold_for_share
+    from .training.calibrate import logged_scores, threshold_for_share
 
     try:
         settings = _settings(config, data_dir)
         if from_telemetry:
-            from .policy.replay import read_decisions_db
+            from .training.replay import read_decisions_db
 
             source = str(db or settings.data_dir / "telemetry.db")
             scores = logged_scores(read_decisions_db(Path(source)))
@@ -102,8 +102,8 @@ def calibrate(
                 raise typer.Exit(2)
         else:
             from .policy.classifier import load_classifier
-            from .policy.dataset import SHIPPED_PROMPTS, load_prompts, select
-            from .policy.embed import embed_texts
+            from .training.dataset import SHIPPED_PROMPTS, load_prompts, select
+            from .training.embed import embed_texts
 
             chosen = load_prompts(prompts, require_labels=False)
             if prompts is None:
@@ -147,9 +147,9 @@ def evaluate_cmd(
 ) -> None:
     """Accuracy against labels, cloud share and decision latency of the configured policy."""
     from .policy.classifier import load_classifier
-    from .policy.dataset import load_prompts, select
-    from .policy.embed import count_tokens, embed_texts
-    from .policy.evaluate import NodeState, evaluate
+    from .training.dataset import load_prompts, select
+    from .training.embed import count_tokens, embed_texts
+    from .training.evaluate import NodeState, evaluate
     from .policy.policies import build_policy
     from .policy.privacy import PrivacyDetector
 
@@ -228,15 +228,18 @@ def replay(
 ) -> None:
     """Re-decide the logged traffic with another threshold; print how shares, latency and cost change."""
     from .policy.policies import build_policy
-    from .policy.replay import CostModel, format_report, read_decisions_db
-    from .policy.replay import replay as run_replay
+    from .telemetry.config import PriceSettings
+    from .training.replay import format_report, read_decisions_db
+    from .training.replay import replay as run_replay
 
     try:
         settings = _settings(config, data_dir)
         complexity = settings.routing.complexity.model_copy(update={"threshold": threshold})
         routing = settings.routing.model_copy(update={"complexity": complexity})
         records = read_decisions_db(Path(db or settings.data_dir / "telemetry.db"), limit)
-        report = run_replay(records, build_policy(routing), CostModel(edge_cost_per_1k, cloud_cost_per_1k))
+        prices = PriceSettings(edge_per_1k=edge_cost_per_1k, cloud_prompt_per_1k=cloud_cost_per_1k,
+                               cloud_completion_per_1k=cloud_cost_per_1k)
+        report = run_replay(records, build_policy(routing), prices)
     except EdgerouteError as exc:
         raise _fail(exc) from exc
     if as_json:

@@ -12,7 +12,7 @@ from dataclasses import dataclass, field, replace
 
 from cloud import CloudPool, CloudRequestError, PoolStream
 from edge import EdgeSaturatedError
-from models import Chunk, EdgerouteError, Engine, EngineError, EngineLoad, GenerationRequest, Usage
+from models import Chunk, EdgerouteError, Engine, EngineError, GenerationRequest, Usage
 
 from .errors import EdgeBusyError, NoCapacityError
 from .policy import Decision, Features
@@ -230,9 +230,6 @@ class _PoolTarget:
 
     def stream(self, request: GenerationRequest) -> PoolStream:
         return self._pool.stream(request, avoid=tuple(self._avoid), whole=self._whole)
-
-    def load(self) -> EngineLoad:
-        return self._pool.load()
 
     async def aclose(self) -> None:
         return None

@@ -10,55 +10,22 @@ A seeded random sample of those pairs is written for reading.
 
 PAIRS: the QQP pairs JSONL (``{a, b, duplicate}``); OUT_DIR: the reading's working folder.
 """
-import json, random, sys
+import random
+import sys
 from pathlib import Path
-import numpy as np
-from edge import CacheSettings, Embedder
-from edge.cache import load_pairs, split_pairs
-from edge.cache.keys import normalize_text
 
-FLOOR = 0.80
+from candidates import replay, write
+from edge.cache import load_pairs, split_pairs
+
 if len(sys.argv) not in (3, 4):
     raise SystemExit(__doc__)
 N = int(sys.argv[3]) if len(sys.argv) > 3 else 2000
 SEED = 20261123
-out = Path(sys.argv[2])
-pairs = load_pairs(Path(sys.argv[1]))
-_, held = split_pairs(pairs)
-label = {}
-for p in held:
-    label[(normalize_text(p.b), normalize_text(p.a))] = p.duplicate
-stored = list(dict.fromkeys(normalize_text(p.a) for p in held))
-queries = list(dict.fromkeys(normalize_text(p.b) for p in held))
-emb = Embedder.load(CacheSettings())
-def embed(texts):
-    return np.concatenate([emb.embed_batch(texts[i:i + 64]) for i in range(0, len(texts), 64)])
-S = embed(stored); Q = embed(queries)
-rows = []
-for start in range(0, len(queries), 1024):
-    sims = Q[start:start + 1024] @ S.T
-    for j, row in enumerate(sims):
-        q = queries[start + j]
-        order = np.argsort(-row)
-        for k in order[:3]:
-            if stored[k].lower() == q.lower():
-                continue
-            if row[k] >= FLOOR:
-                rows.append({"query": q, "stored": stored[k], "cosine": round(float(row[k]), 4),
-                             "label": label.get((q, stored[k]))})
-            break
-print(f"held-out pairs {len(held)}, stored {len(stored)}, queries {len(queries)}, above floor {len(rows)}")
+SH = 5
+_, held = split_pairs(load_pairs(Path(sys.argv[1])))
+rows = replay(held, "held-out pairs")
 random.Random(SEED).shuffle(rows)
 rows = rows[:N]
-for i, r in enumerate(rows):
-    r["id"] = f"j{i:04d}"
-with (out / "candidates.jsonl").open("w") as fh:
-    for r in rows:
-        fh.write(json.dumps({"id": r["id"], **{k: r[k] for k in ("query", "stored", "cosine", "label")}}) + "\n")
-SH = 5
 per = (len(rows) + SH - 1) // SH
-for s in range(SH):
-    with (out / f"shard_{s}.jsonl").open("w") as fh:
-        for r in rows[s * per:(s + 1) * per]:
-            fh.write(json.dumps({"id": r["id"], "query": r["query"], "stored": r["stored"]}) + "\n")
+write(Path(sys.argv[2]), rows, "j", per)
 print(f"wrote {len(rows)} candidates in {SH} shards of {per}")

@@ -14,6 +14,14 @@ class PriceSettings(BaseModel):
     edge_per_1k: float = Field(0.0, ge=0, description="edge cost per 1k tokens (energy, amortised box)")
     cache_per_1k: float = Field(0.0, ge=0, description="cost per 1k tokens answered from the cache")
 
+    def cost(self, route: str, prompt_tokens: int, completion_tokens: int) -> float:
+        """What a request's tokens cost where ``route`` answered it (the cloud's price for
+        ``cloud``; an error costs nothing). The dashboard's estimate and ``router replay`` both use it."""
+        if route == "cloud":
+            return prompt_tokens / 1000 * self.cloud_prompt_per_1k + completion_tokens / 1000 * self.cloud_completion_per_1k
+        per_1k = self.edge_per_1k if route == "edge" else self.cache_per_1k if route.startswith("cache-") else 0.0
+        return (prompt_tokens + completion_tokens) / 1000 * per_1k
+
 
 class DashboardSettings(BaseModel):
     """The browser dashboard served by the node."""

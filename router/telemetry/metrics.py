@@ -9,32 +9,13 @@ from prometheus_client import CollectorRegistry, Counter, Histogram, generate_la
 from prometheus_client.metrics_core import CounterMetricFamily, GaugeMetricFamily, Metric
 from prometheus_client.registry import Collector
 
-from .aggregate import CostEstimate
+from .aggregate import LATENCY_BUCKETS, TTFT_BUCKETS, CostEstimate
 from .events import DecisionEvent
 from .sources import CIRCUIT_STATES, BudgetView, EdgeLoadView, NodeInfo, PoolView
 
 # The text format 0.0.4; the server appends "; charset=utf-8" as it does for every text type.
 CONTENT_TYPE: Final = "text/plain; version=0.0.4"
 
-# Seconds; from a cache hit (~1 ms) to a long cloud generation.
-LATENCY_BUCKETS: Final = (
-    0.001,
-    0.0025,
-    0.005,
-    0.01,
-    0.025,
-    0.05,
-    0.1,
-    0.25,
-    0.5,
-    1.0,
-    2.5,
-    5.0,
-    10.0,
-    30.0,
-    60.0,
-)
-TTFT_BUCKETS: Final = (0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0)
 GC_BUCKETS: Final = (0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25)
 
 

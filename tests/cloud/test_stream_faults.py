@@ -25,7 +25,7 @@ from cloud import (
     StreamBrokenError,
 )
 from models import Chunk, GenerationRequest, SamplingParams, Usage, collect
-from tests.servers import serve_app
+from loadtest.servers import serve_app
 
 REQ = GenerationRequest(
     SamplingParams(max_tokens=16, temperature=0.0), messages=({"role": "user", "content": "hi"},)

@@ -17,7 +17,7 @@ from dashboard import DashboardAuth
 from models.attempts import AttemptLimiter
 from dashboard.auth import COOKIE, SESSION_TTL_S, safe_next
 from dashfakes import FakeNode, event, fake_app
-from dashserver import serve
+from loadtest.servers import serve_app
 from models.keys import KeyTable
 
 # Tenant keys (key -> tenant) and the operator's.
@@ -181,7 +181,7 @@ def test_a_revoked_session_stays_refused_until_it_would_have_expired() -> None:
 
 
 def test_logout_ends_the_session_on_the_server(node: FakeNode) -> None:
-    with serve(fake_app(node, KEYS, OPERATORS)) as base, httpx.Client(base_url=base, timeout=10) as http:
+    with serve_app(fake_app(node, KEYS, OPERATORS), ready_path=None) as base, httpx.Client(base_url=base, timeout=10) as http:
         assert login(http, "sk-ops").status_code == 303
         stolen = http.cookies[COOKIE]  # a copy of the cookie, kept elsewhere
         assert http.get("/metrics").status_code == 200
@@ -195,7 +195,7 @@ def test_logout_ends_the_session_on_the_server(node: FakeNode) -> None:
 
 
 def test_login_and_logout_refuse_another_sites_form(node: FakeNode) -> None:
-    with serve(fake_app(node, KEYS, OPERATORS)) as base, httpx.Client(base_url=base, timeout=10) as http:
+    with serve_app(fake_app(node, KEYS, OPERATORS), ready_path=None) as base, httpx.Client(base_url=base, timeout=10) as http:
         host = base.removeprefix("http://")
         for headers in ({"origin": "https://evil.example"}, {"origin": "null"},
                         {"referer": "https://evil.example/page"}, {"origin": f"http://{host}.evil.example"}):
@@ -297,7 +297,7 @@ def test_the_node_app_puts_dashboard_and_metrics_behind_its_keys(tmp_path: Path)
 
 def test_the_live_stream_accepts_the_login_cookie(node: FakeNode) -> None:
     assert node.telemetry is not None
-    with serve(fake_app(node, KEYS, OPERATORS)) as base, httpx.Client(base_url=base, timeout=10) as http:
+    with serve_app(fake_app(node, KEYS, OPERATORS), ready_path=None) as base, httpx.Client(base_url=base, timeout=10) as http:
         assert http.get("/dashboard/events?topics=feed").status_code == 401
         assert login(http, "sk-ops").status_code == 303
         assert http.cookies.get(COOKIE) is not None

@@ -22,11 +22,10 @@ from playwright.sync_api import expect
 from prometheus_client.parser import text_string_to_metric_families
 
 from browserkit import Tab
-from dashserver import serve
 from edgeroute.app import create_app
+from loadtest.servers import serve_app, settled
 from router import load_settings
 from tests.cloud.cloud_servers import llama_server, llama_settings, running
-from tests.servers import settled
 
 pytestmark = [pytest.mark.browser, pytest.mark.slow]
 
@@ -61,7 +60,7 @@ def node_app(tmp_path_factory: pytest.TempPathFactory, members: dict[str, Any]) 
 
 @pytest.fixture(scope="module")
 def base_url(node_app: Any) -> Iterator[str]:
-    with serve(node_app) as url:
+    with serve_app(node_app, ready_path=None, timeout=180) as url:
         yield url
 
 

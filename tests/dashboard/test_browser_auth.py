@@ -12,7 +12,7 @@ import pytest
 
 from browserkit import Tab
 from dashfakes import FakeNode, fake_app
-from dashserver import serve
+from loadtest.servers import serve_app
 
 pytestmark = [pytest.mark.browser]
 
@@ -22,7 +22,7 @@ TENANT_KEY = "sk-tenant-test"
 
 @pytest.fixture
 def keyed_url(node: FakeNode) -> Iterator[str]:
-    with serve(fake_app(node, {TENANT_KEY: "acme"}, [KEY])) as url:
+    with serve_app(fake_app(node, {TENANT_KEY: "acme"}, [KEY]), ready_path=None) as url:
         yield url
 
 

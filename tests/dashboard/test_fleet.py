@@ -1,9 +1,9 @@
 """The fleet view on real parts: Debian's Prometheus scraping three real nodes and a pool member.
 
 Three `edgeroute serve` processes (each its own data dir and name) and a vLLM pool member (its
-/metrics carry vLLM's load gauges) run on loopback; Prometheus scrapes them every
-second with an operator key and evaluates the shipped alert rules; `edgeroute dashboard
---prometheus` serves the fleet page. The last test kills a node, so the order matters.
+/metrics carry vLLM's load gauges; the session's, shared with the cloud tests) run on loopback;
+Prometheus scrapes them every second with an operator key and evaluates the shipped alert rules;
+`edgeroute dashboard --prometheus` serves the fleet page. The last test kills a node, so the order matters.
 """
 
 from __future__ import annotations
@@ -21,6 +21,7 @@ from playwright.sync_api import expect
 from prometheus_client.parser import text_string_to_metric_families
 from promkit import ensure_prometheus
 
+from cloud.local import LocalMember
 from loadtest.fleet import Fleet, send_traffic
 
 pytestmark = [pytest.mark.slow]
@@ -34,9 +35,9 @@ SETTLE_S = 2 * INTERVAL_S + 1.0 + 1.0
 
 
 @pytest.fixture(scope="module")
-def fleet(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Fleet]:
+def fleet(tmp_path_factory: pytest.TempPathFactory, member: LocalMember) -> Iterator[Fleet]:
     ensure_prometheus()
-    running = Fleet(tmp_path_factory.mktemp("fleet"), nodes=3, interval_s=INTERVAL_S, member=True)
+    running = Fleet(tmp_path_factory.mktemp("fleet"), nodes=3, interval_s=INTERVAL_S, running_member=member)
     try:
         running.start()
         # 4, 8 and 12 requests: each node's counts differ, so a mix-up between nodes shows.

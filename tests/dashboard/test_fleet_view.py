@@ -15,7 +15,7 @@ from dashboard.fleet.prom import Prometheus, Sample
 from dashboard.fleet.queries import FleetQueries
 from dashboard.fleet.view import FleetView, build_members, build_nodes, dashboard_url
 from router import ServerSettings
-from tests.servers import free_port
+from loadtest.servers import free_port
 
 A, B, C = "10.0.0.1:8080", "10.0.0.2:8080", "10.0.0.3:8080"
 

@@ -20,7 +20,7 @@ import pytest
 
 from dashboard.auth import COOKIE
 from models.keys import key_digest
-from tests.nodeproc import NodeProcess, node_process
+from loadtest.servers import NodeProcess, node_process
 
 pytestmark = [pytest.mark.slow]
 

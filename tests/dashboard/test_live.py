@@ -13,7 +13,7 @@ from httpx_sse import ServerSentEvent, connect_sse
 
 from dashboard.live import parse_topics
 from dashfakes import FakeCache, FakeEdge, FakeMember, FakeNode, FakePool, event, fake_app, make_telemetry
-from dashserver import serve
+from loadtest.servers import serve_app
 
 
 @pytest.fixture
@@ -29,7 +29,7 @@ def live_node(tmp_path: Path) -> FakeNode:
 
 @pytest.fixture
 def base_url(live_node: FakeNode) -> Iterator[str]:
-    with serve(fake_app(live_node)) as url:
+    with serve_app(fake_app(live_node), ready_path=None) as url:
         yield url
 
 

@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 from typer.testing import CliRunner
 
-from edge.cli import cache_app
+from edgeroute.cli import cache_app  # with the verifier commands router.training adds
 
 runner = CliRunner()
 
@@ -92,7 +92,7 @@ def test_a_lower_pos_weight_scores_servable_pairs_lower(tmp_path: Path) -> None:
     import torch
     from transformers import AutoModelForSequenceClassification, AutoTokenizer
 
-    from edge.cache.finetune import Example, FinetuneConfig, finetune
+    from router.training.finetune import Example, FinetuneConfig, finetune
 
     examples = [Example(f"How do I learn {t}?", f"What is the best way to learn {t}?", True, "qqp") for t in TOPICS]
     examples += [Example(f"How do I learn {t}?", f"Why should I learn {t}?", False, "qqp") for t in TOPICS]

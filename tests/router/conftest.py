@@ -7,7 +7,7 @@ import pytest
 
 from edgeroute.app import create_app
 from router import load_settings
-from tests.servers import serve_app
+from loadtest.servers import serve_app
 
 
 @pytest.fixture(scope="session")

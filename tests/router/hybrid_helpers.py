@@ -16,7 +16,7 @@ import httpx
 from edgeroute.app import create_app
 from router import load_settings
 from tests.cloud.cloud_servers import ScriptedServer, chat_chunk, sse
-from tests.servers import serve_app, settled
+from loadtest.servers import serve_app, settled
 
 ASK = [{"role": "user", "content": "Explain step by step how a hash map handles collisions, with code."}]
 
@@ -154,7 +154,7 @@ def text_of(lines: list[str]) -> str:
 
 def decisions(app: Any) -> list[Any]:
     """The node's decision records, newest first, as the dashboard's feed sees them (once no
-    API request is in flight: :func:`tests.servers.settled`)."""
+    API request is in flight: :func:`loadtest.servers.settled`)."""
     return list(settled(app).state.node.telemetry.recent())
 
 

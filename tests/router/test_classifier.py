@@ -15,8 +15,8 @@ import pytest
 from router.errors import ConfigError
 from router.policy import ComplexityClassifier, load_classifier
 from router.policy.classifier import SHIPPED_WEIGHTS
-from router.policy.dataset import SHIPPED_PROMPTS, is_held_out, load_prompts, select
-from router.policy.train import fit
+from router.training.dataset import SHIPPED_PROMPTS, is_held_out, load_prompts, select
+from router.training.train import fit
 
 REPO = Path(__file__).resolve().parents[2]
 

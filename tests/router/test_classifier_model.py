@@ -11,9 +11,9 @@ from typer.testing import CliRunner
 
 from edgeroute.cli import app
 from router.policy import RoutingSettings, build_policy, load_classifier
-from router.policy.dataset import LabeledPrompt, load_prompts, select
-from router.policy.embed import count_tokens, embed_texts
-from router.policy.evaluate import evaluate
+from router.training.dataset import LabeledPrompt, load_prompts, select
+from router.training.embed import count_tokens, embed_texts
+from router.training.evaluate import evaluate
 
 pytestmark = pytest.mark.slow
 

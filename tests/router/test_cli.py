@@ -3,24 +3,13 @@
 from __future__ import annotations
 
 import json
-import os
-import signal
-import subprocess
-import sys
 from pathlib import Path
 
 import openai
 import pytest
 
-from tests.servers import free_port, wait_ready
-
-EDGEROUTE = [sys.executable, "-c", "from edgeroute.cli import main; main()"]
-REPO = Path(__file__).resolve().parents[2]
-
-
-def run(*args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([*EDGEROUTE, *args], capture_output=True, text=True, cwd=REPO, timeout=120)
-
+from loadtest.servers import node_process
+from loadtest.servers import run_edgeroute as run
 
 def test_models_list_json() -> None:
     out = run("models", "list", "--json")
@@ -47,18 +36,10 @@ def test_unknown_policy_exits_2_before_anything_loads(tmp_path: Path) -> None:
 
 @pytest.mark.slow
 def test_serve_answers_the_openai_sdk_and_logs_one_json_line_per_request(tmp_path: Path) -> None:
-    port = free_port()
-    proc = subprocess.Popen(
-        [*EDGEROUTE, "serve", "--port", str(port), "--data-dir", str(tmp_path / "d"), "--log-level", "info",
-         "--log-format", "json", "--no-local-member"],
-        cwd=REPO,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.STDOUT,
-        start_new_session=True,
-    )
-    base = f"http://127.0.0.1:{port}"
-    try:
-        wait_ready(base + "/healthz", lambda: proc.poll() is None, 120, "the node")
+    log = tmp_path / "node.log"
+    with node_process("--data-dir", str(tmp_path / "d"), "--log-level", "info", "--log-format", "json",
+                      "--no-local-member", log_path=log, timeout=120) as node:
+        base = node.base
         client = openai.OpenAI(base_url=base + "/v1", api_key="x", max_retries=0)
         msgs = [{"role": "user", "content": "Say hello."}]
         done = client.chat.completions.create(model="auto", messages=msgs, max_tokens=8, temperature=0)
@@ -69,10 +50,7 @@ def test_serve_answers_the_openai_sdk_and_logs_one_json_line_per_request(tmp_pat
             if c.choices
         )
         assert streamed == done.choices[0].message.content
-    finally:
-        os.killpg(proc.pid, signal.SIGTERM)
-        proc.wait(timeout=30)
-    output = proc.stdout.read().decode() if proc.stdout else ""
+    output = log.read_text()
     # Log records are JSON objects; llama.cpp's own loader may print plain text to stderr.
     lines = [json.loads(line) for line in output.splitlines() if line.startswith("{")]
     assert any(line["logger"].startswith("uvicorn") for line in lines)  # uvicorn's records too

@@ -10,7 +10,7 @@ from pathlib import Path
 import httpx
 import pytest
 
-from tests.nodeproc import node_process
+from loadtest.servers import node_process
 
 pytestmark = pytest.mark.slow
 

@@ -18,7 +18,7 @@ import pytest
 from edgeroute.app import create_app
 from router import load_settings
 from router.limits import duration
-from tests.servers import serve_app
+from loadtest.servers import serve_app
 
 pytestmark = pytest.mark.slow
 
@@ -34,6 +34,9 @@ def user(text: str) -> list[dict[str, str]]:
 # ~1 s, and one CI run saw the slot free between the check and the next request); greedy, this
 # story did not stop within 600 tokens.
 LONG = {"model": "edge", "max_tokens": 1500, "temperature": 0, "messages": user("Write a long story about a ship.")}
+# A's queued requests: only waiting while the share is checked, so their length matters only once
+# they run, taking turns with B's (1500 tokens each made B's second answer wait ~30-60 s).
+QUEUED = {**LONG, "max_tokens": 32}
 SHORT = {"model": "edge", "max_tokens": 4, "temperature": 0, "messages": user("What is two plus two?")}
 
 
@@ -88,7 +91,8 @@ def test_a_flooding_tenant_gets_429_at_its_share_while_the_other_is_admitted_and
     try:
         # A alone holds the one slot and the whole queue (4): its share while no one else has work.
         for i in range(5):
-            socks.append(hold(node, "key-a", {**LONG, "messages": user(f"Write a long story number {i}.")}))
+            body = {**(QUEUED if i else LONG), "messages": user(f"Write a long story number {i}.")}
+            socks.append(hold(node, "key-a", body))
             time.sleep(0.15)
         wait_for(node, (1, 4))
         refused = post(node, "key-a", {**SHORT, "messages": user("Anything else?")})
@@ -101,7 +105,9 @@ def test_a_flooding_tenant_gets_429_at_its_share_while_the_other_is_admitted_and
         assert hit.status_code == 200 and hit.headers["x-edgeroute-route"] == "cache-exact"
         assert hit.json()["choices"][0]["message"]["content"] == cached.json()["choices"][0]["message"]["content"]
         # B's two requests are within its share (2 of the 4 now that two tenants have work): both
-        # are admitted although the queue already holds 4, and both are answered while A floods.
+        # are admitted although the queue already holds 4, and both are answered while A floods:
+        # once A's running answer is cancelled (its client hangs up), the slot goes to B and then
+        # A and B take turns, so B is not served after A's whole queue.
         with ThreadPoolExecutor(2) as pool:
             futures = [pool.submit(post, node, "key-b", {**SHORT, "messages": user(q)})
                        for q in ("Name a colour.", "Name a fruit.")]
@@ -111,7 +117,10 @@ def test_a_flooding_tenant_gets_429_at_its_share_while_the_other_is_admitted_and
                 time.sleep(0.01)
             # Meanwhile A, over its new share of 2, is still refused.
             again = post(node, "key-a", {**SHORT, "messages": user("And now?")})
+            socks[0].close()
             answers = [f.result() for f in futures]
+            # A's last three are still in the edge (one running, two waiting): B went between A's.
+            assert edge_load(node) != (0, 0)
         assert [a.status_code for a in answers] == [200, 200]
         assert [a.headers["x-edgeroute-route"] for a in answers] == ["edge", "edge"]
         assert again.status_code == 429 and again.headers["x-edgeroute-reason"] == "edge-saturated"

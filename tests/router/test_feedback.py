@@ -17,7 +17,7 @@ import pytest
 
 from edgeroute.app import create_app
 from router import load_settings
-from tests.servers import serve_app
+from loadtest.servers import serve_app
 
 KEYS = {"key-a": "team-a", "key-b": "team-b", "key-c": "team-c", "key-d": "team-d"}
 OPERATOR = "op-key"

@@ -11,7 +11,8 @@ from pathlib import Path
 
 import pytest
 
-from bench.hostile import RSS_LIMIT_MB, Report, edge_node, fixed_schemas, node_command, run_campaign, spread
+from bench.hostile import NODE_ARGS, NODE_ENV, RSS_LIMIT_MB, Report, fixed_schemas, run_campaign, spread
+from loadtest.servers import node_process
 
 pytestmark = pytest.mark.slow
 
@@ -23,8 +24,8 @@ FROZEN_MS = 5_000.0
 @pytest.fixture(scope="module")
 def report(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Report]:
     tmp = tmp_path_factory.mktemp("hostile")
-    with edge_node(node_command(), tmp, tmp / "node.log") as (base, proc):
-        yield run_campaign(base, proc, spread(fixed_schemas()))
+    with node_process(*NODE_ARGS, "--data-dir", str(tmp), log_path=tmp / "node.log", env=NODE_ENV) as node:
+        yield run_campaign(node, spread(fixed_schemas()))
 
 
 def test_every_hostile_schema_gets_a_4xx_naming_the_field_or_an_answer(report: Report) -> None:

@@ -15,18 +15,10 @@ from typer.testing import CliRunner
 
 from edgeroute.cli import app
 from router.errors import ConfigError
-from router.policy import (
-    CostModel,
-    Features,
-    LoggedDecision,
-    RoutingSettings,
-    build_policy,
-    features_to_dict,
-    logged_scores,
-    read_decisions_db,
-    replay,
-    threshold_for_share,
-)
+from router.policy import Features, RoutingSettings, build_policy, features_to_dict
+from router.training.calibrate import logged_scores, threshold_for_share
+from router.telemetry import PriceSettings
+from router.training.replay import LoggedDecision, read_decisions_db, replay
 
 TEN = [0.9, 0.8, 0.7, 0.6, 0.5, 0.4, 0.3, 0.2, 0.1, 0.0]
 
@@ -114,7 +106,7 @@ def hybrid(threshold: float) -> Any:
 
 
 def test_replay_with_a_lower_threshold_moves_traffic_to_the_cloud() -> None:
-    report = replay(LOG, hybrid(0.3), CostModel(edge_per_1k=0.0, cloud_per_1k=0.002))
+    report = replay(LOG, hybrid(0.3), PriceSettings(edge_per_1k=0.0, cloud_prompt_per_1k=0.002, cloud_completion_per_1k=0.002))
     assert (report.total, report.replayed, report.skipped) == (7, 5, 1)
     assert (report.changed, report.edge_to_cloud, report.cloud_to_edge, report.unestimated) == (1, 1, 0, 0)
     assert (report.logged.edge, report.logged.cloud) == (3, 2)

@@ -92,7 +92,7 @@ def test_invalid_regex_is_a_config_error(monkeypatch: pytest.MonkeyPatch) -> Non
 
 
 def test_no_prompt_of_the_shipped_set_looks_private() -> None:
-    from router.policy.dataset import load_prompts
+    from router.training.dataset import load_prompts
 
     assert [p.text for p in load_prompts() if DETECT.detect(p.text)] == []
 

@@ -17,7 +17,7 @@ from edgeroute.app import create_app
 from router import load_settings
 from router import responses_store
 from router.responses_store import ResponsesSettings, ResponseStore
-from tests.servers import serve_app
+from loadtest.servers import serve_app
 
 WEATHER = {
     "type": "function", "name": "get_weather",

@@ -9,7 +9,7 @@ from pathlib import Path
 import httpx
 import pytest
 
-from tests.nodeproc import node_process, run_edgeroute
+from loadtest.servers import node_process, run_edgeroute
 
 KEY = "sk-never-print-me-7d2e"
 

@@ -15,7 +15,7 @@ import uvicorn
 from litestar import Litestar, get
 
 from router.server import MAX_HEAD_BYTES, _protocol
-from tests.servers import free_port, wait_ready
+from loadtest.servers import free_port, wait_ready
 
 
 @get("/healthz", sync_to_thread=False)

@@ -7,7 +7,6 @@ import os
 import signal
 import socket
 import subprocess
-import sys
 import threading
 import time
 from collections.abc import Iterator
@@ -17,32 +16,18 @@ from pathlib import Path
 import httpx
 import pytest
 
-from tests.servers import free_port, wait_ready
+from loadtest import servers
 
 pytestmark = pytest.mark.slow
 
-EDGEROUTE = [sys.executable, "-c", "from edgeroute.cli import main; main()"]
-REPO = Path(__file__).resolve().parents[2]
-
-
 @contextmanager
 def node_process(tmp_path: Path, config: str) -> Iterator[tuple[subprocess.Popen[bytes], str]]:
-    port = free_port()
     cfg = tmp_path / "node.toml"
     cfg.write_text(config + "\n[cache]\nenabled = false\n")
-    proc = subprocess.Popen(
-        [*EDGEROUTE, "serve", "--port", str(port), "--config", str(cfg), "--data-dir", str(tmp_path / "d"),
-         "--no-local-member", "--log-level", "info"],
-        cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, start_new_session=True,
-    )
-    base = f"http://127.0.0.1:{port}"
-    try:
-        wait_ready(base + "/healthz", lambda: proc.poll() is None, 120, "the node")
-        yield proc, base
-    finally:
-        if proc.poll() is None:
-            os.killpg(proc.pid, signal.SIGKILL)
-            proc.wait(30)
+    with servers.node_process("--config", str(cfg), "--data-dir", str(tmp_path / "d"), "--no-local-member",
+                              "--log-level", "info", log_path=tmp_path / "node.log", timeout=120) as node:
+        assert node.proc is not None
+        yield node.proc, node.base
 
 
 def stream(base: str, max_tokens: int, out: list[list[str]], started: threading.Event) -> None:
@@ -92,7 +77,7 @@ def test_sigterm_drains_streams_refuses_new_requests_and_exits_0(tmp_path: Path)
             assert not any("error" in json.loads(x) for x in lines[:-1])
         assert proc.wait(60) == 0
         assert group_gone(proc.pid)
-        log = proc.stdout.read().decode() if proc.stdout else ""
+        log = (tmp_path / "node.log").read_text()
         assert "SIGTERM: draining" in log
 
 

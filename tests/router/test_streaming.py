@@ -11,7 +11,7 @@ import httpx
 from litestar import Litestar, get
 
 from router.streaming import EventStream, Last
-from tests.servers import serve_app
+from loadtest.servers import serve_app
 
 
 def _app(pieces: Callable[[], AsyncIterator[bytes]]) -> Litestar:

@@ -16,7 +16,7 @@ from edge.cache import load_pairs, split_pairs, Verifier
 from edge.cache.pairs import nearest_stored
 from edge.cache.keys import normalize_text
 from edge.cache.judged import Judged, load_judged, load_train_extra, load_calibration_extra
-from edge.cache.training import score_replay
+from router.training.verifier import score_replay
 FLOOR = 0.80; N = 2400; SEED = 20261126
 if len(sys.argv) != 3:
     raise SystemExit(__doc__)

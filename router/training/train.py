@@ -12,7 +12,7 @@ from typing import Any
 import numpy as np
 
 from ..errors import ConfigError
-from .classifier import SHIPPED_WEIGHTS, ComplexityClassifier
+from ..policy.classifier import SHIPPED_WEIGHTS, ComplexityClassifier
 from .dataset import SHIPPED_PROMPTS, LabeledPrompt, is_held_out, load_prompts
 from .embed import EmbedFn
 

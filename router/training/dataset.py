@@ -10,9 +10,9 @@ from pathlib import Path
 from typing import Literal
 
 from ..errors import ConfigError
-from .features import Target
+from ..policy.features import Target
 
-SHIPPED_PROMPTS = Path(__file__).resolve().parent / "data" / "prompts.jsonl"
+SHIPPED_PROMPTS = Path(__file__).resolve().parents[1] / "policy" / "data" / "prompts.jsonl"
 HELD_OUT_BUCKETS = 5  # one bucket in five is held out: about 20%
 
 Split = Literal["train", "test", "all"]

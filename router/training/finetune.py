@@ -18,9 +18,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from ..errors import VerifierError
-from .crossencoder import MAX_TOKENS
-from .verifier import MODEL_FILE, TOKENIZER_FILE
+from edge.cache.crossencoder import MAX_TOKENS
+from edge.cache.verifier import MODEL_FILE, TOKENIZER_FILE
+from edge.errors import VerifierError
 
 
 @dataclass(frozen=True, slots=True)

@@ -10,11 +10,11 @@ from typing import Any
 
 import numpy as np
 
-from .classifier import ComplexityClassifier
+from ..policy.classifier import ComplexityClassifier
+from ..policy.features import Decision, Features, Policy
+from ..policy.privacy import PrivacyDetector
+from ..policy.rules import decide
 from .dataset import LabeledPrompt
-from .features import Decision, Features, Policy
-from .privacy import PrivacyDetector
-from .rules import decide
 
 
 @dataclass(frozen=True, slots=True)

@@ -10,20 +10,11 @@ from pathlib import Path
 from typing import Any
 
 from ..errors import ConfigError
-from .features import Features, Policy, Target, features_from_dict
-from .rules import decide
-
-_COLUMNS = (
-    "route",
-    "reason",
-    "fallback",
-    "latency_ms",
-    "ttft_ms",
-    "prompt_tokens",
-    "completion_tokens",
-    "features",
-)
-
+from ..policy.features import Features, Policy, Target, features_from_dict
+from ..policy.rules import decide
+from ..telemetry.config import PriceSettings
+from ..telemetry.errors import TelemetryError
+from ..telemetry.store import read_decisions
 
 @dataclass(frozen=True, slots=True)
 class LoggedDecision:
@@ -71,35 +62,16 @@ class LoggedDecision:
 
 def read_decisions_db(db_path: Path, limit: int | None = None) -> list[LoggedDecision]:
     """The newest ``limit`` (default all) rows of telemetry's ``decisions`` table, oldest first."""
-    import pysqlite3 as sqlite3
-
     if not Path(db_path).is_file():
         raise ConfigError(f"no telemetry database at {db_path}; serve some traffic first", param="db")
-    sql = f"SELECT {', '.join(_COLUMNS)} FROM decisions ORDER BY id DESC"
-    params: tuple[int, ...] = ()
-    if limit is not None:
-        sql += " LIMIT ?"
-        params = (int(limit),)
     try:
-        conn = sqlite3.connect(f"file:{db_path}?mode=ro", uri=True)
-        try:
-            rows = conn.execute(sql, params).fetchall()
-        finally:
-            conn.close()
-    except sqlite3.Error as exc:
-        raise ConfigError(f"cannot read decisions from {db_path}: {exc}", param="db") from exc
-    return [LoggedDecision.of(dict(zip(_COLUMNS, row, strict=True))) for row in reversed(rows)]
+        return [LoggedDecision.of(event) for event in read_decisions(db_path, limit)]
+    except TelemetryError as exc:
+        raise ConfigError(f"cannot read decisions from {db_path}: {exc.message}", param="db") from exc
 
 
-@dataclass(frozen=True, slots=True)
-class CostModel:
-    """Price per 1,000 tokens (prompt + completion) on each side, in any currency."""
-
-    edge_per_1k: float = 0.0
-    cloud_per_1k: float = 0.002
-
-    def cost(self, target: str, tokens: int) -> float:
-        return tokens / 1000 * (self.cloud_per_1k if target == "cloud" else self.edge_per_1k)
+# What ``edgeroute router replay`` charges by default: 0.002 per 1k cloud tokens, the edge free.
+FLAT_PRICES = PriceSettings(cloud_prompt_per_1k=0.002, cloud_completion_per_1k=0.002)
 
 
 @dataclass(frozen=True, slots=True)
@@ -177,9 +149,9 @@ def _side(targets: Sequence[str], latencies: Sequence[float], costs: Sequence[fl
     )
 
 
-def replay(records: Iterable[Any], policy: Policy, cost: CostModel | None = None) -> ReplayReport:
-    """Re-decide every routed record with ``policy``; changed requests get an estimated latency."""
-    cost = cost or CostModel()
+def replay(records: Iterable[Any], policy: Policy, prices: PriceSettings = FLAT_PRICES) -> ReplayReport:
+    """Re-decide every routed record with ``policy``; changed requests get an estimated latency and
+    the cost at ``prices`` (the dashboard's cost model)."""
     logged = [r if isinstance(r, LoggedDecision) else LoggedDecision.of(r) for r in records]
     models = _latency_models(logged)
     before_t: list[str] = []
@@ -201,11 +173,10 @@ def replay(records: Iterable[Any], policy: Policy, cost: CostModel | None = None
             continue
         decision = decide(policy, feats)
         reasons[decision.reason] = reasons.get(decision.reason, 0) + 1
-        tokens = r.prompt_tokens + r.completion_tokens
-        spent = cost.cost(r.route, tokens)  # where it actually ran, fallbacks included
+        spent = prices.cost(r.route, r.prompt_tokens, r.completion_tokens)  # where it ran, fallbacks included
         latency, price = r.latency_ms, spent
         if decision.target != old:
-            price = cost.cost(decision.target, tokens)
+            price = prices.cost(decision.target, r.prompt_tokens, r.completion_tokens)
             model = models.get(decision.target)
             if model is None:
                 unestimated += 1

@@ -18,16 +18,17 @@ from typing import Any
 
 import numpy as np
 
-from ..config import CacheSettings
-from ..embedder import Embedder
-from . import guards
-from .calibration import Calibration
+from edge.cache import guards
+from edge.cache.calibration import Calibration
+from edge.cache.crossencoder import CrossEncoder
+from edge.cache.judged import Judged, calibration_items, split_judged
+from edge.cache.pairs import Pair, split_pairs
+from edge.cache.rewrites import generate
+from edge.cache.verifier import MODEL_FILE, TOKENIZER_FILE, Platt, Replay, Verifier, fit_platt, operating_point
+from edge.config import CacheSettings
+from edge.embedder import Embedder
+
 from .finetune import Example, FinetuneConfig, export_onnx, finetune
-from .judged import Judged, calibration_items, split_judged
-from .pairs import Pair, split_pairs
-from .rewrites import generate
-from .crossencoder import CrossEncoder
-from .verifier import MODEL_FILE, TOKENIZER_FILE, Platt, Replay, Verifier, fit_platt, operating_point
 
 Progress = Callable[[int, float], None]
 

@@ -1,0 +1,155 @@
+"""Servers on loopback for the benchmarks, the load tools and the tests: ``edgeroute serve`` (or any
+server command) as a process of its own, or an app on a uvicorn thread of this one.
+
+A process is a :class:`cloud.member.process.ServerProcess`: it leads its own process group, is
+yielded once its URL answers 200, and is stopped on the way out (SIGTERM, then SIGKILL for the
+whole group).
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import threading
+import time
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any
+
+import httpx
+
+from cloud.member.process import ServerProcess, free_port, project_root
+
+__all__ = ["EDGEROUTE", "REPO", "NodeProcess", "free_port", "node_process", "run_edgeroute", "serve_app",
+           "server_process", "settled", "wait_ready"]
+
+REPO = project_root()
+# This checkout's code whatever the virtualenv's editable install points at.
+EDGEROUTE = [sys.executable, "-c", "from edgeroute.cli import main; main()"]
+
+
+def _ok(response: httpx.Response) -> bool:
+    return response.status_code == 200
+
+
+def wait_ready(
+    url: str,
+    alive: Callable[[], bool],
+    timeout: float,
+    what: str = "the server",
+    ready: Callable[[httpx.Response], bool] = _ok,
+) -> None:
+    """Return once ``url`` answers 200 (or ``ready(response)``); raise when ``alive()`` turns False
+    or ``timeout`` passes."""
+    deadline = time.monotonic() + timeout
+    while True:
+        if not alive():
+            raise RuntimeError(f"{what} stopped during start-up")
+        try:
+            if ready(httpx.get(url, timeout=2)):
+                return
+        except (httpx.HTTPError, ValueError):
+            pass
+        if time.monotonic() > deadline:
+            raise TimeoutError(f"{what} not ready after {timeout:g}s")
+        time.sleep(0.1)
+
+
+def run_edgeroute(
+    *args: str, env: Mapping[str, str] | None = None, timeout: float = 120
+) -> subprocess.CompletedProcess[str]:
+    """One `edgeroute` command to its end: exit code, stdout and stderr."""
+    return subprocess.run(
+        [*EDGEROUTE, *args], capture_output=True, text=True, cwd=REPO, timeout=timeout,
+        env={**os.environ, **(env or {})},
+    )
+
+
+class NodeProcess(ServerProcess):
+    """A server process and its base URL (``http://127.0.0.1:PORT``)."""
+
+    base: str
+
+    def log(self) -> str:
+        return self.log_path.read_text(errors="replace") if self.log_path is not None else ""
+
+
+@contextmanager
+def server_process(
+    argv: Sequence[str],
+    base: str,
+    *,
+    ready_path: str = "/healthz",
+    log_path: Path | None = None,
+    env: Mapping[str, str] | None = None,
+    timeout: float = 240,
+    stop_s: float = 30,
+    what: str = "the server",
+) -> Iterator[NodeProcess]:
+    """Start ``argv`` (``env`` added to this process's) with its output to ``log_path`` (else this
+    process's); yield it once ``base + ready_path`` answers 200; stop it on the way out."""
+    server = NodeProcess(argv, base + ready_path, log_path=log_path, env={**os.environ, **(env or {})},
+                         startup_timeout_s=timeout, label=what)
+    server.base = base
+    server.spawn()
+    try:
+        server.wait_ready()
+        yield server
+    finally:
+        server.stop(stop_s)
+
+
+@contextmanager
+def node_process(
+    *args: str,
+    log_path: Path | None = None,
+    env: Mapping[str, str] | None = None,
+    host: str = "127.0.0.1",
+    port: int | None = None,
+    command: Sequence[str] = EDGEROUTE,
+    timeout: float = 240,
+) -> Iterator[NodeProcess]:
+    """``edgeroute serve --host HOST --port PORT ARGS`` (a free port unless given; ``command`` is
+    the ``edgeroute`` to run, e.g. behind ``taskset``), yielded once ``/healthz`` answers on
+    127.0.0.1."""
+    port = port or free_port()
+    argv = [*command, "serve", "--host", host, "--port", str(port), *args]
+    with server_process(argv, f"http://127.0.0.1:{port}", log_path=log_path, env=env, timeout=timeout,
+                        what="the node") as node:
+        yield node
+
+
+@contextmanager
+def serve_app(app: Any, ready_path: str | None = "/healthz", timeout: float = 120.0) -> Iterator[str]:
+    """Run ``app`` under uvicorn in a thread; yield its base URL once ``ready_path`` answers 200 (None:
+    once uvicorn has started it). Connections still open 5 s into the stop are closed."""
+    import uvicorn
+
+    port = free_port()
+    config = uvicorn.Config(app, host="127.0.0.1", port=port, log_level="warning", lifespan="on",
+                            timeout_graceful_shutdown=5)
+    server = uvicorn.Server(config)
+    thread = threading.Thread(target=server.run, name=f"uvicorn-{port}", daemon=True)
+    thread.start()
+    base = f"http://127.0.0.1:{port}"
+    try:
+        if ready_path is None:
+            wait_ready(base, thread.is_alive, timeout, "the server thread", lambda _: server.started)
+        else:
+            wait_ready(base + ready_path, thread.is_alive, timeout, "the server thread")
+        yield base
+    finally:
+        server.should_exit = True
+        thread.join(timeout=60)
+
+
+def settled(app: Any, within_s: float = 10.0) -> Any:
+    """``app`` once no API request is in flight on it: a stream's decision is recorded as its
+    response closes, a loop turn after the client has its last byte, and a test reading the
+    node's memory from its own thread has no round trip to wait for that turn."""
+    deadline = time.monotonic() + within_s
+    while app.state.drain.in_flight > 0 and time.monotonic() < deadline:
+        time.sleep(0.01)
+    return app
