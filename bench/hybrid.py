@@ -1,7 +1,7 @@
 """The hybrid against its parts: one seeded mixed workload, side by side, on the same cores.
 
-    python -m bench.hybrid [--workload mix|short|long] [--configs a,b,c] [--pinned] [--seconds 60]
-                           [--clients 8] [--slo 1.0] [--seed 0] [--json PATH]
+    python -m bench.hybrid [--workload mix|short|long] [--configs a,b,c] [--pinned] [--rtt-ms 0]
+                           [--seconds 60] [--clients 8] [--slo 1.0] [--seed 0] [--json PATH]
 
 Configurations (each one's servers are started fresh and stopped, whole process groups, before
 the next):
@@ -10,9 +10,12 @@ the next):
   default ``auto``; every core), the clients calling it directly with its API key;
 - ``b``: the edge alone: a node with no member (``--no-local-member``), edge threads = cores, cache off;
 - ``c``: the node as ``make run`` starts it: its shipped defaults, local member included, cache on
-  (the run starts once the local member has joined the pool);
+  (the run starts once the local member has joined the pool; its idle CPU is sampled first);
 - ``d`` (``--pinned``): the node pinned to the first core (``taskset``; edge 1 thread) and the member
-  to the second (``--threads 1``), configured as a pool member (not the local one); cache on.
+  to the second (``--threads 1``), configured as a pool member (not the local one); cache on;
+  ``--rtt-ms``: the member behind a proxy that holds each byte half that each way (:mod:`bench.wan`);
+- ``e`` and ``f`` (``--pinned``): d's parts alone: the member on the second core (behind the same
+  round trip: clients reach a cloud-only service across the WAN), the edge on the first.
 
 The workload is ``bench load``'s ``mix`` (``loadtest.loadgen``) with its default shares, or only
 its short kinds (``short``: short questions and paraphrased repeats) or its long ones (``long``:
@@ -21,9 +24,9 @@ then finish (up to ``--drain`` s). Goodput is the requests answered whose first 
 ``--slo`` seconds, per second of the run. One warm-up request per side goes first, uncounted.
 Reported per configuration: goodput, requests, tokens/s, TTFT p50/p95 (overall, by request kind,
 by side), route shares (``x-edgeroute-route``; the member alone has none: its side is cloud),
-cloud tokens, and for the nodes their goodput over the better single engine's (a, b); with the
-CPU's model and ISA. Loopback only; no simulated WAN (the netem round trip is not built).
-Measure on an otherwise idle box: oversubscribed cores slow llama.cpp badly.
+cloud tokens; for the nodes their goodput over the better single engine's (a, b), d's over the
+sum of e and f, and the node's first-token prediction error (from its decision log); with the
+CPU's model and ISA. Measure on an otherwise idle box: oversubscribed cores slow llama.cpp badly.
 """
 
 from __future__ import annotations
@@ -34,32 +37,35 @@ import json
 import os
 import secrets
 import signal
-import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import Callable, Iterator
-from contextlib import ExitStack, contextmanager
+from contextlib import ExitStack
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
 import httpx
 
-from bench.hostile import edge_node, node_command
+from bench.hostile import NODE_ENV
 from bench.memory import rss_tree
 from cloud.member.launcher import cpu_flags
 from cloud.member.launcher import describe_cpu as launcher_cpu
-from cloud.member.process import free_port
 from loadtest.loadgen import LoadConfig, Result, run_load
 from loadtest.loadreport import percentiles, summarize
+from bench.wan import delayed_proxy
+from loadtest.servers import EDGEROUTE, NodeProcess, free_port, node_process, server_process, wait_ready
 from models import EDGE_DEFAULT
+from router.telemetry import read_decisions
+from router.telemetry.aggregate import prediction_error
 
 CONFIGS = {
     "a": "cloud member alone (vLLM)",
     "b": "edge alone (no member, cache off)",
     "c": "node, shipped defaults (local member, cache on)",
     "d": "node pinned: edge core 0, member core 1",
+    "e": "cloud member alone on core 1 (d's cloud part)",
+    "f": "edge alone on core 0 (d's edge part, cache off)",
 }
 WORKLOADS = {"mix": None, "short": ("short", "repeat"), "long": ("long_prompt", "long_answer")}
 ISA = ("avx2", "avx512f", "avx512_bf16", "amx")
@@ -119,61 +125,36 @@ def config_report(
     }
 
 
-def _wait_until(ready: Callable[[], bool], proc: subprocess.Popen[bytes], timeout_s: float, what: str) -> None:
-    deadline = time.monotonic() + timeout_s
-    while not ready():
-        if proc.poll() is not None:
-            raise RuntimeError(f"{what}: the process exited ({proc.returncode})")
-        if time.monotonic() > deadline:
-            raise TimeoutError(f"{what}: not ready after {timeout_s:g} s")
-        time.sleep(0.5)
-
-
-def _get(url: str, check: Callable[[httpx.Response], bool] = lambda r: r.status_code == 200) -> bool:
-    try:
-        return check(httpx.get(url, timeout=2))
-    except (httpx.HTTPError, ValueError):
-        return False
-
-
 def _member_joined(response: httpx.Response) -> bool:
     cloud = response.json().get("cloud") if response.status_code == 200 else None
     return cloud is not None and cloud["members"] > 0 and cloud["healthy"] == cloud["members"]
 
 
-@contextmanager
-def vllm_member(
-    log: Path, key: str, prefix: list[str], threads: int | None, dtype: str, timeout_s: float
-) -> Iterator[tuple[str, subprocess.Popen[bytes]]]:
-    """``edgeroute cloud serve`` (``python -m cloud.member``) on a free port, its key in its environment."""
+def vllm_member(log: Path, key: str, prefix: list[str], threads: int | None, dtype: str, timeout_s: float) -> Any:
+    """``edgeroute cloud serve`` (``python -m cloud.member``) on a free port, its key in its environment;
+    SIGTERM on the way out: the supervisor stops vLLM's own group."""
     port = free_port()
     argv = [*prefix, sys.executable, "-m", "cloud.member", "--port", str(port), "--dtype", dtype]
     argv += ["--threads", str(threads)] if threads else []
-    env = {**os.environ, "HF_HUB_OFFLINE": "1", "EDGEROUTE_MEMBER_API_KEY": key}
-    with log.open("wb") as out:
-        proc = subprocess.Popen(argv, stdout=out, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, env=env,
-                                start_new_session=True)
-    url = f"http://127.0.0.1:{port}"
-    try:
-        _wait_until(lambda: _get(url + "/health"), proc, timeout_s, "the vLLM member")
-        yield url, proc
-    finally:
-        if proc.poll() is None:
-            os.killpg(proc.pid, signal.SIGTERM)  # the supervisor stops vLLM's own group
-            try:
-                proc.wait(30)
-            except subprocess.TimeoutExpired:
-                os.killpg(proc.pid, signal.SIGKILL)
-                proc.wait(10)
+    return server_process(argv, f"http://127.0.0.1:{port}", ready_path="/health", log_path=log, timeout=timeout_s,
+                          env={"HF_HUB_OFFLINE": "1", "EDGEROUTE_MEMBER_API_KEY": key}, what="the vLLM member")
 
 
-def _tracked(stack: ExitStack, cm: Any) -> tuple[str, subprocess.Popen[bytes]]:
+def edge_node(work: Path, name: str, env: dict[str, str], *, local_member: bool = False,
+              command: list[str] = EDGEROUTE) -> Any:
+    """A node (bench.hostile's: cache off unless ``env`` turns it on), its data and log in ``work``."""
+    return node_process("--local-member" if local_member else "--no-local-member", "--log-level", "warning",
+                        "--data-dir", str(work / name), log_path=work / f"{name}-node.log", env={**NODE_ENV, **env},
+                        command=command)
+
+
+def _tracked(stack: ExitStack, cm: Any) -> NodeProcess:
     """Enter ``cm`` (a server) so that whatever it started and left behind is killed after it stops."""
     left: list[int] = []
     stack.callback(_reap, left)
-    url, proc = stack.enter_context(cm)
-    stack.callback(lambda: left.extend(int(row["pid"]) for row in rss_tree(proc.pid)[1:]))  # type: ignore[call-overload]
-    return url, proc
+    server = stack.enter_context(cm)
+    stack.callback(lambda: left.extend(int(row["pid"]) for row in rss_tree(server.pid)[1:]))  # type: ignore[call-overload]
+    return server
 
 
 def _reap(pids: list[int]) -> None:
@@ -216,51 +197,96 @@ def run_config(name: str, args: argparse.Namespace, work: Path, cpus: list[int])
     key = secrets.token_urlsafe(16)
     cfg = LoadConfig(scenario="mix", clients=args.clients, requests=10**9, duration_s=args.seconds,
                      shares=workload_shares(args.workload), pairs=args.pairs, seed=args.seed)
-    python = node_command()
     started = time.monotonic()
+    extra: dict[str, Any] = {}
+    node: NodeProcess | None = None
     with ExitStack() as stack:
-        if name == "a":
-            url, _ = _tracked(stack, vllm_member(work / "a-member.log", key, [], None, args.member_dtype,
-                                                 args.startup_timeout))
-            cfg.target, cfg.model, cfg.api_key = url, EDGE_DEFAULT, key
+        if name in ("a", "e"):
+            prefix, threads = (["taskset", "-c", str(cpus[1])], 1) if name == "e" else ([], None)
+            url = _tracked(stack, vllm_member(work / f"{name}-member.log", key, prefix, threads, args.member_dtype,
+                                              args.startup_timeout)).base
             _warm(url, [EDGE_DEFAULT], key, node=False)
-        elif name == "b":
-            env = {"EDGEROUTE_EDGE__N_THREADS": str(len(cpus))}
-            cfg.target, _ = _tracked(stack, edge_node(python, work / "b", work / "b-node.log", env))
+            if name == "e" and args.rtt_ms > 0:  # the clients reach a cloud-only service across the WAN
+                url = f"http://127.0.0.1:{stack.enter_context(delayed_proxy('127.0.0.1', _port(url), args.rtt_ms))}"
+            cfg.target, cfg.model, cfg.api_key = url, EDGE_DEFAULT, key
+        elif name in ("b", "f"):
+            threads = len(cpus) if name == "b" else 1
+            command = ["taskset", "-c", str(cpus[0]), *EDGEROUTE] if name == "f" else EDGEROUTE
+            cfg.target = _tracked(stack, edge_node(work, name, {"EDGEROUTE_EDGE__N_THREADS": str(threads)},
+                                                   command=command)).base
             cfg.cache = False
             _warm(cfg.target, ["edge"], None, node=True)
         elif name == "c":
             env = {"EDGEROUTE_CACHE__ENABLED": "true"}  # the shipped default (edge_node turns it off)
-            cfg.target, proc = _tracked(stack, edge_node(python, work / "c", work / "c-node.log", env, local_member=True))
-            _wait_until(lambda: _get(cfg.target + "/healthz", _member_joined), proc, args.startup_timeout,
-                        "the node's local member")
+            node = _tracked(stack, edge_node(work, "c", env, local_member=True))
+            cfg.target = node.base
+            wait_ready(cfg.target + "/healthz", node.alive, args.startup_timeout, "the node's local member",
+                       _member_joined)
             _warm(cfg.target, ["edge", "cloud"], None, node=True)
+            extra["idle_cpu_pct"] = idle_cpu_pct(node.pid, args.idle_s)
         else:
-            member, _ = _tracked(stack, vllm_member(work / "d-member.log", key, ["taskset", "-c", str(cpus[1])], 1,
-                                                    args.member_dtype, args.startup_timeout))
+            member = _tracked(stack, vllm_member(work / "d-member.log", key, ["taskset", "-c", str(cpus[1])], 1,
+                                                 args.member_dtype, args.startup_timeout)).base
+            if args.rtt_ms > 0:
+                member = f"http://127.0.0.1:{stack.enter_context(delayed_proxy('127.0.0.1', _port(member), args.rtt_ms))}"
             entry = {"name": "pinned", "base_url": member + "/v1", "model": EDGE_DEFAULT, "api_key": key}
             env = {"EDGEROUTE_CACHE__ENABLED": "true", "EDGEROUTE_EDGE__N_THREADS": "1",
                    "EDGEROUTE_CLOUD__MEMBERS": json.dumps([entry])}
-            cfg.target, proc = _tracked(stack, edge_node(["taskset", "-c", str(cpus[0]), *python], work / "d",
-                                                         work / "d-node.log", env))
-            _wait_until(lambda: _get(cfg.target + "/healthz", _member_joined), proc, 60, "the pinned member")
+            node = _tracked(stack, edge_node(work, "d", env, command=["taskset", "-c", str(cpus[0]), *EDGEROUTE]))
+            cfg.target = node.base
+            wait_ready(cfg.target + "/healthz", node.alive, 60, "the pinned member", _member_joined)
             _warm(cfg.target, ["edge", "cloud"], None, node=True)
         ready_s = time.monotonic() - started
         results, wall, cut = asyncio.run(_load(cfg, args.seconds + args.drain))
         loaded = time.monotonic()
     report = config_report(results, wall, args.slo, cfg)
+    if node is not None:  # stopped: its decision log is complete
+        extra["ttft_prediction_error"] = prediction_errors(work / name / "telemetry.db")
     return {"config": name, "what": CONFIGS[name], "startup_s": round(ready_s, 1), "cut": cut,
-            "stop_s": round(time.monotonic() - loaded, 1), **report}
+            "stop_s": round(time.monotonic() - loaded, 1), **report, **extra}
+
+
+def _port(url: str) -> int:
+    return int(url.rsplit(":", 1)[1].split("/")[0])
+
+
+def idle_cpu_pct(pid: int, seconds: float) -> float:
+    """The CPU the process tree of ``pid`` used while idle, in % of one core."""
+    def ticks() -> int:
+        total = 0
+        for row in rss_tree(pid):
+            try:
+                fields = Path(f"/proc/{row['pid']}/stat").read_text().rsplit(")", 1)[1].split()
+            except OSError:
+                continue
+            total += int(fields[11]) + int(fields[12])  # utime, stime
+        return total
+    before, began = ticks(), time.monotonic()
+    time.sleep(seconds)
+    return 100.0 * (ticks() - before) / os.sysconf("SC_CLK_TCK") / (time.monotonic() - began)
+
+
+def prediction_errors(db: Path) -> dict[str, Any]:
+    """|predicted - observed| / observed first-token time of the run's streamed engine answers."""
+    errors = sorted(e for ev in read_decisions(db) if (e := prediction_error(ev)) is not None) if db.exists() else []
+    p = percentiles(errors)
+    return {"p50": p["p50"], "p95": p["p95"], "n": p["n"]}
 
 
 def _s(value: float | None) -> str:
     return "-" if value is None else f"{value:.2f}"
 
 
+def _pct(value: float | None) -> str:
+    return "-" if value is None else f"{100 * value:.0f}%"
+
+
 def table(report: dict[str, Any]) -> str:
     lines = [f"CPU: {report['cpu']['text']}; {report['cores']} cores; workload {report['workload']} "
              f"{report['shares']}, {report['clients']} clients, {report['seconds']:g} s, TTFT objective "
-             f"{report['slo_s']:g} s, seed {report['seed']}; {report['date']}",
+             f"{report['slo_s']:g} s, seed {report['seed']}"
+             + (f", {report['rtt_ms']:g} ms round trip to the member in d and e" if report.get("rtt_ms") else "")
+             + f"; {report['date']}",
              f"{'config':<50}{'good/s':>8}{'req':>6}{'tok/s':>7}{'TTFT p50/p95 s':>16}"
              f"{'edge/cloud/cache':>18}{'cloud tok':>10}{'x best':>7}"]
     for r in report["configs"]:
@@ -280,6 +306,15 @@ def table(report: dict[str, Any]) -> str:
         lines.append(f"    TTFT p50/p95 s by kind: {kinds}")
         lines.append(f"    by side: {sides}; errors: {errors}; ready in {r['startup_s']} s"
                      + ("; cut at the time bound" if r["cut"] else ""))
+        notes = []
+        if (pe := r.get("ttft_prediction_error")) is not None:
+            notes.append(f"first-token prediction error p50/p95 {_pct(pe['p50'])}/{_pct(pe['p95'])} (n={pe['n']})")
+        if r.get("vs_parts_sum") is not None:
+            notes.append(f"{r['vs_parts_sum']:.2f}x the sum of e and f")
+        if r.get("idle_cpu_pct") is not None:
+            notes.append(f"idle CPU {r['idle_cpu_pct']:.1f}% of a core")
+        if notes:
+            lines.append("    " + "; ".join(notes))
     return "\n".join(lines)
 
 
@@ -287,7 +322,10 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--workload", choices=list(WORKLOADS), default="mix")
     ap.add_argument("--configs", default="a,b,c", help="a subset of a,b,c,d (see above)")
-    ap.add_argument("--pinned", action="store_true", help="also run d (edge and member pinned to a core each)")
+    ap.add_argument("--pinned", action="store_true",
+                    help="also run d (edge and member pinned to a core each) and its parts alone (e, f)")
+    ap.add_argument("--rtt-ms", type=float, default=0.0, help="round trip between node and member in d (and to e)")
+    ap.add_argument("--idle-s", type=float, default=15.0, help="how long c's idle CPU is sampled after warm-up")
     ap.add_argument("--seconds", type=float, default=60.0, help="load per configuration")
     ap.add_argument("--drain", type=float, default=120.0, help="at most this long for requests in flight after")
     ap.add_argument("--clients", type=int, default=8)
@@ -299,20 +337,20 @@ def main() -> None:
     ap.add_argument("--json", type=Path, help="also write the report here")
     args = ap.parse_args()
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))  # stop the servers on the way out, as ^C does
-    chosen = {c.strip() for c in args.configs.split(",") if c.strip()} | ({"d"} if args.pinned else set())
+    chosen = {c.strip() for c in args.configs.split(",") if c.strip()} | ({"d", "e", "f"} if args.pinned else set())
     if not chosen <= set(CONFIGS):
         ap.error(f"--configs: a subset of {','.join(CONFIGS)}")
     names = [c for c in CONFIGS if c in chosen]
     cpus = sorted(os.sched_getaffinity(0))
-    if "d" in names and len(cpus) < 2:
-        ap.error("d (--pinned) needs two cores")
+    if {"d", "e", "f"} & set(names) and len(cpus) < 2:
+        ap.error("d, e and f (--pinned) need two cores")
     args.pairs = args.pairs if args.pairs.exists() else None
     cpuinfo = Path("/proc/cpuinfo").read_text() if Path("/proc/cpuinfo").exists() else ""
     report: dict[str, Any] = {
         "date": datetime.now(timezone.utc).strftime("%Y-%m-%d %H:%M UTC"), "cpu": describe_cpu(cpuinfo),
         "cores": len(cpus), "workload": args.workload, "shares": workload_shares(args.workload),
         "clients": args.clients, "seconds": args.seconds, "slo_s": args.slo, "seed": args.seed,
-        "member_dtype": args.member_dtype, "configs": [],
+        "member_dtype": args.member_dtype, "rtt_ms": args.rtt_ms, "configs": [],
     }
     bound = len(names) * (args.startup_timeout + args.seconds + args.drain + 60)
     print(f"{report['cpu']['text']}: configurations {','.join(names)}, at most {bound / 60:.0f} min", flush=True)
@@ -327,10 +365,13 @@ def main() -> None:
                 row = {"config": name, "what": CONFIGS[name], "error": f"{type(exc).__name__}: {exc}", "log_tail": tail}
             report["configs"].append(row)
             print(f"   {row.get('goodput', 0):.3f} good req/s" if "error" not in row else f"   {row['error']}", flush=True)
-    singles = [r["goodput"] for r in report["configs"] if r["config"] in "ab" and "error" not in r]
+    good = {r["config"]: r["goodput"] for r in report["configs"] if "error" not in r}
+    singles = [good[c] for c in "ab" if c in good]
     for r in report["configs"]:
         if r["config"] in "cd" and "error" not in r:
             r["vs_best_single"] = r["goodput"] / max(singles) if singles and max(singles) > 0 else None
+        if r["config"] == "d" and "error" not in r and good.get("e", 0) + good.get("f", 0) > 0 and {"e", "f"} <= set(good):
+            r["vs_parts_sum"] = r["goodput"] / (good["e"] + good["f"])
     print(table(report))
     if args.json:
         args.json.parent.mkdir(parents=True, exist_ok=True)

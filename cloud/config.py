@@ -50,6 +50,10 @@ class PoolSettings(BaseModel):
         "auto", description="dtype of the local member's weights (auto: bfloat16 where the CPU has bf16 instructions, else float32)"
     )
     local_kv_cache_gib: int = Field(1, ge=1, description="KV cache space of the local member, GiB")
+    local_threads: int | None = Field(
+        None, ge=1,
+        description="CPU threads of the local member (default: the cores the edge's threads leave, at least 1)",
+    )
     local_port: int | None = Field(
         None, ge=1, le=65535, description="port of the local member (default: free)"
     )

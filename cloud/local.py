@@ -35,6 +35,7 @@ class LocalMember(ServerProcess):
         tensor_parallel: int = 1,
         dtype: MemberDtype = "auto",
         kv_cache_gib: int = 1,
+        threads: int | None = None,
         name: str = "local",
         host: str = "127.0.0.1",
         port: int | None = None,
@@ -60,6 +61,7 @@ class LocalMember(ServerProcess):
             port=self.port,
             dtype=dtype,
             kv_cache_gib=kv_cache_gib,
+            threads=threads,
             vllm_args=tuple(extra_args),
             startup_timeout_s=startup_timeout_s,
             api_key=self.api_key,
@@ -87,6 +89,9 @@ class LocalMember(ServerProcess):
         for warning in start.warnings:
             log.warning("local member %s: %s", self.name, warning)
         self.chosen = f"{start.dtype} on {start.cpu}" if start.cpu else start.dtype
+        if start.device == "cpu":
+            threads = self.member_settings.threads
+            self.chosen += f", {threads} thread(s)" if threads else ", a thread per core"
         self.argv, self.env = start.argv, start.env
 
     def spawn(self) -> None:

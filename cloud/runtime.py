@@ -25,13 +25,15 @@ async def open_pool(
     on_event: Callable[[PoolEvent], None] | None = None,
     log_path: Path | None = None,
     wait_for_local: bool = True,
+    local_threads: int | None = None,
 ) -> AsyncIterator[CloudPool]:
     """A started pool; on exit the pool is closed and any local member stopped (SIGTERM, then SIGKILL).
 
     Without configured members and with ``settings.local_member`` on, a local member (vLLM's server
     on the full-precision twin of ``settings.local_model``, ``settings.local_tensor_parallel``
     ranks) is started as a child process and supervised (restarted if it dies). ``wait_for_local`` holds startup until it
-    serves; otherwise it joins the pool when ready. A local member that cannot start is logged and
+    serves; otherwise it joins the pool when ready. Its CPU threads: ``settings.local_threads``, else
+    ``local_threads`` (the caller's share of the cores), else every core. A local member that cannot start is logged and
     the pool stays empty: every request then raises :class:`PoolUnavailableError` (edge-only node).
     """
     pool = CloudPool(settings, on_event=on_event)
@@ -44,6 +46,7 @@ async def open_pool(
                 tensor_parallel=settings.local_tensor_parallel,
                 dtype=settings.local_dtype,
                 kv_cache_gib=settings.local_kv_cache_gib,
+                threads=settings.local_threads or local_threads,
                 port=settings.local_port,
                 models_dir=models_dir,
                 log_path=log_path,

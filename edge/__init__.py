@@ -3,6 +3,7 @@
 from .cache import SKIPPED as CACHE_SKIPPED
 from .cache import CacheHit, CacheKey, EdgeCache, Lookup, embedding_text
 from .config import CacheSettings, EdgeSettings
+from .cpus import physical_cores
 from .embedder import Embedder
 from ._scheduler import EngineStats
 from .engine import LlamaEngine, Prepared
@@ -44,4 +45,5 @@ __all__ = [
     "ResponseFormatError",
     "VerifierError",
     "embedding_text",
+    "physical_cores",
 ]

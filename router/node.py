@@ -10,17 +10,17 @@ import asyncio
 import logging
 from collections.abc import AsyncIterator
 from contextlib import AsyncExitStack, asynccontextmanager
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from cloud import CloudPool, PoolEvent, open_pool
-from edge import EdgeCache, Embedder, LlamaEngine
+from edge import EdgeCache, EdgeSettings, Embedder, LlamaEngine, physical_cores
 from models import EMBEDDING_DEFAULT, resolve
 from models.files import private_dir
 
 from .errors import InvalidRequestError
 from .limits import RateLimiter
 from .responses_store import ResponseStore
-from .policy import ComplexityClassifier, Policy, PrivacyDetector, build_policy, load_classifier
+from .policy import ComplexityClassifier, Policy, PrivacyDetector, SpeedModels, build_policy, load_classifier
 from .settings import Settings
 from .telemetry import Telemetry
 
@@ -46,6 +46,7 @@ class Node:
     pool: CloudPool | None = None
     limiter: RateLimiter | None = None  # None: no per-tenant rate is configured
     responses: ResponseStore | None = None  # the Responses API's stored responses
+    speed: SpeedModels = field(default_factory=SpeedModels)  # each side's first-token model
 
     @property
     def edge_model(self) -> str:
@@ -91,6 +92,15 @@ class Node:
         return self.embedder
 
 
+def local_member_threads(edge: EdgeSettings, cores: int | None = None) -> int:
+    """The physical cores the edge's llama.cpp threads leave to a local member, at least one.
+
+    Either engine's threads spin-wait for each other at every step: on a small box, both on
+    every core stall each other (docs/cloud.md).
+    """
+    return max(1, (physical_cores() if cores is None else cores) - edge.threads())
+
+
 @asynccontextmanager
 async def open_node(settings: Settings) -> AsyncIterator[Node]:
     """Every resource of the node, opened in order and closed in reverse, whatever happens."""
@@ -115,6 +125,7 @@ async def open_node(settings: Settings) -> AsyncIterator[Node]:
                 # vLLM takes minutes to load and warm up on a CPU: the node serves from the edge
                 # meanwhile, and the local member joins the pool once it answers.
                 wait_for_local=False,
+                local_threads=local_member_threads(settings.edge),
             )
         )
         hybrid = bool(pool.status()) or bool(settings.cloud.members) or pool.local_member is not None

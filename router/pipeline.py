@@ -32,7 +32,7 @@ from .limits import Reservation
 from .logs import log_request
 from .offload import off_loop, prompt_cost
 from .node import Node
-from .policy import Features, Hint, decide
+from .policy import Features, Hint, SpeedModels, decide
 from .routing import RequestContext, Routing
 from .telemetry import Trace
 
@@ -105,11 +105,11 @@ async def run(node: Node, gen: GenerationRequest, ctx: RequestContext, routing: 
     else:
         # Tokenized once: the edge starts from these tokens if it answers.
         edge = await off_loop(cost, functools.partial(node.edge.prepare, gen))
-    features = _features(node, gen, hint, private, embedding, edge)
+    features, state = _features(node, gen, hint, private, embedding, edge)
     decision = decide(node.policy, features)
     routing.decision = decision
     routing.complexity = features.complexity
-    record = _Recorder(node, trace, routing, ctx, key, embedding, {
+    record = _Recorder(node, trace, routing, ctx, key, embedding, state, {
         "features": features,
         "complexity": features.complexity,
         "cache": None if not cacheable else ("hit" if hit else "miss"),
@@ -178,12 +178,17 @@ def _hint(node: Node, model: str) -> Hint:
 
 def _features(
     node: Node, gen: GenerationRequest, hint: Hint, private: bool, embedding: np.ndarray | None, edge: Prepared
-) -> Features:
+) -> tuple[Features, _State]:
     load = edge.queue  # as this tenant sees it: the requests served before its own
     wanted = gen.params.max_tokens or node.settings.edge.default_max_tokens
     # The members themselves, not pool.status(): a status row per member per request is wasted work.
     healthy = [m for m in node.pool.members if m.healthy] if node.pool is not None else []
-    return Features(
+    state = _State(
+        edge.prompt_tokens,
+        SpeedModels.edge_state(edge.prompt_tokens, load.running, edge.wait_s),
+        {m.name: m.depth() for m in healthy},
+    )
+    features = Features(
         prompt_tokens=edge.prompt_tokens,
         max_tokens=gen.params.max_tokens,
         complexity=None if embedding is None else node.classifier.score(embedding),
@@ -192,14 +197,26 @@ def _features(
         edge_max_queue=node.settings.edge.max_queue,
         fits_edge_context=edge.prompt_tokens + wanted <= edge.n_ctx,
         cloud_healthy=len(healthy),
-        cloud_outstanding=sum(m.outstanding for m in healthy),
+        cloud_outstanding=sum(state.depths.values()),
         cloud_ttft_ms=node.pool.ttft_ms_p50() if node.pool is not None else None,
         hint=hint,
         private=private,
         edge_capacity=load.capacity,
         edge_wait_ms=None if edge.wait_s is None else edge.wait_s * 1000.0,
         cloud_configured=node.pool is not None,
+        edge_ttft_s=node.speed.edge.predict(state.edge),
+        cloud_ttft_s=node.speed.cloud(edge.prompt_tokens, state.depths.items()) if healthy else None,
     )
+    return features, state
+
+
+@dataclass(frozen=True, slots=True)
+class _State:
+    """Each side's state as its first-token model reads it, at the decision (for learning from the answer)."""
+
+    prompt_tokens: int
+    edge: tuple[float, ...]
+    depths: dict[str, int]  # healthy member -> requests in flight or queued on it
 
 
 def _replay(hit: CacheHit) -> AsyncIterator[Chunk]:
@@ -228,10 +245,10 @@ class _Recorder:
 
     def __init__(
         self, node: Node, trace: Trace, routing: Routing, ctx: RequestContext, key: CacheKey | None,
-        embedding: np.ndarray | None, common: dict[str, Any],
+        embedding: np.ndarray | None, state: _State, common: dict[str, Any],
     ) -> None:
         self._node, self._trace, self.routing, self.common = node, trace, routing, common
-        self._ctx, self._key, self._embedding = ctx, key, embedding
+        self._ctx, self._key, self._embedding, self._state = ctx, key, embedding, state
         self.reservation: Reservation | None = None  # tokens taken from the tenant's rate
 
     def settle(self, used: int) -> None:
@@ -249,6 +266,8 @@ class _Recorder:
             )
         headers = routing.headers()
         reason = headers.get("x-edgeroute-reason", "")
+        if error is None and "x-edgeroute-fallback" not in headers:
+            self._learn(routing.route)
         self._emit(
             route=routing.route,
             reason=reason,
@@ -260,6 +279,18 @@ class _Recorder:
             completion_tokens=usage.completion_tokens,
             member=routing.plan.member if routing.plan is not None and routing.cache_hit is None else None,
         )
+
+    def _learn(self, route: str) -> None:
+        """Teach the side that answered how long its first token took from the state it was in
+        (streamed answers only: a whole answer's first chunk is its end)."""
+        started, first = self._trace.started, self._trace.first_token_at
+        if not self._ctx.stream or first is None:
+            return
+        speed, state = self._node.speed, self._state
+        if route == "edge":
+            speed.edge.observe(state.edge, first - started)
+        elif route == "cloud" and (member := self.routing.plan.member if self.routing.plan else None) in state.depths:
+            speed.member(member).observe(speed.member_state(state.prompt_tokens, state.depths[member]), first - started)
 
     def failed(self, exc: BaseException) -> None:
         """Nothing started: the request is recorded as an error with the decision's reason."""

@@ -118,9 +118,10 @@ class Supervisor:
         for warning in self.start.warnings:
             self.say(f"warning: {warning}")
         on = f"{self.start.device} {self.start.cpu}".strip()
+        threads = f", {self.settings.threads} thread(s)" if self.start.device == "cpu" and self.settings.threads else ""
         self.say(
             f"starting vLLM ({on}, {self.settings.tensor_parallel} rank(s), "
-            f"{self.start.dtype}) on {self.start.root_url}"
+            f"{self.start.dtype}{threads}) on {self.start.root_url}"
         )
         took = self.boot()
         self.say(f"serving {self.settings.name} on {self.start.root_url}/v1 (ready in {took:.0f}s)")

@@ -97,6 +97,11 @@ class RoutingSettings(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
     policy: str = Field("hybrid", description="length, complexity or hybrid")
+    ttft_slo_s: float = Field(
+        1.0, gt=0,
+        description="the first-token objective: the hybrid policy sends a request to a side predicted to "
+        "meet it, the complexity score choosing when both will, the sooner side when neither will",
+    )
     length: LengthOptions = Field(default_factory=LengthOptions)
     complexity: ComplexityOptions = Field(default_factory=ComplexityOptions)
     hybrid: HybridOptions = Field(default_factory=HybridOptions)

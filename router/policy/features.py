@@ -31,6 +31,9 @@ class Features:
     edge_capacity: int = 1  # requests the edge decodes at once (its slots)
     edge_wait_ms: float | None = None  # the edge's estimate of a new request's wait for a slot
     cloud_configured: bool = True  # False on an edge-only node (no pool): no cloud to be unhealthy
+    # Predicted seconds to the first token on each side (router.policy.speed); None: not known yet.
+    edge_ttft_s: float | None = None
+    cloud_ttft_s: float | None = None
 
 
 @dataclass(frozen=True, slots=True)

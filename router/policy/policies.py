@@ -74,6 +74,11 @@ class HybridPolicy:
     with load: a busy edge lowers it by up to ``edge_pressure`` and a busy or slow cloud raises it
     by up to ``cloud_pressure``. Reasons say which force decided: ``complex``/``simple`` when the
     unadjusted threshold agrees, ``edge-busy``/``cloud-busy`` when only the load tipped it.
+
+    Last, the first-token objective (``ttft_slo_s``): where each side's predicted time to the
+    first token is known (:mod:`router.policy.speed`), a proposal whose side would miss it moves
+    to a side that will meet it, or else to the sooner one (:meth:`by_speed`). Idle, both sides
+    meet it and the proposal stands.
     """
 
     threshold: float = 0.5
@@ -84,6 +89,7 @@ class HybridPolicy:
     cloud_pressure: float = 0.15
     cloud_member_capacity: int = 8
     cloud_ttft_budget_ms: float = 1500.0
+    ttft_slo_s: float = 1.0
     name: str = "hybrid"
     uses_complexity: bool = True
 
@@ -108,6 +114,23 @@ class HybridPolicy:
         )
 
     def decide(self, f: Features) -> Decision:
+        return self.by_speed(f, self.propose(f))
+
+    def by_speed(self, f: Features, proposed: Decision) -> Decision:
+        """The proposal, unless its side is predicted to miss the first-token objective while the
+        other side will meet it, or will at least answer sooner (reason ``edge-slow`` or
+        ``cloud-slow``: the side that was passed over). A side with no prediction counts as fast."""
+        if proposed.reason == "edge-saturated":
+            return proposed  # the edge would refuse it: no prediction of the queue's speed applies
+        mine, other = (f.edge_ttft_s, f.cloud_ttft_s) if proposed.target == "edge" else (f.cloud_ttft_s, f.edge_ttft_s)
+        if mine is None or mine <= self.ttft_slo_s or other is None:
+            return proposed
+        if other <= self.ttft_slo_s or other < mine:
+            return Decision("cloud" if proposed.target == "edge" else "edge", f"{proposed.target}-slow", proposed.score)
+        return proposed
+
+    def propose(self, f: Features) -> Decision:
+        """Length, saturation, then complexity against a threshold moved by both sides' load."""
         score = f.complexity if f.complexity is not None else self.length.score(f)
         by_length = self.length.length_rule(f, score)
         if by_length.reason != "short-prompt":
@@ -132,7 +155,9 @@ def _complexity(s: RoutingSettings) -> ComplexityPolicy:
 
 
 def _hybrid(s: RoutingSettings) -> HybridPolicy:
-    return HybridPolicy(threshold=s.complexity.threshold, length=_length(s), **s.hybrid.model_dump())
+    return HybridPolicy(
+        threshold=s.complexity.threshold, length=_length(s), ttft_slo_s=s.ttft_slo_s, **s.hybrid.model_dump()
+    )
 
 
 POLICIES: dict[str, Callable[[RoutingSettings], Policy]] = {

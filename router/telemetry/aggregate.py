@@ -13,8 +13,12 @@ from typing import Final
 from .config import PriceSettings
 from .events import ROUTES, DecisionEvent
 
-# Upper edges (ms) of the latency-distribution chart's buckets; the last bucket is open.
-LATENCY_EDGES_MS: Final = (5.0, 10.0, 25.0, 50.0, 100.0, 250.0, 500.0, 1000.0, 2500.0, 5000.0, 10000.0)
+# Upper edges (s) of every latency histogram, from a cache hit (~1 ms) to a long cloud generation:
+# /metrics' request latency has them all, its TTFT those up to 10 s, the dashboard's chart (in ms)
+# those from 5 ms to 10 s, its last bucket open.
+LATENCY_BUCKETS: Final = (0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0)
+TTFT_BUCKETS: Final = LATENCY_BUCKETS[:13]
+LATENCY_EDGES_MS: Final = tuple(round(edge * 1000, 1) for edge in LATENCY_BUCKETS[2:13])
 SERIES_POINTS: Final = 60
 # Percentiles use at most this many recent samples per route (100 req/s for 5 min is 30k in all).
 _MAX_SAMPLES: Final = 10_000
@@ -46,6 +50,17 @@ class Percentiles:
     def of(cls, values: list[float]) -> Percentiles:
         values.sort()
         return cls(len(values), percentile(values, 50), percentile(values, 95), percentile(values, 99))
+
+
+def prediction_error(event: DecisionEvent) -> float | None:
+    """The relative error of the first-token time predicted for the side that answered (a
+    streamed engine answer with no fallback; None for anything else or with no prediction)."""
+    if event.route not in ("edge", "cloud") or event.status != "ok" or not event.stream or event.fallback:
+        return None
+    predicted = event.features.get(f"{event.route}_ttft_s")
+    if predicted is None or not event.ttft_ms:
+        return None
+    return abs(predicted * 1000.0 - event.ttft_ms) / event.ttft_ms
 
 
 @dataclass(frozen=True, slots=True)
@@ -107,6 +122,8 @@ class Snapshot:
     prompt_tokens: int
     completion_tokens: int
     cost: CostEstimate
+    # |predicted - observed| / observed first-token time of the streamed engine answers in the window
+    ttft_prediction_error: Percentiles | None = None
 
 
 @dataclass(slots=True)
@@ -149,23 +166,7 @@ class Aggregator:
         self._completion_tokens = 0
         self._cost_actual = 0.0
         self._cost_cloud = 0.0
-
-    def cloud_cost(self, event: DecisionEvent) -> float:
-        p = self.prices
-        return (
-            event.prompt_tokens / 1000 * p.cloud_prompt_per_1k
-            + event.completion_tokens / 1000 * p.cloud_completion_per_1k
-        )
-
-    def actual_cost(self, event: DecisionEvent) -> float:
-        p = self.prices
-        if event.route == "cloud":
-            return self.cloud_cost(event)
-        if event.route == "edge":
-            return event.total_tokens / 1000 * p.edge_per_1k
-        if event.is_cache_hit:
-            return event.total_tokens / 1000 * p.cache_per_1k
-        return 0.0
+        self._prediction_errors: deque[tuple[float, float]] = deque(maxlen=_MAX_SAMPLES)
 
     def cost(self) -> CostEstimate:
         """Spent and all-cloud cost since start (what ``/metrics`` exports as counters)."""
@@ -198,15 +199,17 @@ class Aggregator:
             self._prompt_tokens += event.prompt_tokens
             self._completion_tokens += event.completion_tokens
             # Failed requests produced nothing: they count on neither side of the estimate.
+            if (error := prediction_error(event)) is not None:
+                self._prediction_errors.append((now, error))
             if event.status == "ok" and event.route != "error":
-                self._cost_actual += self.actual_cost(event)
-                self._cost_cloud += self.cloud_cost(event)
+                self._cost_actual += self.prices.cost(event.route, event.prompt_tokens, event.completion_tokens)
+                self._cost_cloud += self.prices.cost("cloud", event.prompt_tokens, event.completion_tokens)
 
     def _expire(self, now: float) -> None:
         horizon = now - self.window_s
         while self._seconds and self._seconds[0].second < int(horizon):
             self._seconds.popleft()
-        for samples in self._samples.values():
+        for samples in (*self._samples.values(), self._prediction_errors):
             while samples and samples[0][0] < horizon:
                 samples.popleft()
 
@@ -217,6 +220,7 @@ class Aggregator:
             seconds = list(self._seconds)
             latencies = {r: [lat for _, lat, _ in self._samples[r]] for r in ROUTES}
             ttfts = {r: [t for _, _, t in self._samples[r] if t is not None] for r in ROUTES}
+            prediction_errors = [e for _, e in self._prediction_errors]
             totals = dict(self._totals)
             fallbacks, degraded, refusals = dict(self._fallbacks), dict(self._degraded), dict(self._refusals)
             errors, ptok, ctok = self._errors, self._prompt_tokens, self._completion_tokens
@@ -280,4 +284,5 @@ class Aggregator:
             prompt_tokens=ptok,
             completion_tokens=ctok,
             cost=cost,
+            ttft_prediction_error=Percentiles.of(prediction_errors) if prediction_errors else None,
         )

@@ -303,3 +303,11 @@ def test_the_supervisor_restarts_a_dead_server_and_stops_it_cleanly(tmp_path: Pa
         runner.join(10)
     assert not runner.is_alive()
     assert _wait_gone(second, 10)
+
+
+def test_the_local_member_takes_the_threads_it_is_given() -> None:
+    assert LocalMember(threads=1).member_settings.threads == 1
+    assert LocalMember().member_settings.threads is None  # every core
+    assert PoolSettings(local_threads=3).local_threads == 3
+    with pytest.raises(ValueError):
+        PoolSettings(local_threads=0)

@@ -33,6 +33,15 @@ def test_overview_shows_counters_and_charts(client: TestClient[Litestar], node: 
     assert "member-a-&gt;member-b" in html
 
 
+def test_overview_shows_the_first_token_prediction_error(client: TestClient[Litestar], node: FakeNode) -> None:
+    assert node.telemetry is not None
+    for i, ttft in enumerate((100.0, 125.0, 200.0)):  # predicted 0.1 s: errors 0%, 20%, 50%
+        node.telemetry.record(event(f"r{i}", stream=True, ttft_ms=ttft, features={"edge_ttft_s": 0.1}))
+    node.telemetry.record(event("r9", stream=True, ttft_ms=80.0))  # no prediction: not counted
+    html = client.get("/dashboard").text
+    assert re.search(r'id="stat-prediction-error">20%</strong>, p95 50%, over 3 answers', html)
+
+
 def test_pages_load_their_vendored_scripts_only(client: TestClient[Litestar]) -> None:
     for path in ("/dashboard", "/dashboard/feed", "/dashboard/pool", "/dashboard/cache"):
         page = client.get(path)

@@ -80,3 +80,55 @@ def test_cpu_description_from_cpuinfo() -> None:
         "isa": {"avx2": False, "avx512f": False, "avx512_bf16": False, "amx": False},
         "text": f"{platform.machine()} (no AVX2)",  # no /proc/cpuinfo: the machine's name
     }
+
+
+def test_the_simulated_wan_holds_each_way_for_half_the_round_trip() -> None:
+    import socket
+    import threading
+    import time
+
+    from bench.wan import delayed_proxy
+
+    server = socket.create_server(("127.0.0.1", 0))
+
+    def echo() -> None:
+        conn, _ = server.accept()
+        with conn:
+            while data := conn.recv(4096):
+                conn.sendall(data)
+
+    threading.Thread(target=echo, daemon=True).start()
+    with delayed_proxy("127.0.0.1", server.getsockname()[1], rtt_ms=80) as port:
+        with socket.create_connection(("127.0.0.1", port)) as conn:
+            began = time.perf_counter()
+            conn.sendall(b"ping")
+            assert conn.recv(4096) == b"ping"
+            first = time.perf_counter() - began
+            began = time.perf_counter()
+            conn.sendall(b"x" * 100_000)
+            got = b""
+            while len(got) < 100_000:
+                got += conn.recv(65536)
+            assert got == b"x" * 100_000  # every byte, in order
+            second = time.perf_counter() - began
+    server.close()
+    # A connect's round trip plus the echo's; then one round trip per exchange, never less.
+    assert first >= 0.16 and second >= 0.08
+
+
+def test_the_prediction_error_is_read_from_the_nodes_decision_log(tmp_path) -> None:  # type: ignore[no-untyped-def]
+    import pytest
+
+    from bench.hybrid import prediction_errors
+    from router.telemetry import DecisionEvent
+    from router.telemetry.store import connect
+
+    db = connect(tmp_path / "telemetry.db")
+    for i, (route, ttft) in enumerate([("edge", 100.0), ("edge", 125.0), ("cloud", 400.0), ("cache-exact", 5.0)]):
+        event = DecisionEvent(ts=0.0, request_id=f"r{i}", tenant="t", model="auto", route=route, reason="x",
+                              stream=True, ttft_ms=ttft, features={"edge_ttft_s": 0.1, "cloud_ttft_s": 0.2})
+        db["decisions"].insert(event.to_row())
+    db.conn.close()
+    errors = prediction_errors(tmp_path / "telemetry.db")  # 0, 0.2 and 0.5: the cache hit has no side
+    assert errors["n"] == 3 and errors["p50"] == pytest.approx(0.2) and errors["p95"] == pytest.approx(0.47)
+    assert prediction_errors(tmp_path / "none.db") == {"p50": None, "p95": None, "n": 0}

@@ -67,3 +67,13 @@ def test_trusted_proxies_default_to_none_and_are_checked(monkeypatch: pytest.Mon
     monkeypatch.setenv("EDGEROUTE_SERVER__TRUSTED_PROXIES", "nginx")
     with pytest.raises(ConfigError, match=r"server.trusted_proxies: Value error, .nginx. is not an IP address or network"):
         load_settings()
+
+
+def test_a_local_member_gets_the_cores_the_edge_leaves() -> None:
+    from edge import EdgeSettings
+    from router.node import local_member_threads
+
+    assert local_member_threads(EdgeSettings(n_threads=1), cores=2) == 1
+    assert local_member_threads(EdgeSettings(n_threads=3), cores=8) == 5
+    assert local_member_threads(EdgeSettings(n_threads=4), cores=2) == 1  # never none
+    assert local_member_threads(EdgeSettings(n_threads="auto"), cores=2) == max(1, 2 - EdgeSettings().threads())

@@ -1,0 +1,49 @@
+"""Speed-aware routing on a real node: it learns each side's first-token time from its own
+streamed answers, and a prompt the complexity score sends to a slow cloud goes to the edge."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import openai
+
+from dashboard.panels import shared_snapshot
+from tests.router.hybrid_helpers import ASK, RecordingServer, decisions, good_stream, node
+
+SLOW_FIRST_TOKEN_S = 1.0
+
+
+def test_a_cloud_slower_than_the_objective_passes_complex_prompts_to_a_fast_edge(tmp_path: Path) -> None:
+    member = RecordingServer([("sleep", SLOW_FIRST_TOKEN_S), *good_stream("cloud ", "answer")])
+    try:
+        with node(tmp_path, [member.settings("slow")], routing={"ttft_slo_s": 0.5}) as (base, app):
+            client = openai.OpenAI(base_url=base + "/v1", api_key="x", max_retries=0, timeout=120)
+
+            def stream(model: str, content: str) -> str:
+                raw = client.chat.completions.with_raw_response.create(
+                    model=model, messages=[{"role": "user", "content": content}], max_tokens=4, stream=True
+                )
+                for _ in raw.parse():
+                    pass
+                return raw.headers["x-edgeroute-reason"]
+
+            # Idle and untimed, the complexity score decides as it always did.
+            assert stream("auto", ASK[0]["content"]) == "complex"
+            for i in range(12):
+                stream("cloud", f"{ASK[0]['content']} ({i})")
+                stream("edge", f"Say hi to guest {i}.")
+            reason = stream("auto", ASK[0]["content"] + " Please.")
+            assert reason == "cloud-slow"
+            newest = decisions(app)[0]
+            assert (newest.route, newest.reason) == ("edge", "cloud-slow")
+            assert newest.features["cloud_ttft_s"] >= SLOW_FIRST_TOKEN_S
+            # Met by the edge on an idle box; on a busy one the edge is at least the sooner side.
+            assert 0 < newest.features["edge_ttft_s"] < newest.features["cloud_ttft_s"]
+            # A whole (non-streamed) answer's first chunk is its end: it teaches no model.
+            assert len(member.access_log) == 13
+            snap = shared_snapshot(app.state.node.telemetry)
+            error = snap.ttft_prediction_error
+            # Checked from each side's 13th answer on: the cloud's last hinted one and this edge answer.
+            assert error is not None and error.count == 2
+    finally:
+        member.close()
