@@ -20,7 +20,7 @@ PREVIEW_CHARS: Final = 200
 class DecisionEvent:
     """What happened to one request: where it ran, why, how long it took, what it cost.
 
-    Field names are the columns of the ``decisions`` table (see notes/contracts.md). Two
+    Field names are the columns of the ``decisions`` table (the migrations in ``store.py``). Two
     optional fields extend the contract: ``cache`` ("hit", "miss", or None when the cache was
     not consulted) and ``cache_refusal`` (the guard that refused a near-duplicate).
     """
