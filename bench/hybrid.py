@@ -48,6 +48,7 @@ from typing import Any
 import httpx
 
 from bench.hostile import NODE_ENV
+from bench.dashboard_sse import cpu_seconds
 from bench.memory import rss_tree
 from cloud.member.launcher import cpu_flags
 from cloud.member.launcher import describe_cpu as launcher_cpu
@@ -252,18 +253,17 @@ def _port(url: str) -> int:
 
 def idle_cpu_pct(pid: int, seconds: float) -> float:
     """The CPU the process tree of ``pid`` used while idle, in % of one core."""
-    def ticks() -> int:
-        total = 0
+    def used() -> float:
+        total = 0.0
         for row in rss_tree(pid):
             try:
-                fields = Path(f"/proc/{row['pid']}/stat").read_text().rsplit(")", 1)[1].split()
+                total += cpu_seconds(int(row["pid"]))  # type: ignore[call-overload]
             except OSError:
                 continue
-            total += int(fields[11]) + int(fields[12])  # utime, stime
         return total
-    before, began = ticks(), time.monotonic()
+    before, began = used(), time.monotonic()
     time.sleep(seconds)
-    return 100.0 * (ticks() - before) / os.sysconf("SC_CLK_TCK") / (time.monotonic() - began)
+    return 100.0 * (used() - before) / (time.monotonic() - began)
 
 
 def prediction_errors(db: Path) -> dict[str, Any]:
