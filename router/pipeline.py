@@ -17,6 +17,7 @@ from __future__ import annotations
 import asyncio
 import functools
 import logging
+import time
 from collections.abc import AsyncIterator
 from dataclasses import dataclass
 from typing import Any
@@ -105,7 +106,7 @@ async def run(node: Node, gen: GenerationRequest, ctx: RequestContext, routing: 
     else:
         # Tokenized once: the edge starts from these tokens if it answers.
         edge = await off_loop(cost, functools.partial(node.edge.prepare, gen))
-    features, state = _features(node, gen, hint, private, embedding, edge)
+    features, state = _features(node, gen, hint, private, embedding, edge, trace.started)
     decision = decide(node.policy, features)
     routing.decision = decision
     routing.complexity = features.complexity
@@ -177,7 +178,8 @@ def _hint(node: Node, model: str) -> Hint:
 
 
 def _features(
-    node: Node, gen: GenerationRequest, hint: Hint, private: bool, embedding: np.ndarray | None, edge: Prepared
+    node: Node, gen: GenerationRequest, hint: Hint, private: bool, embedding: np.ndarray | None, edge: Prepared,
+    arrived: float,
 ) -> tuple[Features, _State]:
     load = edge.queue  # as this tenant sees it: the requests served before its own
     wanted = gen.params.max_tokens or node.settings.edge.default_max_tokens
@@ -187,7 +189,13 @@ def _features(
         edge.prompt_tokens,
         SpeedModels.edge_state(edge.prompt_tokens, load.running, edge.wait_s),
         {m.name: m.depth() for m in healthy},
+        time.perf_counter(),
     )
+    # The models learn decision -> first token; the request has already waited this long (the
+    # body, the cache lookup, the tokenizing), which counts against the objective as it is.
+    elapsed = state.decided_at - arrived
+    edge_s = node.speed.edge.predict(state.edge)
+    cloud_s = node.speed.cloud(edge.prompt_tokens, state.depths.items()) if healthy else None
     features = Features(
         prompt_tokens=edge.prompt_tokens,
         max_tokens=gen.params.max_tokens,
@@ -204,8 +212,8 @@ def _features(
         edge_capacity=load.capacity,
         edge_wait_ms=None if edge.wait_s is None else edge.wait_s * 1000.0,
         cloud_configured=node.pool is not None,
-        edge_ttft_s=node.speed.edge.predict(state.edge),
-        cloud_ttft_s=node.speed.cloud(edge.prompt_tokens, state.depths.items()) if healthy else None,
+        edge_ttft_s=None if edge_s is None else elapsed + edge_s,
+        cloud_ttft_s=None if cloud_s is None else elapsed + cloud_s,
     )
     return features, state
 
@@ -217,6 +225,7 @@ class _State:
     prompt_tokens: int
     edge: tuple[float, ...]
     depths: dict[str, int]  # healthy member -> requests in flight or queued on it
+    decided_at: float  # perf_counter() when the state was read
 
 
 def _replay(hit: CacheHit) -> AsyncIterator[Chunk]:
@@ -283,14 +292,15 @@ class _Recorder:
     def _learn(self, route: str) -> None:
         """Teach the side that answered how long its first token took from the state it was in
         (streamed answers only: a whole answer's first chunk is its end)."""
-        started, first = self._trace.started, self._trace.first_token_at
+        first = self._trace.first_token_at
         if not self._ctx.stream or first is None:
             return
         speed, state = self._node.speed, self._state
+        seconds = first - state.decided_at
         if route == "edge":
-            speed.edge.observe(state.edge, first - started)
+            speed.edge.observe(state.edge, seconds)
         elif route == "cloud" and (member := self.routing.plan.member if self.routing.plan else None) in state.depths:
-            speed.member(member).observe(speed.member_state(state.prompt_tokens, state.depths[member]), first - started)
+            speed.member(member).observe(speed.member_state(state.prompt_tokens, state.depths[member]), seconds)
 
     def failed(self, exc: BaseException) -> None:
         """Nothing started: the request is recorded as an error with the decision's reason."""

@@ -1,7 +1,8 @@
 """How soon each side would give this request its first token, learnt from the node's own answers.
 
-Each side (the edge, every cloud member) has a small least-squares model of first-token time on
-its live state, refitted from its recent streamed answers:
+Each side (the edge, every cloud member) has a small least-squares model of the time from the
+routing decision to the first token on its live state, refitted from its recent streamed answers
+(the caller adds the time the request has already spent):
 
 - the edge: the prompt's tokens, the requests decoding, the edge's own estimate of the wait
   for a slot (:meth:`edge.LlamaEngine.prepare`);
@@ -45,10 +46,14 @@ class FirstTokenModel:
                 return
             a = np.column_stack([np.ones(len(self._xs)), np.asarray(self._xs, dtype=float)])
             y = np.asarray(self._ys, dtype=float)
+            # Each answer weighted by 1/seconds: the fit minimises the relative error, so the
+            # many quick answers are not traded away for the few long waits.
+            w = 1.0 / np.maximum(y, 1e-3)
+            a, yw = a * w[:, None], y * w
             # Scaled columns: prompt tokens (hundreds) and queue lengths (units) weigh alike in the ridge.
             scale = np.maximum(np.abs(a).max(axis=0), 1e-9)
             an = a / scale
-            coef = np.linalg.solve(an.T @ an + _RIDGE * np.eye(an.shape[1]), an.T @ y)
+            coef = np.linalg.solve(an.T @ an + _RIDGE * np.eye(an.shape[1]), an.T @ yw)
             self._coef = coef / scale
             # No state answers faster than the fastest answer seen: a fit never predicts below it.
             self._floor = float(y.min())

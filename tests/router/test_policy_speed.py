@@ -51,6 +51,15 @@ def test_a_prediction_is_never_below_the_fastest_answer_seen() -> None:
     assert model.predict((0.0,)) == pytest.approx(0.30)
 
 
+def test_the_fit_minimises_the_relative_error() -> None:
+    """Ten answers of 0.1 s and two of 1 s in one state: the relative-error optimum
+    sum(1/y) / sum(1/y^2) = 102 / 1002, not the mean 0.25 s a plain least-squares fit gives."""
+    model = FirstTokenModel(min_samples=12)
+    for seconds in [0.1] * 10 + [1.0] * 2:
+        model.observe((1.0,), seconds)
+    assert model.predict((1.0,)) == pytest.approx(102 / 1002, rel=0.01)
+
+
 def test_the_window_forgets_old_answers() -> None:
     model = FirstTokenModel(window=20, min_samples=5)
     for _ in range(20):
