@@ -20,12 +20,15 @@ import asyncio
 import logging
 import signal
 import sys
+from contextvars import ContextVar
 from types import FrameType
 from typing import Any
 
 import uvicorn
 from litestar import Litestar
-from uvicorn.protocols.http.httptools_impl import HttpToolsProtocol
+from litestar.types import ASGIApp, Receive, Scope, Send
+from uvicorn.config import HTTP_PROTOCOLS
+from uvicorn.importer import import_from_string
 
 from .admission import Drain
 from .settings import ServerSettings
@@ -74,69 +77,119 @@ class _OneWritePerTurn:
         return getattr(self._transport, name)
 
 
-def _protocol(header_timeout_s: float, max_head_bytes: int = MAX_HEAD_BYTES) -> type[HttpToolsProtocol]:
-    class GuardedProtocol(HttpToolsProtocol):
-        """uvicorn's httptools protocol (llhttp, in C) with a deadline and a size cap for the head
-        of each request on a connection.
+# The connection whose data is being read: an ASGI task started while its head is parsed
+# inherits this (uvicorn copies the context into the task unless ``reset_contextvars`` is set).
+_CONNECTION: ContextVar[_HeadGuard | None] = ContextVar("edgeroute_connection", default=None)
+_REFUSED = (
+    b"HTTP/1.1 400 Bad Request\r\ncontent-type: text/plain; charset=utf-8\r\nconnection: close\r\n"
+    b"content-length: 30\r\n\r\nInvalid HTTP request received."
+)
 
-        h11, which uvicorn also offers, caps a head at 16 KiB but parses in Python: it cost the
-        node ~0.3-0.5 ms of CPU per request more on this project's 2-core machine.
-        """
 
-        def connection_made(self, transport: asyncio.Transport) -> None:  # type: ignore[override]
-            super().connection_made(_OneWritePerTurn(transport, self.loop))  # type: ignore[arg-type]
-            self._head_timer: asyncio.TimerHandle | None = None
-            self._heads = 0  # heads read whole on this connection
-            self._head_bytes = 0
+class _HeadGuard(asyncio.Protocol):
+    """uvicorn's httptools protocol (llhttp, in C), wrapped: a deadline and a size cap for the
+    head of each request on a connection, and writes held to one per turn.
+
+    h11, which uvicorn also offers, caps a head at 16 KiB but parses in Python: it cost the node
+    ~0.3-0.5 ms of CPU per request more on this project's 2-core machine. The head's end is found
+    by its blank line; the requests in progress are told by :func:`guarded_app`.
+    """
+
+    def __init__(self, inner: asyncio.Protocol, header_timeout_s: float, max_head_bytes: int) -> None:
+        self._inner, self._timeout_s, self._max = inner, header_timeout_s, max_head_bytes
+        self._transport: asyncio.Transport | None = None
+        self._timer: asyncio.TimerHandle | None = None
+        self._awaiting = True  # a head is due: counted and timed
+        self._head_bytes, self._tail = 0, b""
+        self._busy = 0  # requests of this connection in the app
+
+    def connection_made(self, transport: asyncio.BaseTransport) -> None:
+        self._transport = transport  # type: ignore[assignment]  # uvloop's is not asyncio's class
+        self._inner.connection_made(_OneWritePerTurn(self._transport, asyncio.get_running_loop()))  # type: ignore[arg-type]
+        self._arm()
+
+    def data_received(self, data: bytes) -> None:
+        if self._awaiting and not self._count(data):
+            assert self._transport is not None
+            self._transport.write(_REFUSED)  # as uvicorn answers a head its parser refuses
+            self._transport.close()
+            return
+        token = _CONNECTION.set(self)
+        try:
+            self._inner.data_received(data)
+        finally:
+            _CONNECTION.reset(token)
+
+    def _count(self, data: bytes) -> bool:
+        """Whether the head due is still within its cap (and, at its blank line, done)."""
+        seen = self._tail + data
+        end = seen.find(b"\r\n\r\n")
+        if end >= 0:
+            self._awaiting = False
+            self._cancel()  # the head came: the body has its own deadline
+            return self._head_bytes + end - len(self._tail) + 4 <= self._max
+        self._head_bytes += len(data)
+        self._tail = seen[-3:]
+        return self._head_bytes <= self._max
+
+    def request_started(self) -> None:
+        self._busy += 1
+        self._awaiting = False
+        self._cancel()
+
+    def request_ended(self) -> None:
+        self._busy -= 1
+        if self._busy == 0 and self._transport is not None and not self._transport.is_closing():
+            self._awaiting, self._head_bytes, self._tail = True, 0, b""
             self._arm()
 
-        def _arm(self) -> None:
-            if self._head_timer is not None:
-                self._head_timer.cancel()
-            self._head_timer = self.loop.call_later(header_timeout_s, self._headers_late, self._heads)
+    def _arm(self) -> None:
+        self._cancel()
+        self._timer = asyncio.get_running_loop().call_later(self._timeout_s, self._late)
 
-        def _headers_late(self, heads: int) -> None:
-            self._head_timer = None
-            idle = self.cycle is None or self.cycle.response_complete
-            if heads == self._heads and idle and not self.transport.is_closing():
-                self.transport.close()
+    def _cancel(self) -> None:
+        if self._timer is not None:
+            self._timer.cancel()
+            self._timer = None
 
-        def on_message_begin(self) -> None:
-            self._head_bytes = 0
-            super().on_message_begin()
+    def _late(self) -> None:
+        self._timer = None
+        if self._awaiting and self._busy == 0 and self._transport is not None:
+            self._transport.close()
 
-        def _count(self, size: int) -> None:
-            self._head_bytes += size
-            if self._head_bytes > max_head_bytes:
-                # Raised inside the parser: uvicorn answers 400 and closes, as h11 does past its cap.
-                raise ValueError(f"request head over {max_head_bytes} bytes")
+    def eof_received(self) -> bool | None:
+        return self._inner.eof_received()
 
-        def on_url(self, url: bytes) -> None:
-            self._count(len(url))
-            super().on_url(url)
+    def connection_lost(self, exc: Exception | None) -> None:
+        self._cancel()
+        self._inner.connection_lost(exc)
 
-        def on_header(self, name: bytes, value: bytes) -> None:
-            self._count(len(name) + len(value) + 4)
-            super().on_header(name, value)
+    def pause_writing(self) -> None:
+        self._inner.pause_writing()
 
-        def on_headers_complete(self) -> None:
-            self._heads += 1
-            if self._head_timer is not None:
-                self._head_timer.cancel()  # the head came: the body has its own deadline
-                self._head_timer = None
-            super().on_headers_complete()
+    def resume_writing(self) -> None:
+        self._inner.resume_writing()
 
-        def on_response_complete(self) -> None:
-            super().on_response_complete()
-            if not self.transport.is_closing():
-                self._arm()
 
-        def connection_lost(self, exc: Exception | None) -> None:
-            if self._head_timer is not None:
-                self._head_timer.cancel()
-            super().connection_lost(exc)
+def guarded(app: ASGIApp, header_timeout_s: float, max_head_bytes: int = MAX_HEAD_BYTES) -> tuple[ASGIApp, Any]:
+    """``app`` and the ``http`` protocol for uvicorn.Config that guard each request's head."""
+    # Resolved as uvicorn resolves ``http="httptools"`` itself.
+    inner = import_from_string(HTTP_PROTOCOLS["httptools"])
 
-    return GuardedProtocol
+    def protocol(**kwargs: Any) -> asyncio.Protocol:
+        return _HeadGuard(inner(**kwargs), header_timeout_s, max_head_bytes)
+
+    async def guarded_app(scope: Scope, receive: Receive, send: Send) -> None:
+        connection = _CONNECTION.get() if scope["type"] == "http" else None
+        if connection is None:
+            return await app(scope, receive, send)
+        connection.request_started()
+        try:
+            await app(scope, receive, send)
+        finally:
+            connection.request_ended()
+
+    return guarded_app, protocol
 
 
 class DrainingServer(uvicorn.Server):
@@ -174,11 +227,12 @@ class DrainingServer(uvicorn.Server):
 def serve(app: Litestar, server: ServerSettings, *, log_level: str = "info") -> None:
     """Serve ``app`` until SIGTERM/SIGINT, then drain and exit normally."""
     drain: Drain = app.state.drain
+    guarded_app, protocol = guarded(app, server.header_timeout_s)
     config = uvicorn.Config(
-        app,
+        guarded_app,
         host=server.host,
         port=server.port,
-        http=_protocol(server.header_timeout_s),
+        http=protocol,
         timeout_keep_alive=max(1, round(server.keep_alive_s)),
         log_config=None,
         log_level=log_level,

@@ -18,9 +18,6 @@ SCANNED = OWN[:-1]
 INTERNAL = ("uvicorn.protocols", "uvicorn.lifespan", "uvicorn.loops", "uvicorn.middleware", "uvicorn.supervisors")
 # Known and kept, each for a behaviour the dependency's public API cannot give (issue 46):
 KNOWN = [
-    # the request head's deadline and 16 KiB cap (tests/router/test_server_protocol.py): uvicorn
-    # has no head timer, and its only head cap is h11's
-    "router/server.py: imports uvicorn.protocols.http.httptools_impl",
     # string literals escaped in full (tests/edge/test_structured.py): the converter's own
     # escaping leaves backslashes alone, which no pre- or post-processing can undo
     "edge/_grammar.py: _Converter overrides llama_cpp.llama_grammar.SchemaConverter._format_literal",

@@ -12,9 +12,9 @@ from contextlib import contextmanager
 
 import httpx
 import uvicorn
-from litestar import Litestar, get
+from litestar import Litestar, Request, get, post
 
-from router.server import MAX_HEAD_BYTES, _protocol
+from router.server import MAX_HEAD_BYTES, guarded
 from loadtest.servers import free_port, wait_ready
 
 
@@ -23,12 +23,16 @@ def _healthz() -> str:
     return "ok"
 
 
+@post("/echo-size", status_code=200)
+async def _echo_size(request: Request) -> str:
+    return str(len(await request.body()))
+
+
 @contextmanager
 def _server(header_timeout_s: float) -> Iterator[int]:
     port = free_port()
-    config = uvicorn.Config(
-        Litestar([_healthz]), host="127.0.0.1", port=port, http=_protocol(header_timeout_s), log_level="error"
-    )
+    app, protocol = guarded(Litestar([_healthz, _echo_size]), header_timeout_s)
+    config = uvicorn.Config(app, host="127.0.0.1", port=port, http=protocol, log_level="error")
     server = uvicorn.Server(config)
     thread = threading.Thread(target=server.run, daemon=True)
     thread.start()
@@ -73,3 +77,18 @@ def test_a_kept_connection_serves_requests_while_each_head_comes_in_time() -> No
             time.sleep(0.3)  # idle, but less than the deadline
         # Idle past the deadline after its last answer: the connection is let go.
         assert _closed_within(conn, 5)
+
+
+def test_a_body_sent_with_its_head_does_not_count_against_the_head_cap() -> None:
+    """Head and a 64 KiB body in one write: the cap is the head's alone."""
+    body = b"a" * (4 * MAX_HEAD_BYTES)
+    head = f"POST /echo-size HTTP/1.1\r\nhost: x\r\ncontent-length: {len(body)}\r\n\r\n".encode()
+    with _server(5) as port, socket.create_connection(("127.0.0.1", port)) as conn:
+        conn.sendall(head + body)
+        conn.settimeout(5)
+        answer = b""
+        while not answer.endswith(str(len(body)).encode()):
+            piece = conn.recv(4096)
+            assert piece, answer
+            answer += piece
+        assert answer.startswith(b"HTTP/1.1 200")
