@@ -25,6 +25,7 @@ import statistics
 import tempfile
 import threading
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -48,13 +49,16 @@ def cpu() -> str:
 
 
 class Monitor:
-    """``/healthz`` on a new connection every ``every_s``, as an outside monitor probes; the worst
-    round trip per phase (a refused or timed-out probe counts as its time until it failed)."""
+    """``request()`` every ``every_s`` on a thread of its own (default: ``/healthz`` on a new
+    connection, as an outside monitor probes); the round trips in ms per ``phase`` (a refused or
+    timed-out probe counts as its time until it failed)."""
 
-    def __init__(self, base: str, every_s: float = 0.1) -> None:
-        self.base, self.every_s = base, every_s
-        self.phase = "before"
-        self.worst: dict[str, float] = {}
+    def __init__(
+        self, base: str, every_s: float = 0.1, request: Callable[[], httpx.Response] | None = None
+    ) -> None:
+        self.request = request or (lambda: httpx.get(base + "/healthz", timeout=60))
+        self.every_s, self.phase = every_s, "before"
+        self.times: dict[str, list[float]] = {}
         self.failed: dict[str, int] = {}
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._run, daemon=True)
@@ -67,15 +71,18 @@ class Monitor:
         self._stop.set()
         self._thread.join()
 
+    @property
+    def worst(self) -> dict[str, float]:
+        return {phase: max(times) for phase, times in self.times.items()}
+
     def _run(self) -> None:
         while not self._stop.is_set():
             phase, began = self.phase, time.perf_counter()
             try:
-                ok = httpx.get(self.base + "/healthz", timeout=60).status_code == 200
+                ok = self.request().status_code == 200
             except httpx.HTTPError:
                 ok = False
-            took = (time.perf_counter() - began) * 1000
-            self.worst[phase] = max(self.worst.get(phase, 0.0), took)
+            self.times.setdefault(phase, []).append((time.perf_counter() - began) * 1000)
             if not ok:
                 self.failed[phase] = self.failed.get(phase, 0) + 1
             self._stop.wait(self.every_s)
@@ -216,12 +223,14 @@ def main() -> None:
         p.add_argument("--json", type=Path, help="also write the summary here")
     args = parser.parse_args()
     env = {"EDGEROUTE_SERVER__API_KEYS": json.dumps(KEYS)} if args.run == "fairness" else {}
-    with tempfile.TemporaryDirectory(prefix="edgeroute-abuse-") as tmp:
-        with node_process(*NODE_ARGS, "--data-dir", tmp, log_path=Path(tmp) / "node.log", env={**NODE_ENV, **env}) as node:
-            if args.run == "fairness":
-                summary = asyncio.run(fairness(node.base, args.hogs, args.seconds, args.warmup))
-            else:
-                summary = asyncio.run(stall(node.base, args.streams, args.half_open, args.hold, args.after))
+    with (
+        tempfile.TemporaryDirectory(prefix="edgeroute-abuse-") as tmp,
+        node_process(*NODE_ARGS, "--data-dir", tmp, log_path=Path(tmp) / "node.log", env={**NODE_ENV, **env}) as node,
+    ):
+        if args.run == "fairness":
+            summary = asyncio.run(fairness(node.base, args.hogs, args.seconds, args.warmup))
+        else:
+            summary = asyncio.run(stall(node.base, args.streams, args.half_open, args.hold, args.after))
     summary = {"run": args.run, "cpu": cpu(), "date": time.strftime("%Y-%m-%d"), **summary}
     for key, value in summary.items():
         print(f"{key:>26}  {value}")

@@ -27,9 +27,10 @@ import platform
 import shutil
 import tempfile
 import time
-from dataclasses import dataclass, replace
+from collections.abc import Coroutine
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Annotated, Any, Optional
+from typing import Annotated, Any, Optional, TypeVar
 
 import numpy as np
 import typer
@@ -48,14 +49,17 @@ from models import SamplingParams  # noqa: E402
 REPO = Path(__file__).resolve().parent.parent
 DEFAULT_PAIRS = REPO.parent / "shared" / "data" / "qqp_pairs.jsonl"
 GREEDY = SamplingParams(temperature=0.0)
+T = TypeVar("T")
 
 
-def key(text: str, tenant: str = "bench") -> CacheKey:
-    return CacheKey(tenant, "auto", ({"role": "user", "content": text},), None, GREEDY, {})
+def key(text: str, tenant: str = "bench", params: SamplingParams = GREEDY) -> CacheKey:
+    return CacheKey(tenant, "auto", ({"role": "user", "content": text},), None, params, {})
 
 
-def entry(text: str, answer: str, tenant: str = "bench", ek: str | None = None) -> NewEntry:
-    k = key(text, tenant)
+def entry(
+    text: str, answer: str, tenant: str = "bench", ek: str | None = None, params: SamplingParams = GREEDY
+) -> NewEntry:
+    k = key(text, tenant, params)
     parts = semantic_parts(k)
     return NewEntry(
         tenant=tenant, exact_key=ek or exact_key(k), scope=parts.scope, scope_id=parts.scope_id, model="auto",
@@ -103,14 +107,34 @@ def embed_texts(embedder: Embedder, texts: list[str]) -> np.ndarray:
 
 
 async def bulk_cache(
-    texts: list[str], embedder: Embedder, path: Path, tenant: str = "bench", vecs: np.ndarray | None = None,
-    settings: CacheSettings | None = None,
+    texts: list[str], embedder: Embedder, path: Path, tenant: str | list[str] = "bench",
+    vecs: np.ndarray | None = None, settings: CacheSettings | None = None, verifier: Verifier | None = None,
+    params: SamplingParams = GREEDY, answer: str = "{}",
 ) -> EdgeCache:
-    """A cache holding ``texts`` (entry i answers "i"), inserted in bulk."""
-    cache = EdgeCache(path, settings or CacheSettings(), embedder=embedder)
+    """A cache holding ``texts``, inserted in bulk: entry i answers ``answer.format(i)``, keyed with
+    ``params``, in ``tenant`` (or ``tenant[i]``)."""
+    cache = EdgeCache(path, settings or CacheSettings(), embedder=embedder, verifier=verifier)
     vecs = embed_texts(embedder, texts) if vecs is None else vecs
-    cache.db.put_bulk([entry(t, str(i), tenant) for i, t in enumerate(texts)], vecs, now=time.time())
+    tenants = [tenant] * len(texts) if isinstance(tenant, str) else tenant
+    rows = [entry(t, answer.format(i), tenants[i], params=params) for i, t in enumerate(texts)]
+    cache.db.put_bulk(rows, vecs, now=time.time())
     return cache
+
+
+async def in_batches(calls: list[Coroutine[Any, Any, T]], size: int = 32) -> list[T]:
+    """The results of ``calls``, in order, awaited ``size`` at a time."""
+    out: list[T] = []
+    for start in range(0, len(calls), size):
+        out += await asyncio.gather(*calls[start : start + size])
+    return out
+
+
+def judged_labels(part: list[Judged]) -> tuple[dict[tuple[str, str], bool], list[str], set[str]]:
+    """The verdict of each judged (query, stored) pair by normalized texts, the distinct queries in
+    order, and the answerable ones (normalized; a servable stored question was judged for them)."""
+    label = {(normalize_text(j.query), normalize_text(j.stored)): j.servable for j in part}
+    answerable = {normalize_text(j.query) for j in part if j.servable}
+    return label, list(dict.fromkeys(j.query for j in part)), answerable
 
 
 async def judged_replay(
@@ -121,45 +145,38 @@ async def judged_replay(
     Only (query, judged nearest) pairs carry a judgement: a decider serving any other entry is
     counted wrong (conservative) unless the entry's text is the query's own.
     """
-    label = {(normalize_text(j.query), normalize_text(j.stored)): j.servable for j in test}
-    queries = list(dict.fromkeys(j.query for j in test))
-    answerable = len({normalize_text(j.query) for j in test if j.servable})
+    label, queries, answerable = judged_labels(test)
     cache = await bulk_cache(stored, embedder, work / "judged.db", vecs=stored_vecs)
     deciders = {"cosine >= 0.80": Rates(), "cosine >= 0.97": Rates(), "shipped": Rates()}
     refusals: dict[str, int] = {}
-    probs: list[float] = []
-    for start in range(0, len(queries), 32):
-        chunk = queries[start : start + 32]
-        results = await asyncio.gather(*(cache.candidates(key(q)) for q in chunk))
-        for q, (_, cands) in zip(chunk, results, strict=True):
-            top = cands[0] if cands else None
-            shipped = next((c for c in cands if c.refusal is None), None)
-            picks = {
-                "cosine >= 0.80": top if top and top.similarity >= 0.80 else None,
-                "cosine >= 0.97": top if top and top.similarity >= 0.97 else None,
-                "shipped": shipped,
-            }
-            for name, c in picks.items():
-                if c is None:
-                    continue
-                rates = deciders[name]
-                rates.served += 1
-                served_text, asked = c.entry.prompt_text, normalize_text(q)
-                verdict = label.get((asked, served_text))
-                # The same text in another case is the same question (the replay skipped those
-                # as exact-cache territory when it sampled the judged pairs).
-                same = served_text.lower() == asked.lower()
-                rates.unjudged += verdict is None and not same
-                rates.right += bool(verdict) or same
-            if shipped is not None and shipped.probability is not None:
-                probs.append(shipped.probability)
-            if shipped is None and top is not None and top.refusal is not None:
-                refusals[top.refusal] = refusals.get(top.refusal, 0) + 1
+    looks = await in_batches([cache.candidates(key(q)) for q in queries])
+    for q, (_, cands) in zip(queries, looks, strict=True):
+        top = cands[0] if cands else None
+        shipped = next((c for c in cands if c.refusal is None), None)
+        picks = {
+            "cosine >= 0.80": top if top and top.similarity >= 0.80 else None,
+            "cosine >= 0.97": top if top and top.similarity >= 0.97 else None,
+            "shipped": shipped,
+        }
+        for name, c in picks.items():
+            if c is None:
+                continue
+            rates = deciders[name]
+            rates.served += 1
+            served_text, asked = c.entry.prompt_text, normalize_text(q)
+            verdict = label.get((asked, served_text))
+            # The same text in another case is the same question (the replay skipped those
+            # as exact-cache territory when it sampled the judged pairs).
+            same = served_text.lower() == asked.lower()
+            rates.unjudged += verdict is None and not same
+            rates.right += bool(verdict) or same
+        if shipped is None and top is not None and top.refusal is not None:
+            refusals[top.refusal] = refusals.get(top.refusal, 0) + 1
     await cache.aclose()
     return {
-        "queries": len(queries), "answerable": answerable, "entries": len(stored),
+        "queries": len(queries), "answerable": len(answerable), "entries": len(stored),
         "threshold": cache.threshold, "max_wrong_rate": cache.settings.max_wrong_rate,
-        "deciders": {n: r.as_dict(answerable) for n, r in deciders.items()},
+        "deciders": {n: r.as_dict(len(answerable)) for n, r in deciders.items()},
         "refusals_of_nearest": refusals,
     }
 
@@ -174,18 +191,15 @@ async def adversarial(
     cache = await bulk_cache(stored, embedder, work / "adversarial.db")
     per: dict[str, dict[str, int]] = {}
     examples: dict[str, list[list[str]]] = {}
-    for start in range(0, len(pairs), 32):
-        chunk = pairs[start : start + 32]
-        looks = await asyncio.gather(*(cache.lookup(key(p.query)) for p in chunk))
-        for p, look in zip(chunk, looks, strict=True):
-            row = per.setdefault(p.category, {"pairs": 0, "served": 0, "served_own": 0})
-            row["pairs"] += 1
-            if look.hit is not None and look.hit.kind == "semantic":
-                row["served"] += 1
-                own = look.hit.text == answer_of[p.stored]
-                row["served_own"] += own
-                if p.category != "paraphrase" and len(examples.setdefault(p.category, [])) < 5:
-                    examples[p.category].append([p.query, p.stored])
+    looks = await in_batches([cache.lookup(key(p.query)) for p in pairs])
+    for p, look in zip(pairs, looks, strict=True):
+        row = per.setdefault(p.category, {"pairs": 0, "served": 0, "served_own": 0})
+        row["pairs"] += 1
+        if look.hit is not None and look.hit.kind == "semantic":
+            row["served"] += 1
+            row["served_own"] += look.hit.text == answer_of[p.stored]
+            if p.category != "paraphrase" and len(examples.setdefault(p.category, [])) < 5:
+                examples[p.category].append([p.query, p.stored])
     await cache.aclose()
     return {"seed": seed, "categories": per, "false_hit_examples": examples}
 
@@ -234,7 +248,7 @@ async def scale(
             lookup_t.append(time.perf_counter() - s)
         # exact hits: stored keys looked up again (in process; the HTTP path adds the server)
         exact_keys = [key(f"exact question {have}-{n}", tenant="bench-exact") for n in range(n_queries // 2)]
-        exact_rows = [replace(entry(k.messages[0]["content"], "answer", tenant="bench-exact")) for k in exact_keys]
+        exact_rows = [entry(k.messages[0]["content"], "answer", tenant="bench-exact") for k in exact_keys]
         cache.db.put(exact_rows, now=time.time(), max_entries=settings.max_entries)
         exact_t = []
         for k in exact_keys:

@@ -118,9 +118,8 @@ def generate(questions: Sequence[str], per_category: int = 80, paraphrases: int 
              seed: int = SEED) -> list[AdversarialPair]:
     """``per_category`` must-refuse pairs for each of CATEGORIES plus ``paraphrases`` safe rewordings."""
     rng = random.Random(seed)
-    makers: dict[str, Callable[[str], str | None]] = {
-        "negation": lambda q: _negation(q, rng), "number": lambda q: _number(q, rng),
-        "entity": lambda q: _entity(q, rng), "order": lambda q: _order(q, rng), "scope": lambda q: _scope(q, rng),
+    makers: dict[str, Callable[[str, random.Random], str | None]] = {
+        "negation": _negation, "number": _number, "entity": _entity, "order": _order, "scope": _scope,
     }
     pool = [q for q in dict.fromkeys(questions) if 15 <= len(q) <= 150]
     out: list[AdversarialPair] = []
@@ -130,7 +129,7 @@ def generate(questions: Sequence[str], per_category: int = 80, paraphrases: int 
         for q in pool:
             if made == per_category:
                 break
-            edited = makers[cat](q)
+            edited = makers[cat](q, rng)
             if edited is None or edited.strip().lower() == q.strip().lower():
                 continue
             out.append(AdversarialPair(stored=q, query=edited, category=cat))

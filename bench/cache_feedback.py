@@ -28,10 +28,10 @@ from typing import Any
 import httpx
 import numpy as np
 
-from edge import CacheKey, CacheSettings, EdgeCache, Embedder
+from bench.cache import bulk_cache, judged_labels
+from edge import Embedder
 from edge.cache import Judged
-from edge.cache.keys import exact_key, normalize_text, request_record, semantic_parts
-from edge.cache.store import NewEntry
+from edge.cache.keys import normalize_text
 from loadtest.servers import node_process
 from models import SamplingParams
 
@@ -40,25 +40,11 @@ PARAMS = SamplingParams(temperature=0.0, max_tokens=1)  # what each asked reques
 _ENTRY = re.compile(r"entry-(\d+)")
 
 
-def _key(text: str) -> CacheKey:
-    return CacheKey(TENANT, "auto", ({"role": "user", "content": text},), None, PARAMS, {})
-
-
 def _warm(path: Path, stored: list[str], vecs: np.ndarray, embedder: Embedder) -> None:
     """The stored set in the node's cache file, keyed as the asked requests are; entry i answers "entry-i"."""
-    rows = []
-    for i, text in enumerate(stored):
-        k = _key(text)
-        parts = semantic_parts(k)
-        rows.append(NewEntry(
-            tenant=TENANT, exact_key=exact_key(k), scope=parts.scope, scope_id=parts.scope_id, model="auto",
-            prompt_text=parts.text, request=request_record(k), answer=f"entry-{i}", finish_reason="stop",
-            prompt_tokens=0, completion_tokens=1, tier="edge", embedding=None,
-        ))
 
     async def put() -> None:
-        cache = EdgeCache(path, CacheSettings(), embedder=embedder)
-        cache.db.put_bulk(rows, vecs, now=time.time())
+        cache = await bulk_cache(stored, embedder, path, TENANT, vecs, params=PARAMS, answer="entry-{}")
         await cache.aclose()
 
     asyncio.run(put())
@@ -112,9 +98,7 @@ def run(
 ) -> dict[str, Any]:
     """``exact``: the stream in order with the questions that are a stored question's own text
     among the judged ones (each an exact hit, answerable); None: the judged queries alone."""
-    label = {(normalize_text(j.query), normalize_text(j.stored)): j.servable for j in test}
-    queries = list(dict.fromkeys(j.query for j in test))
-    answerable = {normalize_text(j.query) for j in test if j.servable}
+    label, queries, answerable = judged_labels(test)
     if exact is not None:
         own = {s.lower() for s in stored}
         judged = set(queries)

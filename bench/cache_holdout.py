@@ -21,18 +21,19 @@ import asyncio
 import json
 import random
 import tempfile
-import time
 from pathlib import Path
 from typing import Annotated, Any
 
 import numpy as np
 import typer
 
-from bench.cache import DEFAULT_PAIRS, REPO, bulk_cache, embed_texts, entry, key, stored_set, write_result
+from bench.cache import (
+    DEFAULT_PAIRS, REPO, bulk_cache, embed_texts, in_batches, judged_labels, key, stored_set, write_result,
+)
 from bench.cache_ood import load as load_ood
 from edge import CacheSettings, EdgeCache, Embedder
 from edge.cache import Judged, Pair, Verifier, load_judged, load_pairs, split_judged
-from edge.cache.budget import calibrated_threshold
+from edge.cache.verifier import calibrated_threshold
 from edge.cache.calibration import wrong_rate_upper
 from edge.cache.keys import normalize_text
 
@@ -48,24 +49,20 @@ def _verdicts(cands: list[Any], judge: Any) -> list[tuple[float, bool]]:
 
 
 async def _candidates(cache: EdgeCache, keys: list[Any]) -> list[list[Any]]:
-    """The semantic layer's candidates for each key, asked 32 at a time."""
-    out: list[list[Any]] = []
-    for start in range(0, len(keys), 32):
-        out += [cands for _, cands in await asyncio.gather(*(cache.candidates(k) for k in keys[start : start + 32]))]
-    return out
+    """The semantic layer's candidates for each key; the cache closed."""
+    looks = await in_batches([cache.candidates(k) for k in keys])
+    await cache.aclose()
+    return [cands for _, cands in looks]
 
 
 async def judged(part: list[Any], stored: list[str], vecs: np.ndarray, embedder: Embedder, work: Path) -> dict[str, Any]:
-    label = {(normalize_text(j.query), normalize_text(j.stored)): j.servable for j in part}
-    queries = list(dict.fromkeys(j.query for j in part))
-    answerable = len({normalize_text(j.query) for j in part if j.servable})
+    label, queries, answerable = judged_labels(part)
     cache = await bulk_cache(stored, embedder, work / f"judged-{len(part)}.db", vecs=vecs, settings=ALL)
     looks = await _candidates(cache, [key(q) for q in queries])
-    await cache.aclose()
     asked = [normalize_text(q) for q in queries]
     rows = [_verdicts(cands, lambda s, a=a: s.lower() == a.lower() or label.get((a, s), False))
             for a, cands in zip(asked, looks, strict=True)]
-    return {"rows": rows, "positives": answerable}
+    return {"rows": rows, "positives": len(answerable)}
 
 
 UNSEEN = REPO / "data" / "judged" / "unseen_qqp"
@@ -102,7 +99,6 @@ async def unseen(pairs_path: Path, embedder: Embedder, work: Path) -> dict[str, 
     label = {(j.query, j.stored): j.servable for j in read}
     cache = await bulk_cache(stored, embedder, work / "unseen.db", settings=ALL)
     looks = await _candidates(cache, [key(q) for q in queries])
-    await cache.aclose()
     unread = sum((q, c.entry.prompt_text) not in label for q, cands in zip(queries, looks, strict=True) for c in cands)
     rows = [_verdicts(cands, lambda s, q=q: label.get((q, s), False)) for q, cands in zip(queries, looks, strict=True)]
     return {"rows": rows, "positives": len({j.query for j in read if j.servable}), "unread_candidates": unread}
@@ -110,11 +106,9 @@ async def unseen(pairs_path: Path, embedder: Embedder, work: Path) -> dict[str, 
 
 async def ood(path: Path, embedder: Embedder, work: Path) -> dict[str, Any]:
     pairs = load_ood(path)
-    cache = EdgeCache(work / f"{path.stem}.db", ALL, embedder=embedder)
-    cache.db.put_bulk([entry(p.stored, str(i), tenant=f"p{i}") for i, p in enumerate(pairs)],
-                      embed_texts(embedder, [p.stored for p in pairs]), now=time.time())
-    looks = await _candidates(cache, [key(p.query, tenant=f"p{i}") for i, p in enumerate(pairs)])
-    await cache.aclose()
+    tenants = [f"p{i}" for i in range(len(pairs))]
+    cache = await bulk_cache([p.stored for p in pairs], embedder, work / f"{path.stem}.db", tenants, settings=ALL)
+    looks = await _candidates(cache, [key(p.query, t) for p, t in zip(pairs, tenants, strict=True)])
     rows = [_verdicts(cands, lambda _s, p=p: p.servable) for p, cands in zip(pairs, looks, strict=True)]
     return {"rows": rows, "positives": sum(p.servable for p in pairs)}
 

@@ -20,6 +20,7 @@ import statistics
 import tempfile
 import time
 from pathlib import Path
+from typing import Any
 
 import httpx
 import numpy as np
@@ -38,10 +39,10 @@ NATIVE = {
 }
 
 
-def timed(client: httpx.Client, url: str, body: dict[str, object]) -> tuple[float, str]:
+def timed(client: httpx.Client, url: str, body: dict[str, object] | None) -> tuple[float, str]:
+    """One request (a GET when ``body`` is None), read to its end: ms and the route it took."""
     start = time.perf_counter()
-    resp = client.post(url, json=body)
-    resp.read()
+    resp = client.get(url) if body is None else client.post(url, json=body)
     elapsed = (time.perf_counter() - start) * 1000
     resp.raise_for_status()
     return elapsed, resp.headers.get("x-edgeroute-route", "")
@@ -55,48 +56,38 @@ def main() -> None:
     args = ap.parse_args()
 
     data_dir = Path(tempfile.mkdtemp(prefix="edgeroute-bench-"))  # a fresh, empty cache
-    url = f"http://127.0.0.1:{args.port}/v1/chat/completions"
-    result: dict[str, object] = {
+    base = f"http://127.0.0.1:{args.port}"
+    url = base + "/v1/chat/completions"
+    result: dict[str, Any] = {
         "machine": f"{platform.machine()} {os.cpu_count()} cores, {platform.python_version()}",
         "requests": args.requests,
     }
     # Same work as bench.edge_api's node: no prompt-prefix reuse.
-    with node_process("--data-dir", str(data_dir), "--log-level", "warning", "--no-local-member", port=args.port,
-                      env={"EDGEROUTE_EDGE__PREFIX_REUSE": "false"}, timeout=120):
-        with httpx.Client(timeout=120) as client:
-            timed(client, url, {**BODY, "cache": False})  # warm the server's code paths
-            first_ms, first_route = timed(client, url, BODY)
-            result["first"] = {"ms": first_ms, "route": first_route}
-            base = f"http://127.0.0.1:{args.port}"
-            floor = []
-            for _ in range(args.requests):
-                start = time.perf_counter()
-                client.get(f"{base}/healthz").raise_for_status()
-                floor.append((time.perf_counter() - start) * 1000)
-            result["healthz"] = {"p50_ms": statistics.median(floor), "p99_ms": float(np.percentile(floor, 99)),
-                                 "routes": ["-"]}
-            cases = {"non-streamed": (url, BODY), "streamed": (url, {**BODY, "stream": True})}
-            for name, (path, body) in NATIVE.items():
-                cases[name] = (base + path, body)
-                timed(client, base + path, body)  # the model answers, the cache stores
-            for name, (case_url, body) in cases.items():
-                times, routes = [], set()
-                for _ in range(args.requests):
-                    ms, route = timed(client, case_url, body)
-                    times.append(ms)
-                    routes.add(route)
-                result[name] = {
-                    "p50_ms": statistics.median(times),
-                    "p99_ms": float(np.percentile(times, 99)),
-                    "routes": sorted(routes),
-                }
+    with (
+        node_process("--data-dir", str(data_dir), "--log-level", "warning", "--no-local-member", port=args.port,
+                     env={"EDGEROUTE_EDGE__PREFIX_REUSE": "false"}, timeout=120),
+        httpx.Client(timeout=120) as client,
+    ):
+        timed(client, url, {**BODY, "cache": False})  # warm the server's code paths
+        first_ms, first_route = timed(client, url, BODY)
+        result["first"] = {"ms": first_ms, "route": first_route}
+        # GET /healthz on the same connection: the floor
+        cases = {"healthz": (base + "/healthz", None), "non-streamed": (url, BODY),
+                 "streamed": (url, {**BODY, "stream": True})}
+        for name, (path, body) in NATIVE.items():
+            cases[name] = (base + path, body)
+            timed(client, base + path, body)  # the model answers, the cache stores
+        for name, (case_url, body) in cases.items():
+            times, routes = zip(*(timed(client, case_url, body) for _ in range(args.requests)), strict=True)
+            result[name] = {"p50_ms": statistics.median(times), "p99_ms": float(np.percentile(times, 99)),
+                            "routes": sorted(set(routes)) if body is not None else ["-"]}
     print(f"exact cache hit over HTTP, {args.requests} sequential requests on one keep-alive connection")
-    print(f"first request (model answers, cache stores): {result['first']['ms']:.1f} ms, "  # type: ignore[index]
-          f"route {result['first']['route']}")  # type: ignore[index]
+    print(f"first request (model answers, cache stores): {result['first']['ms']:.1f} ms, "
+          f"route {result['first']['route']}")
     print(f"{'request':<24}{'p50 ms':>9}{'p99 ms':>9}  routes")
-    for name in ("healthz", "non-streamed", "streamed", *NATIVE):
+    for name in cases:
         r = result[name]
-        print(f"{name:<24}{r['p50_ms']:>9.2f}{r['p99_ms']:>9.2f}  {','.join(r['routes'])}")  # type: ignore[index]
+        print(f"{name:<24}{r['p50_ms']:>9.2f}{r['p99_ms']:>9.2f}  {','.join(r['routes'])}")
     args.json.parent.mkdir(parents=True, exist_ok=True)
     args.json.write_text(json.dumps(result, indent=2))
 

@@ -17,7 +17,6 @@ from __future__ import annotations
 import asyncio
 import json
 import tempfile
-import time
 from collections import Counter
 from dataclasses import dataclass
 from pathlib import Path
@@ -25,8 +24,8 @@ from typing import Annotated, Any, Optional
 
 import typer
 
-from bench.cache import REPO, embed_texts, entry, key, write_result
-from edge import CacheSettings, EdgeCache, Embedder
+from bench.cache import REPO, bulk_cache, in_batches, key, write_result
+from edge import CacheSettings, Embedder
 from edge.cache import Verifier
 
 DEFAULT = REPO / "bench" / "data" / "ood_pairs.jsonl"
@@ -52,26 +51,22 @@ async def replay(
 ) -> list[dict[str, Any]]:
     """Each pair's stored question in its own tenant, its query asked: what each decider does
     (``verifier``: another one than the shipped)."""
-    cache = EdgeCache(work / "ood.db", CacheSettings(), embedder=embedder, verifier=verifier)
-    stored = [p.stored for p in pairs]
-    entries = [entry(p.stored, str(i), tenant=f"p{i}") for i, p in enumerate(pairs)]
-    cache.db.put_bulk(entries, embed_texts(embedder, stored), now=time.time())
+    tenants = [f"p{i}" for i in range(len(pairs))]
+    cache = await bulk_cache([p.stored for p in pairs], embedder, work / "ood.db", tenants, verifier=verifier)
+    looks = await in_batches([cache.candidates(key(p.query, t)) for p, t in zip(pairs, tenants, strict=True)])
     rows: list[dict[str, Any]] = []
-    for start in range(0, len(pairs), 32):
-        chunk = list(enumerate(pairs))[start : start + 32]
-        looks = await asyncio.gather(*(cache.candidates(key(p.query, tenant=f"p{i}")) for i, p in chunk))
-        for (_, p), (_, cands) in zip(chunk, looks, strict=True):
-            top = cands[0] if cands else None
-            sim = top.similarity if top is not None else 0.0
-            rows.append({
-                "pair": p, "cosine": sim,
-                "refusal": top.refusal if top is not None else "floor",
-                "probability": top.probability if top is not None else None,
-                "served": {
-                    "cosine >= 0.80": sim >= 0.80, "cosine >= 0.97": sim >= 0.97,
-                    "shipped": top is not None and top.refusal is None,
-                },
-            })
+    for p, (_, cands) in zip(pairs, looks, strict=True):
+        top = cands[0] if cands else None
+        sim = top.similarity if top is not None else 0.0
+        rows.append({
+            "pair": p, "cosine": sim,
+            "refusal": top.refusal if top is not None else "floor",
+            "probability": top.probability if top is not None else None,
+            "served": {
+                "cosine >= 0.80": sim >= 0.80, "cosine >= 0.97": sim >= 0.97,
+                "shipped": top is not None and top.refusal is None,
+            },
+        })
     threshold = cache.threshold
     await cache.aclose()
     for row in rows:

@@ -28,19 +28,18 @@ import threading
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
+from types import SimpleNamespace
 
 import httpx
 from httpx_sse import connect_sse
 
 from loadtest.servers import free_port, server_process
 
-REPO = Path(__file__).resolve().parent.parent
 ROUTES = ("edge", "edge", "cloud", "cache-exact", "cache-semantic")
 
 
 # --------------------------------------------------------------------------- server side
 def serve(port: int, rate: float, start_after: float, duration: float, data_dir: Path) -> None:
-    sys.path.insert(0, str(REPO))
     import uvicorn
     from litestar import Litestar
 
@@ -50,11 +49,7 @@ def serve(port: int, rate: float, start_after: float, duration: float, data_dir:
     settings = TelemetrySettings()
     telemetry = Telemetry(settings, data_dir)
 
-    class Node:
-        pass
-
-    node = Node()
-    node.telemetry = telemetry  # type: ignore[attr-defined]
+    node = SimpleNamespace(telemetry=telemetry)  # what the dashboard reads of a node
 
     async def produce() -> None:
         await asyncio.sleep(start_after)
@@ -64,24 +59,16 @@ def serve(port: int, rate: float, start_after: float, duration: float, data_dir:
         while time.monotonic() - start < duration:
             route = random.choice(ROUTES)
             now = time.time()
-            telemetry.record(
-                DecisionEvent(
-                    ts=now,
-                    request_id=f"{now:.6f}-{i}",
-                    tenant=random.choice(("acme", "globex")),
-                    model="auto",
-                    route=route,
-                    reason={"edge": "short-prompt", "cloud": "complex"}.get(route, "hit"),
-                    prompt_tokens=random.randint(5, 200),
-                    completion_tokens=random.randint(5, 300),
-                    latency_ms=random.lognormvariate(5, 1),
-                    ttft_ms=random.lognormvariate(3, 1),
-                    similarity=0.95 if route == "cache-semantic" else None,
-                    cache=None if route.startswith("cache") else "miss",
-                    prompt_preview=f"synthetic prompt number {i} <b>with markup</b>",
-                    features={"prompt_tokens": 42, "complexity": 0.3},
-                )
-            )
+            telemetry.record(DecisionEvent(
+                ts=now, request_id=f"{now:.6f}-{i}", tenant=random.choice(("acme", "globex")), model="auto",
+                route=route, reason={"edge": "short-prompt", "cloud": "complex"}.get(route, "hit"),
+                prompt_tokens=random.randint(5, 200), completion_tokens=random.randint(5, 300),
+                latency_ms=random.lognormvariate(5, 1), ttft_ms=random.lognormvariate(3, 1),
+                similarity=0.95 if route == "cache-semantic" else None,
+                cache=None if route.startswith("cache") else "miss",
+                prompt_preview=f"synthetic prompt number {i} <b>with markup</b>",
+                features={"prompt_tokens": 42, "complexity": 0.3},
+            ))
             i += 1
             # Sleep to the schedule, not a fixed interval, so the rate holds under load.
             await asyncio.sleep(max(0.0, start + i * interval - time.monotonic()))
@@ -116,10 +103,8 @@ class ClientStats:
 
 def sse_client(url: str, stop: threading.Event, stats: ClientStats) -> None:
     try:
-        with (
-            httpx.Client(timeout=httpx.Timeout(30.0)) as client,
-            connect_sse(client, "GET", f"{url}/dashboard/events?topics=feed,stats") as source,
-        ):
+        events = f"{url}/dashboard/events?topics=feed,stats"
+        with httpx.Client(timeout=30) as client, connect_sse(client, "GET", events) as source:
             for sse in source.iter_sse():
                 now = time.time()
                 stats.messages += 1
@@ -150,9 +135,7 @@ def pct(values: list[float], q: float) -> float:
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(
-        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
-    )
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--rate", type=float, default=100.0, help="decisions per second")
     parser.add_argument("--duration", type=float, default=20.0, help="seconds of load")
     parser.add_argument("--clients", type=int, default=3, help="SSE clients (browser tabs)")
@@ -171,8 +154,9 @@ def main() -> None:
     url = f"http://127.0.0.1:{port}"
     warmup = 3.0
     with tempfile.TemporaryDirectory() as tmp:
-        argv = [sys.executable, __file__, "--serve", "--port", str(port), "--rate", str(args.rate), "--duration",
-                str(args.duration), "--start-after", str(warmup + args.idle), "--data-dir", tmp]
+        argv = [sys.executable, "-m", "bench.dashboard_sse", "--serve", "--port", str(port),
+                "--rate", str(args.rate), "--duration", str(args.duration),
+                "--start-after", str(warmup + args.idle), "--data-dir", tmp]
         log = Path(tmp) / "server.log"
         with server_process(argv, url, ready_path="/dashboard", log_path=log, timeout=60) as server:
             started = time.monotonic()
@@ -203,21 +187,20 @@ def main() -> None:
 
     lat = [v for c in clients for v in c.latencies_ms]
     load_s = t2 - t1
+
+    def per_client_s(i: int) -> float:
+        """The mean per client of counter ``i`` (feed, stats messages, bytes) per second of load."""
+        return statistics.mean(e[i] - b[i] for b, e in zip(at_load, at_end, strict=True)) / load_s
+
     result = {
         "rate_per_s": args.rate,
         "duration_s": args.duration,
         "clients": args.clients,
         "rows_received_per_client": [c.rows for c in clients],
         # Per client, over the load window only.
-        "feed_messages_per_s": round(
-            statistics.mean(e[0] - b[0] for b, e in zip(at_load, at_end, strict=True)) / load_s, 2
-        ),
-        "stats_messages_per_s": round(
-            statistics.mean(e[1] - b[1] for b, e in zip(at_load, at_end, strict=True)) / load_s, 2
-        ),
-        "sse_kib_per_s": round(
-            statistics.mean(e[2] - b[2] for b, e in zip(at_load, at_end, strict=True)) / 1024 / load_s, 1
-        ),
+        "feed_messages_per_s": round(per_client_s(0), 2),
+        "stats_messages_per_s": round(per_client_s(1), 2),
+        "sse_kib_per_s": round(per_client_s(2) / 1024, 1),
         "delivery_ms_p50": round(pct(lat, 50), 1),
         "delivery_ms_p95": round(pct(lat, 95), 1),
         "delivery_ms_max": round(max(lat), 1) if lat else None,
@@ -232,23 +215,15 @@ def main() -> None:
         ("decisions/s recorded", f"{args.rate:g} for {args.duration:g} s"),
         ("SSE clients", str(args.clients)),
         ("rows received per client", ", ".join(str(c.rows) for c in clients)),
-        (
-            "feed / stats SSE messages/s per client",
-            f"{result['feed_messages_per_s']} / {result['stats_messages_per_s']}",
-        ),
+        ("feed / stats SSE messages/s per client",
+         f"{result['feed_messages_per_s']} / {result['stats_messages_per_s']}"),
         ("SSE KiB/s per client", str(result["sse_kib_per_s"])),
-        (
-            "delivery p50 / p95 / max (ms)",
-            f"{result['delivery_ms_p50']} / {result['delivery_ms_p95']} / {result['delivery_ms_max']}",
-        ),
-        *[
-            (f"GET {p} p50 / p95 (ms)", f"{result['page_ms_p50'][p]} / {result['page_ms_p95'][p]}")
-            for p in page_ms
-        ],
-        (
-            "server CPU idle / under load",
-            f"{result['server_cpu_idle_pct']}% / {result['server_cpu_load_pct']}%",
-        ),
+        ("delivery p50 / p95 / max (ms)",
+         f"{result['delivery_ms_p50']} / {result['delivery_ms_p95']} / {result['delivery_ms_max']}"),
+        *[(f"GET {p} p50 / p95 (ms)", f"{result['page_ms_p50'][p]} / {result['page_ms_p95'][p]}")
+          for p in page_ms],
+        ("server CPU idle / under load",
+         f"{result['server_cpu_idle_pct']}% / {result['server_cpu_load_pct']}%"),
         ("decisions written to SQLite", str(written)),
     ]
     width = max(len(k) for k, _ in rows)

@@ -30,12 +30,9 @@ PROMPT = "1, 2, 3, 4, 5,"
 def raw_round(llm, max_tokens: int) -> dict[str, float]:  # type: ignore[no-untyped-def]
     llm.reset()  # no prefix reuse: the node runs with edge.prefix_reuse off for this bench
     start = time.perf_counter()
-    stamps: list[float] = []
-    n = 0
-    for out in llm.create_completion(PROMPT, max_tokens=max_tokens, temperature=0, stream=True):
-        stamps.append(time.perf_counter())
-        n += 1
-    return _stats(start, stamps, n)
+    stamps = [time.perf_counter() for _ in llm.create_completion(PROMPT, max_tokens=max_tokens, temperature=0,
+                                                                 stream=True)]
+    return _stats(start, stamps, len(stamps))
 
 
 def api_round(base: str, max_tokens: int) -> dict[str, float]:
@@ -100,24 +97,20 @@ def main() -> None:
         finally:
             llm.close()
 
-    def med(rows: list[dict[str, float]], key: str) -> float:
-        return statistics.median(r[key] for r in rows)
+    def med(rows: list[dict[str, float]]) -> float:
+        return statistics.median(r["decode_tok_s"] for r in rows)
 
+    diffs = sorted(a - r for a, r in zip(api_ttft, raw_ttft, strict=True))
     result = {
         "machine": f"{platform.machine()} {os.cpu_count()} cores, {platform.python_version()}",
-        "model": spec.alias,
-        "prompt": PROMPT,
-        "max_tokens": args.max_tokens,
-        "threads": args.threads,
-        "rounds": args.rounds,
-        "ttft_rounds": args.ttft_rounds,
-        "raw": {"decode_tok_s": med(raw, "decode_tok_s"), "ttft_ms": statistics.median(raw_ttft)},
-        "api": {"decode_tok_s": med(api, "decode_tok_s"), "ttft_ms": statistics.median(api_ttft)},
+        "model": spec.alias, "prompt": PROMPT, "max_tokens": args.max_tokens, "threads": args.threads,
+        "rounds": args.rounds, "ttft_rounds": args.ttft_rounds,
+        "raw": {"decode_tok_s": med(raw), "ttft_ms": statistics.median(raw_ttft)},
+        "api": {"decode_tok_s": med(api), "ttft_ms": statistics.median(api_ttft)},
+        "ratio_decode": med(api) / med(raw),
+        "added_ttft_ms": statistics.median(diffs),
+        "added_ttft_ms_iqr": [diffs[len(diffs) // 4], diffs[(3 * len(diffs)) // 4]],
     }
-    diffs = sorted(a - r for a, r in zip(api_ttft, raw_ttft))
-    result["ratio_decode"] = result["api"]["decode_tok_s"] / result["raw"]["decode_tok_s"]
-    result["added_ttft_ms"] = statistics.median(diffs)
-    result["added_ttft_ms_iqr"] = [diffs[len(diffs) // 4], diffs[(3 * len(diffs)) // 4]]
     print(f"edge decode, {spec.alias}, {args.max_tokens} tokens, median of {args.rounds} alternating rounds;"
           f" TTFT: median of {args.ttft_rounds} alternating short rounds")
     print(f"{'path':<16}{'decode tok/s':>14}{'TTFT ms':>10}")

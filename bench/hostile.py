@@ -23,12 +23,14 @@ import random
 import tempfile
 import threading
 import time
+from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 import httpx
 
+from loadtest.loadprobe import read_rss_mb
 from loadtest.servers import NodeProcess, node_process
 
 # Every API that takes a schema: how a schema goes in, and the field its error must name.
@@ -90,7 +92,7 @@ def fixed_schemas() -> list[tuple[str, Any]]:
         ("ref odd", {"$ref": "#/$defs/~1/%00"}),
         ("ref not a string", {"$ref": 5}),
         ("deep properties 60", _deep(60)),
-        ("deep items 60", _deep_items(60)),
+        ("deep items 60", _deep(60, items=True)),
         ("anyOf 600", {"anyOf": [{"const": i} for i in range(600)]}),
         ("enum 3000", {"enum": list(range(3000))}),
         ("enum long strings", {"enum": ["x" * 1000 for _ in range(12)]}),
@@ -112,17 +114,14 @@ def fixed_schemas() -> list[tuple[str, Any]]:
     return cases
 
 
-def _deep(levels: int) -> dict[str, Any]:
+def _deep(levels: int, items: bool = False) -> dict[str, Any]:
+    """An integer nested ``levels`` deep in required properties (or in array items)."""
     schema: dict[str, Any] = {"type": "integer"}
     for _ in range(levels):
-        schema = {"type": "object", "properties": {"a": schema}, "required": ["a"]}
-    return schema
-
-
-def _deep_items(levels: int) -> dict[str, Any]:
-    schema: dict[str, Any] = {"type": "integer"}
-    for _ in range(levels):
-        schema = {"type": "array", "items": schema, "maxItems": 2}
+        if items:
+            schema = {"type": "array", "items": schema, "maxItems": 2}
+        else:
+            schema = {"type": "object", "properties": {"a": schema}, "required": ["a"]}
     return schema
 
 
@@ -228,13 +227,6 @@ def judge(api: str, status: int, body: bytes) -> tuple[bool, str]:
     return True, ""
 
 
-def _rss_mb(pid: int) -> float:
-    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
-        if line.startswith("VmRSS:"):
-            return int(line.split()[1]) / 1024
-    return 0.0
-
-
 def _probe(base: str, pid: int, watch: Watch) -> None:
     with httpx.Client(base_url=base, timeout=10.0) as client:
         while not watch.stop.is_set():
@@ -246,10 +238,9 @@ def _probe(base: str, pid: int, watch: Watch) -> None:
             took = (time.perf_counter() - started) * 1000
             if took > watch.healthz_max_ms:
                 watch.healthz_max_ms, watch.worst_case = took, watch.current
-            try:
-                watch.rss_max_mb = max(watch.rss_max_mb, _rss_mb(pid))
-            except OSError:
-                watch.healthz_failures += 1
+            rss = read_rss_mb(pid)
+            watch.rss_max_mb = max(watch.rss_max_mb, rss or 0.0)
+            watch.healthz_failures += rss is None
             watch.samples += 1
             watch.stop.wait(0.02)
 
@@ -274,11 +265,9 @@ class Report:
         return self.watch.rss_max_mb - self.watch.rss_start_mb
 
     def summary(self) -> dict[str, Any]:
-        statuses: dict[str, int] = {}
-        for o in self.outcomes:
-            statuses[str(o.status)] = statuses.get(str(o.status), 0) + 1
         return {
-            "cases": len(self.outcomes), "failed": len(self.failures), "statuses": statuses,
+            "cases": len(self.outcomes), "failed": len(self.failures),
+            "statuses": dict(Counter(str(o.status) for o in self.outcomes)),
             "healthz_max_ms": round(self.watch.healthz_max_ms, 1), "healthz_worst_during": self.watch.worst_case,
             "healthz_failures": self.watch.healthz_failures,
             "rss_start_mb": round(self.watch.rss_start_mb, 1), "rss_growth_mb": round(self.rss_growth_mb, 1),
@@ -297,7 +286,7 @@ def run_campaign(node: NodeProcess, cases: list[tuple[str, Any, str]]) -> Report
         # One plain answer first, so the start-up's lazy allocations are not counted as growth.
         path, body = request_for("chat", {"type": "integer"})
         client.post(path, json=body).raise_for_status()
-        watch.rss_start_mb = watch.rss_max_mb = _rss_mb(proc.pid)
+        watch.rss_start_mb = watch.rss_max_mb = read_rss_mb(proc.pid) or 0.0
         probe = threading.Thread(target=_probe, args=(base, proc.pid, watch), daemon=True)
         probe.start()
         outcomes: list[Outcome] = []
@@ -337,11 +326,13 @@ def main() -> None:
     args = parser.parse_args()
     schemas = fixed_schemas()
     cases = spread(schemas, every_api=not args.one_api_each) + spread(random_schemas(args.cases, args.seed))
-    with tempfile.TemporaryDirectory(prefix="edgeroute-hostile-") as tmp:
-        with node_process(*NODE_ARGS, "--data-dir", tmp, log_path=Path(tmp) / "node.log", env=NODE_ENV) as node:
-            started = time.perf_counter()
-            report = run_campaign(node, cases)
-            elapsed = time.perf_counter() - started
+    with (
+        tempfile.TemporaryDirectory(prefix="edgeroute-hostile-") as tmp,
+        node_process(*NODE_ARGS, "--data-dir", tmp, log_path=Path(tmp) / "node.log", env=NODE_ENV) as node,
+    ):
+        started = time.perf_counter()
+        report = run_campaign(node, cases)
+        elapsed = time.perf_counter() - started
     summary = {**report.summary(), "seconds": round(elapsed, 1), "seed": args.seed}
     print(f"{'cases':>8} {'failed':>7} {'healthz max ms':>15} {'RSS growth MB':>14} {'alive':>6} {'passed':>7}")
     print(f"{summary['cases']:>8} {summary['failed']:>7} {summary['healthz_max_ms']:>15} {summary['rss_growth_mb']:>14} "

@@ -30,21 +30,13 @@ def _status(pid: int) -> dict[str, int]:
     return out
 
 
-def _children(pid: int) -> list[int]:
-    kids: list[int] = []
-    for task in Path(f"/proc/{pid}/task").iterdir():
-        path = task / "children"
-        if path.exists():
-            kids += [int(p) for p in path.read_text().split()]
-    return kids
-
-
 def rss_tree(pid: int, depth: int = 0) -> list[dict[str, object]]:
     """The process ``pid`` and its descendants, each with its RSS figures and command line."""
     try:
         cmd = Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace").strip()
         rows: list[dict[str, object]] = [{"pid": pid, "depth": depth, "cmd": cmd[:100], **_status(pid)}]
-        kids = _children(pid)
+        children = Path(f"/proc/{pid}/task").glob("*/children")  # one file per thread
+        kids = [int(kid) for path in children for kid in path.read_text().split()]
     except (FileNotFoundError, ProcessLookupError):
         return []
     for kid in kids:

@@ -26,7 +26,7 @@ import httpx
 from httpx_sse import aconnect_sse
 
 from cloud import CloudPool, LocalMember, MemberSettings, PoolSettings
-from cloud.local import ServerProcess, free_port
+from loadtest.servers import free_port, server_process
 from models.openai.client import request_body
 from models import GenerationRequest, SamplingParams
 
@@ -38,28 +38,18 @@ def echo_app() -> Any:
 
     def chunk(text: str | None, finish: str | None = None) -> bytes:
         delta = {} if text is None else {"content": text}
-        body = {
-            "id": "x",
-            "object": "chat.completion.chunk",
-            "created": 0,
-            "model": "echo",
-            "choices": [{"index": 0, "delta": delta, "finish_reason": finish}],
-        }
+        body = {"id": "x", "object": "chat.completion.chunk", "created": 0, "model": "echo",
+                "choices": [{"index": 0, "delta": delta, "finish_reason": finish}]}
         return b"data: " + json.dumps(body).encode() + b"\n\n"
 
     counts = {"prompt_tokens": 5, "completion_tokens": ECHO_CHUNKS, "total_tokens": 5 + ECHO_CHUNKS}
     usage = b"data: " + json.dumps({"id": "x", "choices": [], "usage": counts}).encode() + b"\n\n"
-    stream = (
-        chunk("")
-        + b"".join(chunk(f"tok{i} ") for i in range(ECHO_CHUNKS))
-        + chunk(None, "stop")
-        + usage
-        + b"data: [DONE]\n\n"
-    )
+    text = "".join(f"tok{i} " for i in range(ECHO_CHUNKS))
+    tokens = b"".join(chunk(f"tok{i} ") for i in range(ECHO_CHUNKS))
+    stream = chunk("") + tokens + chunk(None, "stop") + usage + b"data: [DONE]\n\n"
     whole = json.dumps({
         "id": "x", "object": "chat.completion", "created": 0, "model": "echo",
-        "choices": [{"index": 0, "message": {"role": "assistant", "content": "".join(f"tok{i} " for i in range(ECHO_CHUNKS))},
-                     "finish_reason": "stop"}],
+        "choices": [{"index": 0, "message": {"role": "assistant", "content": text}, "finish_reason": "stop"}],
         "usage": counts,
     }).encode()
     models = json.dumps({"object": "list", "data": [{"id": "echo", "object": "model"}]}).encode()
@@ -73,24 +63,17 @@ def echo_app() -> Any:
             body += message.get("body", b"")
             if not message.get("more_body"):
                 break
-        path = scope["path"]
-        if path == "/v1/chat/completions":
-            streamed = bool(json.loads(body or b"{}").get("stream"))
-            kind = b"text/event-stream" if streamed else b"application/json"
-            await send({"type": "http.response.start", "status": 200, "headers": [(b"content-type", kind)]})
-            await send({"type": "http.response.body", "body": stream if streamed else whole})
-        elif path in ("/health", "/v1/models"):
-            await send(
-                {
-                    "type": "http.response.start",
-                    "status": 200,
-                    "headers": [(b"content-type", b"application/json")],
-                }
-            )
-            await send({"type": "http.response.body", "body": models if path == "/v1/models" else b""})
-        else:
-            await send({"type": "http.response.start", "status": 404, "headers": []})
-            await send({"type": "http.response.body", "body": b""})
+        path, status, kind, answer = scope["path"], 200, b"application/json", b""
+        if path == "/v1/chat/completions" and json.loads(body or b"{}").get("stream"):
+            kind, answer = b"text/event-stream", stream
+        elif path == "/v1/chat/completions":
+            answer = whole
+        elif path == "/v1/models":
+            answer = models
+        elif path != "/health":
+            status = 404
+        await send({"type": "http.response.start", "status": status, "headers": [(b"content-type", kind)]})
+        await send({"type": "http.response.body", "body": answer})
 
     return app
 
@@ -123,28 +106,20 @@ async def pooled(pool: CloudPool, request: GenerationRequest) -> tuple[float, fl
 
 async def measure(member: MemberSettings, request: GenerationRequest, n: int, warmup: int) -> dict[str, Any]:
     settings = PoolSettings(members=[member])
-    async with (
-        CloudPool(settings) as pool,
-        httpx.AsyncClient(base_url=member.base_url, timeout=300) as client,
-    ):
+    client = httpx.AsyncClient(base_url=member.base_url, timeout=300)
+    async with CloudPool(settings) as pool, client:
         for _ in range(warmup):
             await direct(client, request, member.model)
             await pooled(pool, request)
-        d_total, d_ttft, p_total, p_ttft, diffs = [], [], [], [], []
+        samples = []
         for i in range(n):
             if i % 2 == 0:  # alternate the order so neither side always runs on a warmer cache
-                dt, df = await direct(client, request, member.model)
-                pt, pf = await pooled(pool, request)
+                (dt, df), (pt, pf) = await direct(client, request, member.model), await pooled(pool, request)
             else:
-                pt, pf = await pooled(pool, request)
-                dt, df = await direct(client, request, member.model)
-            (
-                d_total.append(dt),
-                d_ttft.append(df),
-                p_total.append(pt),
-                p_ttft.append(pf),
-                diffs.append(pt - dt),
-            )
+                (pt, pf), (dt, df) = await pooled(pool, request), await direct(client, request, member.model)
+            samples.append((dt, df, pt, pf))
+    d_total, d_ttft, p_total, p_ttft = (list(column) for column in zip(*samples, strict=True))
+    diffs = [p - d for p, d in zip(p_total, d_total, strict=True)]
     q = lambda xs: statistics.quantiles(xs, n=100)[98] if len(xs) >= 2 else xs[0]  # noqa: E731
     return {
         "member": member.name,
@@ -160,17 +135,7 @@ async def measure(member: MemberSettings, request: GenerationRequest, n: int, wa
 
 
 def table(rows: list[dict[str, Any]]) -> str:
-    cols = [
-        "member",
-        "requests",
-        "direct_p50_ms",
-        "pool_p50_ms",
-        "added_p50_ms",
-        "added_paired_p50_ms",
-        "pool_p99_ms",
-        "direct_ttft_p50_ms",
-        "pool_ttft_p50_ms",
-    ]
+    cols = list(rows[0])
     fmt = lambda v: f"{v:.3f}" if isinstance(v, float) else str(v)  # noqa: E731
     widths = [max(len(c), *(len(fmt(r[c])) for r in rows)) for c in cols]
     lines = ["  ".join(c.rjust(w) for c, w in zip(cols, widths, strict=True))]
@@ -181,30 +146,19 @@ def table(rows: list[dict[str, Any]]) -> str:
 async def main_async(args: argparse.Namespace) -> list[dict[str, Any]]:
     rows = []
     port = free_port()
-    echo = ServerProcess(
-        [sys.executable, "-m", "bench.pool", "--serve-echo", str(port)],
-        f"http://127.0.0.1:{port}/health",
-        startup_timeout_s=60,
-    )
-    echo.spawn()
-    try:
-        echo.wait_ready()
-        echo_member = MemberSettings(name="echo", base_url=f"http://127.0.0.1:{port}/v1", model="echo")
-        req = GenerationRequest(
-            SamplingParams(max_tokens=ECHO_CHUNKS, temperature=0.0),
-            messages=({"role": "user", "content": "hi"},),
-        )
+    base = f"http://127.0.0.1:{port}"
+    argv = [sys.executable, "-m", "bench.pool", "--serve-echo", str(port)]
+    with server_process(argv, base, ready_path="/health", timeout=60, what="the echo member"):
+        echo_member = MemberSettings(name="echo", base_url=base + "/v1", model="echo")
+        req = GenerationRequest(SamplingParams(max_tokens=ECHO_CHUNKS, temperature=0.0),
+                                messages=({"role": "user", "content": "hi"},))
         rows.append(await measure(echo_member, req, args.requests, warmup=20))
-    finally:
-        echo.kill()
     if args.vllm_requests:
         vllm_member = LocalMember(name="vllm")
         try:
             await vllm_member.start()
-            req = GenerationRequest(
-                SamplingParams(max_tokens=4, temperature=0.0),
-                messages=({"role": "user", "content": "What is the capital of France?"},),
-            )
+            req = GenerationRequest(SamplingParams(max_tokens=4, temperature=0.0),
+                                    messages=({"role": "user", "content": "What is the capital of France?"},))
             rows.append(await measure(vllm_member.settings, req, args.vllm_requests, warmup=2))
         finally:
             await vllm_member.aclose()
@@ -212,13 +166,10 @@ async def main_async(args: argparse.Namespace) -> list[dict[str, Any]]:
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(
-        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
-    )
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--requests", type=int, default=300, help="requests per side against the echo member")
-    parser.add_argument(
-        "--vllm-requests", type=int, default=20, help="requests per side against the vLLM member"
-    )
+    parser.add_argument("--vllm-requests", type=int, default=20,
+                        help="requests per side against the vLLM member")
     parser.add_argument("--json", type=Path, default=None, help="also write the JSON here")
     parser.add_argument("--serve-echo", type=int, default=None, help=argparse.SUPPRESS)
     args = parser.parse_args()

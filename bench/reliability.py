@@ -14,13 +14,12 @@ import argparse
 import json
 import statistics
 import tempfile
-import threading
 import time
 from pathlib import Path
-from typing import Any
 
 import httpx
 
+from bench.abuse import Monitor
 from edgeroute.app import create_app
 from loadtest.servers import serve_app
 from router import load_settings
@@ -39,16 +38,6 @@ def _bad_requests() -> dict[str, bytes]:
     }
 
 
-def _probe(base: str, path: str, body: Any, stop: threading.Event, out: list[float]) -> None:
-    with httpx.Client(timeout=60) as client:
-        while not stop.is_set():
-            started = time.perf_counter()
-            resp = client.post(base + path, json=body) if body is not None else client.get(base + path)
-            resp.raise_for_status()
-            out.append((time.perf_counter() - started) * 1000)
-            time.sleep(0.005)
-
-
 def _run(base: str, rounds: int) -> None:
     first = httpx.post(base + "/v1/chat/completions", json=HIT, timeout=60)  # stored; later ones are hits
     first.raise_for_status()
@@ -56,24 +45,19 @@ def _run(base: str, rounds: int) -> None:
     print(f"{'bad request':<34} {'status':>6} {'time ms':>9} {'healthz max ms':>15} {'cache hit max ms':>17}")
     for name, body in _bad_requests().items():
         for _ in range(rounds):
-            stop = threading.Event()
-            health: list[float] = []
-            hits: list[float] = []
-            probes = [
-                threading.Thread(target=_probe, args=(base, "/healthz", None, stop, health)),
-                threading.Thread(target=_probe, args=(base, "/v1/chat/completions", HIT, stop, hits)),
-            ]
-            for p in probes:
-                p.start()
-            time.sleep(0.2)
-            started = time.perf_counter()
-            resp = httpx.post(base + "/v1/chat/completions", content=body,
-                              headers={"content-type": "application/json"}, timeout=120)
-            took = (time.perf_counter() - started) * 1000
-            time.sleep(0.1)
-            stop.set()
-            for p in probes:
-                p.join()
+            with (
+                httpx.Client(base_url=base, timeout=60) as one,
+                httpx.Client(base_url=base, timeout=60) as other,
+                Monitor(base, 0.005, lambda: one.get("/healthz")) as health_probe,
+                Monitor(base, 0.005, lambda: other.post("/v1/chat/completions", json=HIT)) as hit_probe,
+            ):
+                time.sleep(0.2)
+                started = time.perf_counter()
+                resp = httpx.post(base + "/v1/chat/completions", content=body,
+                                  headers={"content-type": "application/json"}, timeout=120)
+                took = (time.perf_counter() - started) * 1000
+                time.sleep(0.1)
+            health, hits = health_probe.times["before"], hit_probe.times["before"]
             print(f"{name:<34} {resp.status_code:>6} {took:>9.0f} {max(health):>15.1f} {max(hits):>17.1f}"
                   f"   (p50 {statistics.median(health):.1f} / {statistics.median(hits):.1f})")
 

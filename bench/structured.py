@@ -13,11 +13,11 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
-import os
 import platform
 import statistics
 import time
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 
 import edge._scheduler as scheduler
@@ -101,16 +101,15 @@ def main(argv: list[str] | None = None, out: Callable[[str], None] = print) -> d
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--rounds", type=int, default=5)
     parser.add_argument("--max-tokens", type=int, default=96)
-    parser.add_argument("--json", default="artifacts/bench_structured.json")
+    parser.add_argument("--json", type=Path, default=Path("artifacts/bench_structured.json"))
     args = parser.parse_args(argv)
     report = asyncio.run(run(args.rounds, args.max_tokens))
     out("| case | ms per token (median) |")
     out("|---|---:|")
     for name, value in sorted(report["ms_per_token_median"].items()):
         out(f"| {name} | {value} |")
-    os.makedirs(os.path.dirname(args.json) or ".", exist_ok=True)
-    with open(args.json, "w") as fh:
-        json.dump(report, fh, indent=2)
+    args.json.parent.mkdir(parents=True, exist_ok=True)
+    args.json.write_text(json.dumps(report, indent=2))
     return report
 
 

@@ -22,7 +22,7 @@ from .errors import (
 )
 from .events import MemberStatus, PoolEvent
 from .local import LocalMember
-from .pool import CloudPool, PoolStream
+from .pool import CloudPool, Started
 from .runtime import open_pool
 
 __all__ = [
@@ -42,11 +42,11 @@ __all__ = [
     "MemberTimeoutError",
     "PoolEvent",
     "PoolSettings",
-    "PoolStream",
     "PoolUnavailableError",
     "StreamBrokenError",
     "open_pool",
     "register_prepare_steps",
+    "Started",
 ]
 
 

@@ -14,7 +14,8 @@ import asyncio
 import contextlib
 import logging
 import time
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator, Callable, Iterator
+from dataclasses import dataclass, field
 
 import httpx
 from httpx_sse import SSEError
@@ -42,6 +43,17 @@ from .stats import Window
 from .transport import MemberHTTP, events as sse_events, read_to_end
 
 log = logging.getLogger(__name__)
+
+
+@dataclass(slots=True)
+class _Attempt:
+    """What one request to a member has come to so far (see :meth:`Member._attempt`)."""
+
+    started: float  # perf_counter() when it was sent
+    parts: list[str] = field(default_factory=list)  # the text received
+    first_at: float | None = None  # perf_counter() at its first token
+    verdict: bool = False  # it answered, or failed
+    counted: bool = True  # still in the member's outstanding count
 
 # An idle kept connection to a member is closed after this (httpx's default, which the pool had).
 _KEEPALIVE_S = 5.0
@@ -199,17 +211,38 @@ class Member:
         """
         return self._whole(request, attempt) if whole else self._stream(request, attempt)
 
+    @contextlib.contextmanager
+    def _attempt(self, request: GenerationRequest, attempt: int, *, whole: bool) -> Iterator[_Attempt]:
+        """One request to the member, counted in its load while it runs, and its verdict: a
+        refusal of the request itself keeps the member alive, a failure (as :meth:`_translate`
+        says it) counts against it, and a consumer that left gives no verdict."""
+        state = _Attempt(time.perf_counter())
+        self.outstanding += 1
+        try:
+            yield state
+        except CloudRequestError:
+            state.verdict = True
+            self._transition(self.breaker.success())  # the member answered: it is alive
+            self._emit("rejected", request.request_id, attempt=attempt)
+            raise
+        except (httpx.HTTPError, SSEError, TimeoutError, StreamFaultError, WireFormatError, MemberError) as exc:
+            state.verdict = True
+            error = self._translate(exc, state.parts, state.first_at is not None, whole=whole)
+            self._failed(error, request.request_id, attempt, state.started)
+            if error is exc:
+                raise
+            raise error from exc
+        finally:
+            if state.counted:
+                self.outstanding -= 1
+            if not state.verdict:  # the consumer left (cancelled, hedged, client gone): no verdict on the member
+                self.breaker.release()
+
     async def _stream(self, request: GenerationRequest, attempt: int) -> AsyncIterator[Chunk]:
         path, body = request_body(request, self.settings.model)
         loop = asyncio.get_running_loop()
-        started = time.perf_counter()
         deadline = loop.time() + self._pool.first_token_timeout_s
-        parts: list[str] = []
-        first_at: float | None = None
-        verdict = False
-        self.outstanding += 1
-        counted = True
-        try:
+        with self._attempt(request, attempt, whole=False) as state:
             async with contextlib.AsyncExitStack() as stack:
                 async with asyncio.timeout_at(deadline):  # connect, send, and wait for the headers
                     response = await stack.enter_async_context(
@@ -224,10 +257,9 @@ class Member:
                 finish: str | None = None
                 stop_word: str | None = None
                 usage: Usage | None = None
-                n_text = 0
                 rest = True  # what follows the answer ([DONE], the body's end) is still to read
                 while True:
-                    limit = deadline if first_at is None else loop.time() + self._pool.stall_timeout_s
+                    limit = deadline if state.first_at is None else loop.time() + self._pool.stall_timeout_s
                     async with asyncio.timeout_at(limit):
                         event = await anext(events, None)
                     if event is None:
@@ -248,52 +280,30 @@ class Member:
                     usage = delta.usage or usage
                     stop_word = delta.stop_word or stop_word
                     if delta.text:
-                        if first_at is None:
-                            first_at = time.perf_counter()
-                            self._started(request.request_id, attempt, started, first_at)
-                        parts.append(delta.text)
-                        n_text += 1
+                        if state.first_at is None:
+                            self._first_token(request.request_id, attempt, state)
+                        state.parts.append(delta.text)
                         yield Chunk(delta.text, logprobs=delta.logprobs)
                     if answered:
                         break  # [DONE] and the body's end are read after the answer goes out
-                if first_at is None:
-                    first_at = time.perf_counter()
-                    self._started(request.request_id, attempt, started, first_at)
-                verdict = True
+                if state.first_at is None:
+                    self._first_token(request.request_id, attempt, state)
+                state.verdict = True
                 # Done on the member: stop counting it now, not when the consumer lets go of the generator.
                 self.outstanding -= 1
-                counted = False
-                self._succeeded(request.request_id, attempt, started, first_at)
+                state.counted = False
+                self._succeeded(request.request_id, attempt, state.started, state.first_at)
                 try:
-                    yield Chunk("", finish_reason=finish, usage=usage or Usage(0, n_text), stop_word=stop_word)
+                    final = usage or Usage(0, len(state.parts))
+                    yield Chunk("", finish_reason=finish, usage=final, stop_word=stop_word)
                 finally:
                     # Read when the consumer closes the stream: a streamed answer's end is out by then.
                     if rest:
                         await read_to_end(events, loop.time() + self._pool.stall_timeout_s)
-        except CloudRequestError:
-            verdict = True
-            self._transition(self.breaker.success())  # the member answered: it is alive
-            self._emit("rejected", request.request_id, attempt=attempt)
-            raise
-        except (httpx.HTTPError, SSEError, TimeoutError, StreamFaultError, WireFormatError, MemberError) as exc:
-            verdict = True
-            error = self._translate(exc, parts, first_at is not None)
-            self._failed(error, request.request_id, attempt, started)
-            if error is exc:
-                raise
-            raise error from exc
-        finally:
-            if counted:
-                self.outstanding -= 1
-            if not verdict:  # the consumer left (cancelled, hedged, client gone): no verdict on the member
-                self.breaker.release()
 
     async def _whole(self, request: GenerationRequest, attempt: int) -> AsyncIterator[Chunk]:
         path, body = request_body(request, self.settings.model, stream=False)
-        started = time.perf_counter()
-        verdict = False
-        self.outstanding += 1
-        try:
+        with self._attempt(request, attempt, whole=True) as state:
             # One deadline for the whole answer: nothing reaches the client before it is complete.
             async with asyncio.timeout(self._pool.whole_timeout_s):
                 response = await self._http.request("POST", path, json=body, headers={"x-request-id": request.request_id})
@@ -301,33 +311,18 @@ class Member:
             answer = parse_whole(response.content)
             if answer.finish_reason is None:
                 raise TruncatedStreamError("the answer has no finish_reason")
-            verdict = True
-        except CloudRequestError:
-            verdict = True
-            self._transition(self.breaker.success())  # the member answered: it is alive
-            self._emit("rejected", request.request_id, attempt=attempt)
-            raise
-        except (httpx.HTTPError, TimeoutError, StreamFaultError, WireFormatError, MemberError) as exc:
-            verdict = True
-            error = self._translate(exc, [], False, whole=True)
-            self._failed(error, request.request_id, attempt, started)
-            if error is exc:
-                raise
-            raise error from exc
-        finally:
-            self.outstanding -= 1
-            if not verdict:  # the consumer left (cancelled, hedged, client gone): no verdict on the member
-                self.breaker.release()
+            state.verdict = True
         # A whole answer has no time to first token: it feeds the latency window, not the TTFT one.
         self._emit("started", request.request_id, attempt=attempt)
-        self._succeeded(request.request_id, attempt, started, None)
+        self._succeeded(request.request_id, attempt, state.started, None)
         # Members without usage count one token a delta (as streamed); a whole answer is one delta.
         usage = answer.usage or Usage(0, 1 if answer.text else 0)
         yield Chunk(answer.text, finish_reason=answer.finish_reason, usage=usage, logprobs=answer.logprobs,
                     stop_word=answer.stop_word)
 
-    def _started(self, request_id: str, attempt: int, started: float, first_at: float) -> None:
-        ttft = (first_at - started) * 1000
+    def _first_token(self, request_id: str, attempt: int, state: _Attempt) -> None:
+        state.first_at = time.perf_counter()
+        ttft = (state.first_at - state.started) * 1000
         self.ttft.add(ttft)
         self._emit("started", request_id, attempt=attempt, ttft_ms=ttft)
 

@@ -4,10 +4,11 @@ active health checks, and one event per outcome for telemetry."""
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 import statistics
 from collections.abc import AsyncIterator, Callable, Collection
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import NoReturn
 
 from tenacity import (
@@ -29,18 +30,37 @@ from .local import LocalMember
 log = logging.getLogger(__name__)
 
 
-@dataclass(slots=True)
-class _Opened:
-    member: Member
-    chunks: AsyncIterator[Chunk]
+@dataclass(slots=True, eq=False)
+class Started:
+    """A stream whose first chunk is made, so nothing can fail before a byte is sent: each
+    stream's first chunk is waited for once, where it starts (the pool's members here, the edge
+    and cache replays in :func:`router.fallback.prime`), and the router reads the same object on.
+
+    ``rest`` is the engine's own stream, read straight on (no layer in between); closing it stops
+    the engine. From the pool, ``member`` is the member that answered and ``failed`` lists, in
+    order, those that failed before their first token (retries on one member are not listed
+    twice). Iterating it yields ``first`` and then ``rest`` (for a caller that wants one stream).
+    """
+
     first: Chunk
+    rest: AsyncIterator[Chunk]
+    member: str | None = None
+    failed: list[str] = field(default_factory=list)
+
+    async def __aiter__(self) -> AsyncIterator[Chunk]:
+        try:
+            yield self.first
+            async for chunk in self.rest:
+                yield chunk
+        finally:
+            await self.rest.aclose()  # type: ignore[attr-defined]
 
 
 class CloudPool:
     """The cloud pool behind the :class:`models.Engine` interface (name ``"cloud"``).
 
-    ``stream()`` raises :class:`PoolUnavailableError` when no member could produce a first token,
-    :class:`CloudRequestError` when a member refused the request itself, and
+    ``open()`` and ``stream()`` raise :class:`PoolUnavailableError` when no member could produce a
+    first token, :class:`CloudRequestError` when a member refused the request itself, and
     :class:`StreamBrokenError` (with ``partial``) when a started stream broke.
     """
 
@@ -121,18 +141,28 @@ class CloudPool:
 
     # -- requests --------------------------------------------------------------------------
 
-    def stream(self, request: GenerationRequest, *, avoid: Collection[str] = (), whole: bool = False) -> PoolStream:
-        """Chunks of the first member that answers; ``avoid`` names members to use only if no
+    async def open(self, request: GenerationRequest, *, avoid: Collection[str] = (), whole: bool = False) -> Started:
+        """The first member that answers, started; ``avoid`` names members to use only if no
         other can serve (e.g. the one whose stream just broke, when continuing from its partial).
 
         ``whole``: ask members for their whole answer in one body (for a client that wants no
         stream); it comes as one chunk, and the same failover applies before it, under
         ``whole_timeout_s`` instead of the first-token timeout. With hedging on, members stream
         anyway: a hedge races first tokens, and a whole answer has none to race.
-
-        The stream says which member answered and which failed before it (see :class:`PoolStream`).
         """
-        return PoolStream(self, request, avoid, whole and not self.settings.hedging)
+        failed: list[str] = []
+        started = await self._open(request, list(avoid), failed, whole and not self.settings.hedging)
+        started.failed = failed
+        return started
+
+    async def stream(
+        self, request: GenerationRequest, *, avoid: Collection[str] = (), whole: bool = False
+    ) -> AsyncIterator[Chunk]:
+        """:meth:`open`'s answer as one stream (the :class:`models.Engine` interface)."""
+        started = await self.open(request, avoid=avoid, whole=whole)
+        async with contextlib.aclosing(aiter(started)) as chunks:
+            async for chunk in chunks:
+                yield chunk
 
     def _choose(self, tried: list[str]) -> Member | None:
         """The member to try next: a half-open member's probe first, then the least loaded
@@ -164,7 +194,7 @@ class CloudPool:
         self._rr += 1
         return member if member.acquire() else None
 
-    async def _open(self, request: GenerationRequest, tried: list[str], failed: list[str], whole: bool) -> _Opened:
+    async def _open(self, request: GenerationRequest, tried: list[str], failed: list[str], whole: bool) -> Started:
         failures: list[str] = []
         try:  # the first attempt outside tenacity: its loop cost ~30 us a request, a retry is rare
             return await self._attempt(request, 1, tried, failures, failed, whole)
@@ -208,7 +238,7 @@ class CloudPool:
         failures: list[str],
         failed: list[str],
         whole: bool,
-    ) -> _Opened:
+    ) -> Started:
         member = self._choose(tried)
         if member is None:
             states = (
@@ -232,7 +262,7 @@ class CloudPool:
         tried: list[str],
         failed: list[str],
         whole: bool,
-    ) -> _Opened:
+    ) -> Started:
         """Race a second member against a first one slow to its first token; the loser is cancelled."""
         tasks = [asyncio.create_task(_first(member, request, attempt, failed, whole))]
         try:
@@ -245,7 +275,7 @@ class CloudPool:
                     tasks.append(asyncio.create_task(_first(other, request, attempt, failed, whole)))
                 elif other is not None:
                     other.breaker.release()
-            pending: set[asyncio.Task[_Opened]] = set(tasks)
+            pending: set[asyncio.Task[Started]] = set(tasks)
             error: BaseException | None = None
             while pending:
                 done, pending = await asyncio.wait(pending, return_when=asyncio.FIRST_COMPLETED)
@@ -254,7 +284,7 @@ class CloudPool:
                     error = task.exception() or error
                 if winners:
                     for extra in winners[1:]:
-                        await extra.result().chunks.aclose()  # type: ignore[attr-defined]
+                        await extra.result().rest.aclose()  # type: ignore[attr-defined]
                     return winners[0].result()
             assert error is not None
             raise error
@@ -285,8 +315,9 @@ class CloudPool:
 
 async def _first(
     member: Member, request: GenerationRequest, attempt: int, failed: list[str], whole: bool
-) -> _Opened:
-    """Start a stream on ``member`` and wait for its first chunk; a member that fails is noted in ``failed``."""
+) -> Started:
+    """Start a stream on ``member``: its first chunk, the one wait for it (retries and hedges are
+    decided on it); a member that fails before it is noted in ``failed``."""
     chunks = member.stream(request, attempt=attempt, whole=whole)
     try:
         first = await anext(chunks)
@@ -295,39 +326,4 @@ async def _first(
             failed.append(member.name)
         await chunks.aclose()  # type: ignore[attr-defined]
         raise
-    return _Opened(member, chunks, first)
-
-
-class PoolStream:
-    """One request's chunks from the pool, and who served them.
-
-    ``member`` is the member that answered (set with the first chunk); ``failed`` lists, in
-    order, the members that failed before their first token inside this stream (the pool moved
-    on to another one). Retries on the same member are not listed twice.
-    """
-
-    def __init__(self, pool: CloudPool, request: GenerationRequest, avoid: Collection[str], whole: bool) -> None:
-        self.member: str | None = None
-        self.failed: list[str] = []
-        self._chunks = self._run(pool, request, list(avoid), whole)
-
-    def __aiter__(self) -> PoolStream:
-        return self
-
-    async def __anext__(self) -> Chunk:
-        return await anext(self._chunks)
-
-    async def aclose(self) -> None:
-        await self._chunks.aclose()  # type: ignore[attr-defined]
-
-    async def _run(
-        self, pool: CloudPool, request: GenerationRequest, tried: list[str], whole: bool
-    ) -> AsyncIterator[Chunk]:
-        opened = await pool._open(request, tried, self.failed, whole)
-        self.member = opened.member.name
-        try:
-            yield opened.first
-            async for chunk in opened.chunks:
-                yield chunk
-        finally:
-            await opened.chunks.aclose()  # type: ignore[attr-defined]
+    return Started(first, chunks, member.name)

@@ -8,42 +8,44 @@ tenant's data the page or fragment holds; no key or a wrong one is a 401 (pages:
 form). With no keys configured at all nothing is checked (the node then binds only to
 loopback unless told otherwise).
 
-The cookie never holds the key: it is ``<expiry>.<session id>.<HMAC-SHA256>`` of the expiry
-and a random session id, keyed by the operator's key digest and a secret drawn when the process
-starts. So it expires on its own; logging out revokes its session id until that expiry; a
-restart ends every session (the secret is new, so no revocation need outlive the process); and
-removing a key from the settings ends the sessions made with it. It is HttpOnly (page scripts
-cannot read it) and SameSite=Strict (no other site can make the browser send it), and browsers
-send it with ``EventSource``, which cannot set headers. The login and logout forms refuse a POST
-whose ``Origin`` (or ``Referer``) is another site's.
+The cookie never holds the key: it is a random session id, which the node keeps in a Litestar
+``MemoryStore`` with the digest of the operator key it was opened with, for ``ttl_s`` from the
+login (not renewed by use). So it expires on its own; logging out deletes it; a restart ends
+every session (the store is in memory); and removing a key from the settings ends the sessions
+made with it. It is HttpOnly (page scripts cannot read it) and SameSite=Strict (no other site
+can make the browser send it), and browsers send it with ``EventSource``, which cannot set
+headers. The login and logout forms refuse a POST whose ``Origin`` (or ``Referer``) is another
+site's.
+
+Why not Litestar's session middleware and ``CSRFConfig``: the middleware answers every request
+it covers with a ``Set-Cookie`` (a refused login or an anonymous 401 too, storing an empty
+session for each), keeps a session id the browser brings rather than drawing a new one at
+login, renews the expiry on every response, and fixes ``Secure`` for all requests where this
+sets it from the request's scheme. ``CSRFConfig`` refuses any POST without its token (a login
+from curl or a script) and never looks at ``Origin``. So only its store is used here.
 """
 
 from __future__ import annotations
 
-import hashlib
-import hmac
 import secrets
-import time
-from typing import Any
+from typing import Any, ClassVar
 from urllib.parse import quote, urlsplit
 
 from litestar import MediaType, Request, Response
 from litestar.connection import ASGIConnection
 from litestar.datastructures import Cookie
-from litestar.exceptions import NotAuthorizedException, PermissionDeniedException
+from litestar.exceptions import HTTPException, NotAuthorizedException, PermissionDeniedException
 from litestar.handlers.base import BaseRouteHandler
 from litestar.response import Redirect
+from litestar.stores.memory import MemoryStore
 from litestar.types import ExceptionHandlersMap, Guard
 
+from models.attempts import AttemptLimiter
 from models.keys import KeyTable, Principal
 from models.openai import bearer_token
 
-from models.attempts import AttemptLimiter
-
 COOKIE = "edgeroute_dashboard"
 SESSION_TTL_S = 12 * 3600
-# Drawn once per process: sessions end with it (see the module docstring).
-_PROCESS_SECRET = secrets.token_bytes(32)
 # Route-handler ``opt`` flags: reachable without a key (login, static files), and a full page
 # (a browser that asks for one without a key is sent to the login form rather than given a 401).
 PUBLIC = "dashboard_public"
@@ -54,10 +56,14 @@ OPERATOR_ONLY = (
     "the dashboard and /metrics need an operator key (server.operator_keys); "
     "a tenant key reaches its own tenant's data through /v1 only"
 )
+CROSS_SITE = "this form is only accepted from the node's own pages (the Origin header names another site)"
 
 
 class DashboardAuthError(NotAuthorizedException):
     """No valid key on a request that needs one: 401 with an OpenAI-style error body."""
+
+    kind: ClassVar[str] = "authentication_error"
+    code: ClassVar[str] = "invalid_api_key"
 
 
 class LoginRequired(DashboardAuthError):
@@ -71,15 +77,21 @@ class LoginRequired(DashboardAuthError):
 class OperatorRequired(PermissionDeniedException):
     """A valid tenant key where only an operator's will do: 403 with an OpenAI-style error body."""
 
+    kind: ClassVar[str] = "permission_error"
+    code: ClassVar[str] = "operator_key_required"
+
 
 class CrossSiteRequest(PermissionDeniedException):
     """A login or logout POST sent from another site's page: 403."""
+
+    kind: ClassVar[str] = "permission_error"
+    code: ClassVar[str] = "cross_site_request"
 
 
 class DashboardAuth:
     """The operator check shared by the dashboard's routes, ``/metrics`` and the login form."""
 
-    __slots__ = ("_revoked", "cookie_name", "keys", "login_attempts", "ttl_s")
+    __slots__ = ("cookie_name", "keys", "login_attempts", "sessions", "ttl_s")
 
     def __init__(
         self,
@@ -93,78 +105,57 @@ class DashboardAuth:
         self.login_attempts = AttemptLimiter(login_attempts_per_minute, 60.0)
         self.ttl_s = ttl_s
         self.cookie_name = cookie_name
-        # Session id -> its expiry: logged out, refused until then (forgotten after).
-        self._revoked: dict[str, int] = {}
+        # Session id -> the digest of the operator key it was opened with, until it expires.
+        self.sessions = MemoryStore()
 
     def __deepcopy__(self, memo: dict[int, Any]) -> DashboardAuth:
         # Litestar deep-copies a router (and the ``opt`` holding this) when it registers it: the
-        # login form, the logout and the guards must still share one revoked set.
+        # login form, the logout and the guards must still share one session store.
         return self
 
     @property
     def enabled(self) -> bool:
         return self.keys.enabled
 
-    @staticmethod
-    def _mac(digest: bytes, expires: int, sid: str) -> str:
-        key = _PROCESS_SECRET + digest
-        return hmac.new(key, f"edgeroute-dashboard:{expires}:{sid}".encode(), hashlib.sha256).hexdigest()
-
-    def session_value(self, operator: Principal, now: float | None = None) -> str:
-        """A new session's cookie value for an operator, good for ``ttl_s`` from ``now``."""
+    async def open_session(self, operator: Principal) -> str:
+        """A new session for an operator, good for ``ttl_s``: the cookie's value."""
         if not operator.operator:
             raise ValueError("only an operator gets a dashboard session")
-        expires = int((time.time() if now is None else now) + self.ttl_s)
-        sid = secrets.token_hex(16)
-        return f"{expires}.{sid}.{self._mac(operator.digest, expires, sid)}"
+        await self.sessions.delete_expired()  # logins are rare: the store is tidied here
+        sid = secrets.token_urlsafe(32)
+        await self.sessions.set(sid, operator.digest, expires_in=self.ttl_s)
+        return sid
 
-    def valid_session(self, value: str, now: float | None = None) -> Principal | None:
-        """The operator whose session ``value`` is, while it has not expired nor been revoked; else None."""
-        expires_text, _, rest = value.partition(".")
-        sid, _, mac = rest.partition(".")
-        if not (expires_text.isascii() and expires_text.isdigit()) or not sid or not mac:
-            return None
-        expires = int(expires_text)
-        if expires <= (time.time() if now is None else now) or sid in self._revoked:
-            return None
-        found: Principal | None = None
-        for operator in self.keys.operators:
-            # No early exit: the time taken does not tell which operator's session it was.
-            if hmac.compare_digest(mac, self._mac(operator.digest, expires, sid)):
-                found = operator
-        return found
+    async def session(self, sid: str) -> Principal | None:
+        """The operator whose session ``sid`` is, while it lasts and their key is configured; else None."""
+        digest = await self.sessions.get(sid)
+        return next((op for op in self.keys.operators if op.digest == digest), None)
 
-    def revoke(self, value: str, now: float | None = None) -> bool:
-        """End the session ``value`` (logout): refused from now on. False when it was not a valid one."""
-        now = time.time() if now is None else now
-        if self.valid_session(value, now) is None:
-            return False  # only a real session takes room here
-        self._revoked = {sid: t for sid, t in self._revoked.items() if t > now}
-        expires_text, _, rest = value.partition(".")
-        self._revoked[rest.partition(".")[0]] = int(expires_text)
-        return True
+    async def close_session(self, sid: str) -> None:
+        """Logout: the session ends on the node, for every copy of the cookie."""
+        await self.sessions.delete(sid)
 
-    def principal(self, connection: ASGIConnection[Any, Any, Any, Any]) -> Principal | None:
+    async def principal(self, connection: ASGIConnection[Any, Any, Any, Any]) -> Principal | None:
         """Who the request is: its bearer key's principal, else its session's operator, else None."""
         if "authorization" in connection.headers:
             # A header decides alone: a wrong bearer key is not rescued by a cookie.
             token = bearer_token(connection)
             return self.keys.lookup(token) if token else None
         cookie = connection.cookies.get(self.cookie_name)
-        return self.valid_session(cookie) if cookie else None
+        return await self.session(cookie) if cookie else None
 
-    def allows(self, connection: ASGIConnection[Any, Any, Any, Any]) -> bool:
+    async def allows(self, connection: ASGIConnection[Any, Any, Any, Any]) -> bool:
         """True when no key is configured, or the request is an operator's."""
         if not self.keys.enabled:
             return True
-        who = self.principal(connection)
+        who = await self.principal(connection)
         return who is not None and who.operator
 
     async def guard(self, connection: ASGIConnection[Any, Any, Any, Any], handler: BaseRouteHandler) -> None:
         """Litestar guard; async so Litestar does not hop to a worker thread for it."""
         if handler.opt.get(PUBLIC) or not self.keys.enabled:
             return
-        who = self.principal(connection)
+        who = await self.principal(connection)
         if who is not None:
             if who.operator:
                 return
@@ -180,10 +171,11 @@ class DashboardAuth:
         """The guards to put on a layer: none at all when no key is configured."""
         return [self.guard] if self.keys.enabled else []
 
-    def cookie(self, operator: Principal, *, secure: bool) -> Cookie:
+    async def cookie(self, operator: Principal, *, secure: bool) -> Cookie:
+        """A new session's cookie for an operator who just logged in."""
         return Cookie(
             key=self.cookie_name,
-            value=self.session_value(operator),
+            value=await self.open_session(operator),
             # "/" so the same login also opens /metrics in the browser; /v1 ignores cookies.
             path="/",
             max_age=self.ttl_s,
@@ -193,17 +185,18 @@ class DashboardAuth:
         )
 
 
-def same_site(connection: ASGIConnection[Any, Any, Any, Any]) -> bool:
-    """Whether a form POST came from a page of this node: its ``Origin`` (else ``Referer``) names
-    the host the request was sent to. Neither header (curl, a script): nothing to judge, True.
-    Only the host and port are compared: a TLS proxy in front makes the schemes differ."""
+async def same_site(connection: ASGIConnection[Any, Any, Any, Any], _: BaseRouteHandler) -> None:
+    """Guard of the login and logout forms (login CSRF): a POST must come from a page of this node,
+    its ``Origin`` (else ``Referer``) naming the host the request was sent to. Neither header
+    (curl, a script): nothing to judge, it passes. Only the host and port are compared: a TLS
+    proxy in front makes the schemes differ."""
     source = connection.headers.get("origin") or connection.headers.get("referer")
     if not source:
-        return True
-    if source == "null":  # a sandboxed or privacy-sensitive context: not this node's page
-        return False
+        return
     host = connection.headers.get("host", "")
-    return bool(host) and urlsplit(source).netloc.lower() == host.lower()
+    # "null": a sandboxed or privacy-sensitive context, not this node's page.
+    if source == "null" or not host or urlsplit(source).netloc.lower() != host.lower():
+        raise CrossSiteRequest(CROSS_SITE)
 
 
 def login_url(base: str, connection: ASGIConnection[Any, Any, Any, Any]) -> str:
@@ -224,39 +217,15 @@ def safe_next(target: str, base: str) -> str:
     return target
 
 
-def unauthorized_body(message: str = MESSAGE) -> dict[str, Any]:
-    error = {"message": message, "type": "authentication_error", "param": None, "code": "invalid_api_key"}
-    return {"error": error}
-
-
-def _unauthorized(_: Request[Any, Any, Any], exc: DashboardAuthError) -> Response[Any]:
-    return Response(
-        unauthorized_body(),
-        status_code=401,
-        media_type=MediaType.JSON,
-        headers={"www-authenticate": 'Bearer realm="edgeroute"'},
-    )
-
-
-def _operator_required(_: Request[Any, Any, Any], exc: OperatorRequired) -> Response[Any]:
-    error = {"message": exc.detail, "type": "permission_error", "param": None, "code": "operator_key_required"}
-    return Response({"error": error}, status_code=403, media_type=MediaType.JSON)
-
-
-def _cross_site(_: Request[Any, Any, Any], exc: CrossSiteRequest) -> Response[Any]:
-    error = {"message": exc.detail, "type": "permission_error", "param": None, "code": "cross_site_request"}
-    return Response({"error": error}, status_code=403, media_type=MediaType.JSON)
-
-
-def _to_login(_: Request[Any, Any, Any], exc: LoginRequired) -> Response[Any]:
-    return Redirect(exc.login_url, status_code=303)
+def _refused(_: Request[Any, Any, Any], exc: HTTPException) -> Response[Any]:
+    """The OpenAI-style error body of each refusal (the kind and code are the exception's)."""
+    if isinstance(exc, LoginRequired):
+        return Redirect(exc.login_url, status_code=303)
+    error = {"message": exc.detail, "type": exc.kind, "param": None, "code": exc.code}  # type: ignore[attr-defined]
+    headers = {"www-authenticate": 'Bearer realm="edgeroute"'} if exc.status_code == 401 else None
+    return Response({"error": error}, status_code=exc.status_code, media_type=MediaType.JSON, headers=headers)
 
 
 def exception_handlers() -> ExceptionHandlersMap:
     """For the guarded layers, so the answer does not depend on the app's own error handlers."""
-    return {
-        DashboardAuthError: _unauthorized,
-        LoginRequired: _to_login,
-        OperatorRequired: _operator_required,
-        CrossSiteRequest: _cross_site,
-    }
+    return {DashboardAuthError: _refused, OperatorRequired: _refused, CrossSiteRequest: _refused}

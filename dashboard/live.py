@@ -23,25 +23,18 @@ from router.telemetry import Subscription, SubscriptionClosedError
 
 from .pages import dashboard_settings, links_of
 from .panels import cache_html, feed_rows_html, pool_html, shared_snapshot, stats_html
-from .views import NodeParts, node_parts
+from .views import node_parts
 
 log = logging.getLogger(__name__)
 
 TOPICS = frozenset({"feed", "stats", "pool", "cache"})
+# No cache, and no buffering at a proxy (nginx): each event must reach the page at once.
+SSE_HEADERS = {"cache-control": "no-cache", "x-accel-buffering": "no"}
 
 
 def parse_topics(raw: str) -> frozenset[str]:
     chosen = frozenset(t.strip() for t in raw.split(",") if t.strip()) & TOPICS
     return chosen or TOPICS
-
-
-async def _ticked(
-    parts: NodeParts, topics: frozenset[str], links: Any
-) -> AsyncIterator[ServerSentEventMessage]:
-    if "pool" in topics:
-        yield ServerSentEventMessage(data=await pool_html(parts), event="pool")
-    if "cache" in topics:
-        yield ServerSentEventMessage(data=await cache_html(parts), event="cache")
 
 
 async def event_stream(
@@ -84,8 +77,10 @@ async def event_stream(
                 last_stats, stats_dirty = now, snap is not None and snap.ts < last_batch_at
             if tick_due:
                 last_tick = now
-                async for message in _ticked(parts, topics, links):
-                    yield message
+                if "pool" in topics:
+                    yield ServerSentEventMessage(data=await pool_html(parts), event="pool")
+                if "cache" in topics:
+                    yield ServerSentEventMessage(data=await cache_html(parts), event="cache")
     except SubscriptionClosedError:
         return
     finally:
@@ -103,5 +98,5 @@ async def events(request: Request[Any, Any, State], topics: str = "") -> ServerS
     sub = telemetry.subscribe() if telemetry is not None and chosen & {"feed", "stats"} else None
     return ServerSentEvent(
         event_stream(request, chosen, sub),
-        headers={"cache-control": "no-cache", "x-accel-buffering": "no"},
+        headers=SSE_HEADERS,
     )

@@ -8,7 +8,7 @@ from litestar import MediaType, Request, Response, get, post
 from litestar.datastructures import State
 from litestar.response import Redirect
 
-from .auth import PUBLIC, CrossSiteRequest, DashboardAuth, safe_next, same_site
+from .auth import PUBLIC, DashboardAuth, safe_next, same_site
 from .render import render
 
 Req = Request[Any, Any, State]
@@ -20,12 +20,12 @@ TENANT_KEY = (
     "(server.operator_keys)."
 )
 NO_OPERATORS = "This node has no operator keys (server.operator_keys): the dashboard is closed."
-CROSS_SITE = "this form is only accepted from the node's own pages (the Origin header names another site)"
 
 
 def auth_of(request: Req) -> DashboardAuth:
-    auth = request.route_handler.opt.get(AUTH_OPT)
-    return auth if isinstance(auth, DashboardAuth) else DashboardAuth()
+    """The check of the router the request came through (``operator_router`` puts it there)."""
+    auth: DashboardAuth = request.route_handler.opt[AUTH_OPT]
+    return auth
 
 
 def _base(request: Req) -> str:
@@ -38,7 +38,10 @@ def _form(
     html = render("login.html", base=base, static=f"{base}/static", next=target, error=error)
     # No cache: a shared cache must not keep a page that says whether a key was refused.
     return Response(
-        html, status_code=status, media_type=MediaType.HTML, headers={"cache-control": "no-store", **(headers or {})}
+        html,
+        status_code=status,
+        media_type=MediaType.HTML,
+        headers={"cache-control": "no-store", **(headers or {})},
     )
 
 
@@ -46,16 +49,15 @@ def _form(
 async def login_form(request: Req, next: str = "") -> Response[Any]:
     auth, base = auth_of(request), _base(request)
     target = safe_next(next, base)
-    if not auth.enabled or auth.allows(request):
+    if await auth.allows(request):
         return Redirect(target, status_code=303)
     return _form(base, target, None if auth.keys.operators else NO_OPERATORS, 200)
 
 
-@post("/login", name="dashboard:login-submit", opt={PUBLIC: True}, status_code=303)
+# same_site: another site's page must neither log a browser in (login CSRF) nor out.
+@post("/login", name="dashboard:login-submit", opt={PUBLIC: True}, guards=[same_site], status_code=303)
 async def login_submit(request: Req) -> Response[Any]:
     auth, base = auth_of(request), _base(request)
-    if not same_site(request):  # another site's page must not log a browser in (login CSRF)
-        raise CrossSiteRequest(CROSS_SITE)
     form = await request.form()
     target = safe_next(str(form.get("next") or ""), base)
     if not auth.enabled:
@@ -71,17 +73,17 @@ async def login_submit(request: Req) -> Response[Any]:
     if not who.operator:
         return _form(base, target, TENANT_KEY, 403)
     # 303: the browser follows with a GET, and a reload does not post the key again.
-    return Redirect(target, status_code=303, cookies=[auth.cookie(who, secure=request.url.scheme == "https")])
+    return Redirect(
+        target, status_code=303, cookies=[await auth.cookie(who, secure=request.url.scheme == "https")]
+    )
 
 
-@post("/logout", name="dashboard:logout", opt={PUBLIC: True}, status_code=303)
+@post("/logout", name="dashboard:logout", opt={PUBLIC: True}, guards=[same_site], status_code=303)
 async def logout(request: Req) -> Response[Any]:
     auth, base = auth_of(request), _base(request)
-    if not same_site(request):
-        raise CrossSiteRequest(CROSS_SITE)
     cookie = request.cookies.get(auth.cookie_name)
     if cookie:
-        auth.revoke(cookie)  # the session ends here, not just in this browser
+        await auth.close_session(cookie)  # the session ends here, not just in this browser
     response: Response[Any] = Redirect(f"{base}/login", status_code=303)
     response.delete_cookie(auth.cookie_name, path="/")
     return response

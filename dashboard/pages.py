@@ -11,33 +11,27 @@ from litestar.params import Parameter
 
 from router.telemetry import DashboardSettings
 
-from .auth import PAGE, DashboardAuth
-from .login import AUTH_OPT
+from .auth import PAGE
+from .login import auth_of
 from .panels import (
     REVIEW_LIMIT,
     Links,
     budget_html,
     cache_html,
-    cache_results_html,
-    details_html,
     feed_rows_html,
     pool_html,
     review_html,
-    review_row_html,
+    search_html,
     stats_html,
 )
 from .render import render
-from .views import EntryRow, FeedbackView, node_parts, resolve
-
-SEARCH_LIMIT = 50
+from .views import FeedbackView, node_parts, resolve
 
 Req = Request[Any, Any, State]
 
 
 def links_of(request: Req) -> Links:
-    opt = request.route_handler.opt
-    auth = opt.get(AUTH_OPT)
-    return Links(base=opt["dashboard_base"], logout=isinstance(auth, DashboardAuth) and auth.enabled)
+    return Links(base=request.route_handler.opt["dashboard_base"], logout=auth_of(request).enabled)
 
 
 def dashboard_settings(request: Req) -> DashboardSettings:
@@ -55,89 +49,59 @@ def require_htmx(request: Req) -> None:
         raise PermissionDeniedException("dashboard actions must be sent by the dashboard (HX-Request header)")
 
 
+def _page(request: Req, template: str, title: str, topics: str, **context: Any) -> Response[str]:
+    """A full page: ``template`` (its name is the nav's page), the live topics it listens to."""
+    page = template.removesuffix(".html")
+    return _html(render(template, title=title, page=page, topics=topics, links=links_of(request), **context))
+
+
 class DashboardController(Controller):
     path = "/"
     include_in_schema = False
 
     @get("/", name="dashboard:overview", opt={PAGE: True})
     async def overview(self, request: Req) -> Response[str]:
-        parts = node_parts(request.app.state)
-        links = links_of(request)
-        events = parts.telemetry.recent(8) if parts.telemetry is not None else []
-        return _html(
-            render(
-                "overview.html",
-                title="Overview",
-                page="overview",
-                topics="stats,feed",
-                links=links,
-                stats_html=stats_html(parts.telemetry, links),
-                events=events,
-            )
-        )
+        telemetry = node_parts(request.app.state).telemetry
+        events = telemetry.recent(8) if telemetry is not None else []
+        stats = stats_html(telemetry, links_of(request))
+        return _page(request, "overview.html", "Overview", "stats,feed", stats_html=stats, events=events)
 
     @get("/feed", name="dashboard:feed", opt={PAGE: True})
     async def feed(self, request: Req) -> Response[str]:
-        parts = node_parts(request.app.state)
+        telemetry = node_parts(request.app.state).telemetry
         rows = dashboard_settings(request).feed_rows
-        events = parts.telemetry.recent(rows) if parts.telemetry is not None else []
-        links = links_of(request)
-        return _html(
-            render(
-                "feed.html",
-                title="Live feed",
-                page="feed",
-                topics="feed",
-                links=links,
-                events=events,
-                max_rows=rows,
-            )
-        )
+        events = telemetry.recent(rows) if telemetry is not None else []
+        return _page(request, "feed.html", "Live feed", "feed", events=events, max_rows=rows)
 
     @get("/pool", name="dashboard:pool", opt={PAGE: True})
     async def pool(self, request: Req) -> Response[str]:
-        parts = node_parts(request.app.state)
-        return _html(
-            render(
-                "pool.html",
-                title="Pool",
-                page="pool",
-                topics="pool",
-                links=links_of(request),
-                pool_html=await pool_html(parts),
-            )
-        )
+        pool = await pool_html(node_parts(request.app.state))
+        return _page(request, "pool.html", "Pool", "pool", pool_html=pool)
 
     @get("/cache", name="dashboard:cache", opt={PAGE: True})
     async def cache(self, request: Req, q: str = "", tenant: str = "") -> Response[str]:
         parts = node_parts(request.app.state)
         links = links_of(request)
-        entries = None
-        if parts.cache is not None and (q or tenant):
-            found = await resolve(parts.cache.search(q, tenant or None, SEARCH_LIMIT))
-            entries = [EntryRow.of(e) for e in found]
-        return _html(
-            render(
-                "cache.html",
-                title="Cache",
-                page="cache",
-                topics="cache",
-                links=links,
-                cache_html=await cache_html(parts),
-                cache_configured=parts.cache is not None,
-                results_html=cache_results_html(entries, links, query=q, tenant=tenant),
-                review_html=await review_html(parts.cache, links),
-                budget_html=await budget_html(parts.cache),
-                query=q,
-                tenant=tenant,
-            )
+        return _page(
+            request,
+            "cache.html",
+            "Cache",
+            "cache",
+            cache_html=await cache_html(parts),
+            cache_configured=parts.cache is not None,
+            # Listed once searched: a page opened without a search shows how to search instead.
+            results_html=await search_html(parts.cache, links, q, tenant, listed=bool(q or tenant)),
+            review_html=await review_html(parts.cache, links),
+            budget_html=await budget_html(parts.cache),
+            query=q,
+            tenant=tenant,
         )
 
     @get("/requests/{request_id:str}", name="dashboard:request")
     async def request_details(self, request: Req, request_id: str) -> Response[str]:
         telemetry = node_parts(request.app.state).telemetry
         event = await telemetry.find(request_id) if telemetry is not None else None
-        return _html(details_html(event, request_id))
+        return _html(render("_details.html", event=event, request_id=request_id))
 
     @get("/feed/rows", name="dashboard:feed-rows")
     async def feed_rows(
@@ -150,11 +114,7 @@ class DashboardController(Controller):
     @get("/cache/search", name="dashboard:cache-search")
     async def cache_search(self, request: Req, q: str = "", tenant: str = "") -> Response[str]:
         cache = node_parts(request.app.state).cache
-        links = links_of(request)
-        if cache is None:
-            return _html(cache_results_html(None, links, message="The cache is not configured on this node."))
-        found = await resolve(cache.search(q, tenant or None, SEARCH_LIMIT))
-        return _html(cache_results_html([EntryRow.of(e) for e in found], links, query=q, tenant=tenant))
+        return _html(await search_html(cache, links_of(request), q, tenant))
 
     @post("/cache/entries/{entry_id:int}/delete", name="dashboard:cache-delete", status_code=200)
     async def cache_delete(self, request: Req, entry_id: int) -> Response[str]:
@@ -175,6 +135,7 @@ class DashboardController(Controller):
         record = await resolve(cache.rate(response_id, None, rating, None, "operator"))
         if record is None:
             raise NotFoundException(f"no served answer {response_id!r}")
-        row = next((r for r in await resolve(cache.review_queue(None, REVIEW_LIMIT)) if r["id"] == response_id), None)
+        queue = await resolve(cache.review_queue(None, REVIEW_LIMIT))
+        row = next((r for r in queue if r["id"] == response_id), None)
         shown = row if row is not None else {**record, "stored_question": None, "answer": None}
-        return _html(review_row_html(shown, links_of(request).base))
+        return _html(render("_cache_review_row.html", r=shown, base=links_of(request).base))

@@ -10,9 +10,11 @@ from router.telemetry import ROUTES, DecisionEvent, Snapshot, Telemetry
 
 from .charts import latency_chart, share_bar, split_chart
 from .render import render
-from .views import CacheView, EntryRow, FeedbackView, NodeParts, resolve
+from .views import CacheView, FeedbackView, NodeParts, resolve
 
 SNAPSHOT_MAX_AGE_S = 0.5
+SEARCH_LIMIT = 50
+NOT_CONFIGURED = "The cache is not configured on this node."
 
 # Cache stats keys drawn in their own places; anything else the cache reports goes in a table.
 _CACHE_KNOWN = {"entries", "size_bytes", "evictions", "refusals", "entries_per_tenant"}
@@ -57,10 +59,6 @@ def feed_rows_html(events: Sequence[DecisionEvent], links: Links) -> str:
     return render("_feed_rows.html", events=events, links=links)
 
 
-def details_html(event: DecisionEvent | None, request_id: str) -> str:
-    return render("_details.html", event=event, request_id=request_id)
-
-
 async def pool_html(parts: NodeParts) -> str:
     members: list[Any] | None = None
     if parts.pool is not None:
@@ -69,17 +67,12 @@ async def pool_html(parts: NodeParts) -> str:
     return render("_pool.html", members=members, edge=edge)
 
 
-async def cache_stats(cache: CacheView) -> tuple[dict[str, Any], dict[str, int]]:
-    stats = dict(await resolve(cache.stats()))
-    per_tenant = dict(await resolve(cache.entries_per_tenant()))
-    return stats, per_tenant
-
-
 async def cache_html(parts: NodeParts) -> str:
     refusals_seen = shared_snapshot(parts.telemetry).refusals if parts.telemetry is not None else {}
     if parts.cache is None:
         return render("_cache_stats.html", stats=None, per_tenant={}, refusals=refusals_seen, other={})
-    stats, per_tenant = await cache_stats(parts.cache)
+    stats = dict(await resolve(parts.cache.stats()))
+    per_tenant = dict(await resolve(parts.cache.entries_per_tenant()))
     refusals = stats.get("refusals")
     if not isinstance(refusals, Mapping):
         refusals = refusals_seen
@@ -95,12 +88,14 @@ async def cache_html(parts: NodeParts) -> str:
     )
 
 
-def cache_results_html(
-    entries: Sequence[EntryRow] | None, links: Links, *, query: str = "", tenant: str = "", message: str = ""
+async def search_html(
+    cache: CacheView | None, links: Links, query: str, tenant: str, *, listed: bool = True
 ) -> str:
-    return render(
-        "_cache_results.html", entries=entries, links=links, query=query, tenant=tenant, message=message
-    )
+    """Cache entries matching ``query`` (and ``tenant``); ``listed=False``: the hint to search first."""
+    if cache is None:
+        return render("_cache_results.html", entries=None, links=links, message=NOT_CONFIGURED)
+    entries = await resolve(cache.search(query, tenant or None, SEARCH_LIMIT)) if listed else None
+    return render("_cache_results.html", entries=entries, links=links, query=query, tenant=tenant, message="")
 
 
 REVIEW_LIMIT = 50
@@ -112,10 +107,6 @@ async def review_html(cache: Any, links: Links) -> str:
         return ""
     rows = list(await resolve(cache.review_queue(None, REVIEW_LIMIT)))
     return render("_cache_review.html", rows=rows, base=links.base)
-
-
-def review_row_html(row: Mapping[str, Any], base: str) -> str:
-    return render("_cache_review_row.html", r=row, base=base)
 
 
 async def budget_html(cache: Any) -> str:

@@ -10,7 +10,7 @@ from litestar.config.app import AppConfig
 from litestar.datastructures import CacheControlHeader, ResponseHeader
 from litestar.plugins import InitPlugin
 from litestar.static_files import create_static_files_router
-from litestar.types import Guard
+from litestar.types import ControllerRouterHandler, ExceptionHandlersMap, Guard
 
 from router import ServerSettings
 from router.telemetry import TelemetrySettings, metrics_handler
@@ -37,15 +37,21 @@ SECURITY_HEADERS = [
 ]
 
 
-def dashboard_router(
-    path: str = "/dashboard", *, guards: list[Guard] | None = None, auth: DashboardAuth | None = None
+def operator_router(
+    path: str,
+    route_handlers: list[ControllerRouterHandler],
+    auth: DashboardAuth,
+    *,
+    name: str,
+    guards: list[Guard] | None = None,
+    handlers: ExceptionHandlersMap | None = None,
 ) -> Router:
-    """The dashboard's pages, live stream, login form and static files, mounted at ``path``."""
-    auth = auth or DashboardAuth()
+    """``route_handlers`` at ``path`` for operators only, with the login form, the static files
+    (``<name>-static``) and the security headers: the node's dashboard and the fleet page."""
     static = create_static_files_router(
         path="/static",
         directories=[STATIC],
-        name="dashboard-static",
+        name=f"{name}-static",
         cache_control=CacheControlHeader(max_age=3600),
         include_in_schema=False,
         # Vendored scripts and styles hold nothing secret, and the login page needs its CSS.
@@ -53,12 +59,21 @@ def dashboard_router(
     )
     return Router(
         path=path,
-        route_handlers=[DashboardController, events, static, login_form, login_submit, logout],
+        route_handlers=[*route_handlers, static, login_form, login_submit, logout],
         guards=[*auth.guards(), *(guards or [])],
-        exception_handlers=exception_handlers(),
+        exception_handlers={**exception_handlers(), **(handlers or {})},
         opt={"dashboard_base": path.rstrip("/"), AUTH_OPT: auth},
         response_headers=SECURITY_HEADERS,
         include_in_schema=False,
+    )
+
+
+def dashboard_router(
+    path: str = "/dashboard", *, guards: list[Guard] | None = None, auth: DashboardAuth | None = None
+) -> Router:
+    """The dashboard's pages, live stream, login form and static files, mounted at ``path``."""
+    return operator_router(
+        path, [DashboardController, events], auth or DashboardAuth(), name="dashboard", guards=guards
     )
 
 
@@ -95,7 +110,9 @@ class DashboardPlugin(InitPlugin):
     ) -> None:
         self.settings = settings or TelemetrySettings()
         server = server or ServerSettings()
-        self.auth = DashboardAuth(server.key_table(), login_attempts_per_minute=server.login_attempts_per_minute)
+        self.auth = DashboardAuth(
+            server.key_table(), login_attempts_per_minute=server.login_attempts_per_minute
+        )
         self.guards = guards
 
     def on_app_init(self, app_config: AppConfig) -> AppConfig:

@@ -14,25 +14,15 @@ from typing import Any, Protocol, TypeVar, runtime_checkable
 
 from litestar.datastructures import State
 
-from router.telemetry import EdgeLoadView, MemberStatusLike, PoolView, Telemetry, telemetry_of
+from router.telemetry import EdgeLoadView, PoolView, Telemetry, telemetry_of
 
 T = TypeVar("T")
-
-__all__ = [
-    "CacheEntryLike",
-    "CacheView",
-    "EntryRow",
-    "FeedbackView",
-    "MemberStatusLike",
-    "NodeParts",
-    "PoolView",
-    "node_parts",
-]
 
 
 @runtime_checkable
 class CacheEntryLike(Protocol):
-    """One cache entry as the dashboard lists it (attributes or mapping keys)."""
+    """One cache entry as the dashboard lists it (attributes or mapping keys; a ``score``, the
+    similarity of a nearest-neighbour search, is shown when there is one)."""
 
     id: int
     tenant: str
@@ -90,44 +80,6 @@ async def resolve(value: T | Awaitable[T]) -> T:
     if inspect.isawaitable(value):
         return await value
     return value
-
-
-@dataclass(frozen=True, slots=True)
-class EntryRow:
-    """A cache entry normalised for the template."""
-
-    id: int
-    tenant: str
-    model: str
-    prompt: str
-    text: str
-    tier: str
-    hits: int | None
-    created_at: float | None
-    score: float | None
-
-    @classmethod
-    def of(cls, entry: Any) -> EntryRow:
-        def pick(*names: str) -> Any:
-            for name in names:
-                if isinstance(entry, Mapping):
-                    if name in entry:
-                        return entry[name]
-                elif hasattr(entry, name):
-                    return getattr(entry, name)
-            return None
-
-        return cls(
-            id=int(pick("id", "entry_id")),
-            tenant=str(pick("tenant") or ""),
-            model=str(pick("model") or ""),
-            prompt=str(pick("prompt", "prompt_text") or ""),
-            text=str(pick("text", "answer") or ""),
-            tier=str(pick("tier") or ""),
-            hits=pick("hits"),
-            created_at=pick("created_at", "ts"),
-            score=pick("score", "similarity"),
-        )
 
 
 @dataclass(frozen=True, slots=True)

@@ -19,13 +19,19 @@ import collections
 import functools
 import math
 import threading
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any, Generic, Protocol, TypeVar
 
 
 # Keys whose turn is remembered after their queue emptied.
 _REMEMBERED = 4096
+
+
+def _forget_oldest(d: dict[str, Any], keep: int) -> None:
+    """Drop the first-inserted keys of ``d`` beyond ``keep`` (re-inserted ones count as new)."""
+    while len(d) > keep:
+        del d[next(iter(d))]
 
 
 class _Keyed(Protocol):
@@ -54,10 +60,6 @@ class FairQueue(Generic[J]):
 
     def __bool__(self) -> bool:
         return bool(self._queues)  # a key's queue is dropped when it empties
-
-    def __iter__(self) -> Iterator[J]:
-        for queue in self._queues.values():
-            yield from queue
 
     def count(self, key: str) -> int:
         queue = self._queues.get(key)
@@ -97,12 +99,11 @@ class FairQueue(Generic[J]):
         self._tick += 1
         served.pop(best, None)
         served[best] = self._tick  # insertion order = oldest stamp first
-        while len(served) > _REMEMBERED:
-            del served[next(iter(served))]
+        _forget_oldest(served, _REMEMBERED)
         return job
 
     def clear(self) -> list[J]:
-        jobs = list(self)
+        jobs = [job for queue in self._queues.values() for job in queue]
         self._queues = {}
         self._served = {}
         return jobs
@@ -135,17 +136,15 @@ class Demand:
     between its requests, and one that went quiet stops counting.
     """
 
-    def __init__(self, remembered: int = _REMEMBERED) -> None:
+    def __init__(self) -> None:
         self._peak: dict[str, tuple[int, float]] = {}
-        self._remembered = remembered
 
     def note(self, key: str, in_flight: int, now: float) -> None:
         peak, stamp = self._peak.pop(key, (0, -math.inf))
         if now - stamp >= RECENT_S or in_flight >= peak:
             peak, stamp = in_flight, now
         self._peak[key] = (peak, stamp)  # re-inserted: the least recently noted go first
-        while len(self._peak) > self._remembered:
-            del self._peak[next(iter(self._peak))]
+        _forget_oldest(self._peak, _REMEMBERED)
 
     def recent(self, now: float) -> dict[str, int]:
         """Keys with a peak reached within :data:`RECENT_S`, and that peak."""
@@ -266,15 +265,13 @@ class Promises:
     """When each key's refused requests were told to come back, so that those refused together
     are told different times (each the slot after the previous one's), not all the same second."""
 
-    def __init__(self, remembered: int = _REMEMBERED) -> None:
+    def __init__(self) -> None:
         self._due: dict[str, float] = {}
-        self._remembered = remembered
 
     def retry_after_s(self, key: str, earliest_s: float, step_s: float, now: float) -> float:
         due = max(now + earliest_s, self._due.pop(key, -math.inf) + step_s)
         self._due[key] = due
-        while len(self._due) > self._remembered:
-            del self._due[next(iter(self._due))]
+        _forget_oldest(self._due, _REMEMBERED)
         return due - now
 
 
@@ -287,9 +284,9 @@ class Refusal:
     retry_after_s: float
 
 
-def round_robin(items: list[T], key: Callable[[T], str], n: int) -> tuple[list[T], list[T]]:
-    """Up to ``n`` of ``items`` taken one key at a time in turn (each key's own in order), and the
-    rest in their order: a key with a hundred waiting cannot fill a batch another key waits for."""
+def round_robin(items: list[T], key: Callable[[T], str], n: int) -> list[T]:
+    """Up to ``n`` of ``items`` taken one key at a time in turn (each key's own in order), in their
+    order: a key with a hundred waiting cannot fill a batch another key waits for."""
     by_key: dict[str, collections.deque[int]] = {}
     for i, item in enumerate(items):
         by_key.setdefault(key(item), collections.deque()).append(i)
@@ -300,8 +297,7 @@ def round_robin(items: list[T], key: Callable[[T], str], n: int) -> tuple[list[T
             if len(taken) < n and q:
                 taken.append(q.popleft())
         queues = [q for q in queues if q]
-    chosen = set(taken)
-    return [items[i] for i in sorted(taken)], [item for i, item in enumerate(items) if i not in chosen]
+    return [items[i] for i in sorted(taken)]
 
 
 @dataclass(eq=False, slots=True)
@@ -339,13 +335,12 @@ class FairRunner:
             self._cond.notify()
         return await future
 
-    def shutdown(self, wait: bool = True) -> None:
-        """Stop taking calls; the waiting ones still run (their callers are awaiting them)."""
+    def shutdown(self) -> None:
+        """Stop taking calls and wait until the waiting ones ran (their callers are awaiting them)."""
         with self._cond:
             self._stopping = True
             self._cond.notify()
-        if wait:
-            self._thread.join()
+        self._thread.join()
 
     def _work(self) -> None:
         while True:

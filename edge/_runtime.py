@@ -10,6 +10,7 @@ then sit at the same places whatever runs beside it, which keeps greedy output b
 from __future__ import annotations
 
 import ctypes
+import functools
 import logging
 import threading
 from pathlib import Path
@@ -46,8 +47,8 @@ class Vocab:
     """Tokenizing and detokenizing: they only read the vocabulary, so any thread may call them.
 
     A token's text and whether it ends generation never change, so the scheduler's per-token
-    questions are answered from dicts after the first ctypes call (dict reads and writes are
-    atomic under the GIL, so callers on other threads are safe).
+    questions are answered from a cache after the first ctypes call (``functools.cache`` is safe
+    for callers on other threads).
     """
 
     def __init__(self, model: Any) -> None:
@@ -58,8 +59,10 @@ class Vocab:
         self.eos: int = llama_cpp.llama_vocab_eos(self.ptr)
         self.bos: int = llama_cpp.llama_vocab_bos(self.ptr)
         self.n_vocab: int = llama_cpp.llama_vocab_n_tokens(self.ptr)
-        self._pieces: dict[int, bytes] = {}
-        self._eog: dict[int, bool] = {}
+        self.piece = functools.cache(lambda token: self.detokenize([token]))  # one token's bytes
+        self.is_eog = functools.cache(  # whether a token ends generation
+            lambda token: token == self.eos or bool(llama_cpp.llama_vocab_is_eog(self.ptr, token))
+        )
 
     def tokenize(self, text: bytes, add_bos: bool, special: bool) -> list[int]:
         size = len(text) + 2  # room for every byte a token and the BOS/EOS; asked again if short
@@ -83,19 +86,6 @@ class Vocab:
         text = b"".join(self._piece(t, special) for t in tokens)
         # As llama-cpp-python's detokenizer: a BOS-led text drops the space its first word brought.
         return text[1:] if tokens and tokens[0] == self.bos and text[:1] == b" " else text
-
-    def piece(self, token: int) -> bytes:
-        """``detokenize([token])``, remembered."""
-        piece = self._pieces.get(token)
-        if piece is None:
-            piece = self._pieces[token] = self.detokenize([token])
-        return piece
-
-    def is_eog(self, token: int) -> bool:
-        eog = self._eog.get(token)
-        if eog is None:
-            eog = self._eog[token] = token == self.eos or bool(self._lib.llama_vocab_is_eog(self.ptr, token))
-        return eog
 
     def token_text(self, token: int) -> str:
         return str(self._lib.llama_vocab_get_text(self.ptr, token).decode("utf-8"))

@@ -203,7 +203,7 @@ class Scheduler:
                     return
                 if job.cancelled.is_set():
                     self._cancelled += 1
-                    _drop_parked(job)
+                    _free_sampler(job)
                     self._outbox.put(job, DONE)
                     continue
                 self._running += 1
@@ -217,7 +217,8 @@ class Scheduler:
         if victim is None:
             return False
         # The job that started last has the least work to evaluate again.
-        slot = max((s for s in self._slots if s.job is not None and s.job.key == victim), key=lambda s: s.started_at)
+        running = [(s, s.job.started_at) for s in self._slots if s.job is not None and s.job.key == victim]
+        slot, _ = max(running, key=lambda p: p[1])
         job = slot.park()
         self._running -= 1
         self._by_key[victim] -= 1
@@ -226,7 +227,7 @@ class Scheduler:
         return True
 
     def _place(self, job: Job, free: list[Slot]) -> None:
-        tokens = job.parked.tokens if job.parked is not None else job.tokens
+        tokens = job.resume if job.resume is not None else job.tokens
         # The free slot that already holds the longest prefix of this prompt; among equals the
         # one unused for longest, so the KV of recent conversations stays around.
         slot = max(free, key=lambda s: (s.common_prefix(tokens), -s.last_used))
@@ -234,7 +235,7 @@ class Scheduler:
         keep = min(slot.common_prefix(tokens), len(tokens) - 1) if self._settings.prefix_reuse else 0
         if not self._rt.seq_rm(slot.seq, keep):
             keep = 0
-        if job.parked is not None:
+        if job.resume is not None:
             slot.resume(job, keep)
             return
         params = job.request.params
@@ -257,7 +258,7 @@ class Scheduler:
             )
         if grammar is not None:
             sampler = Constrained(grammar, sampler)
-        slot.start(job, keep, sampler, self._rt.vocab)
+        slot.start(job, keep, sampler)
         with self._cond:
             self._prompt_tokens += len(job.tokens)
             self._reused += keep
@@ -308,23 +309,22 @@ class Scheduler:
         room_total = rt.n_ctx_slot
         live = []
         for slot, index in self._outputs:
-            assert slot.job is not None
-            if slot.job.cancelled.is_set():
-                self._end(slot, None)
-            else:
-                live.append((slot, index))
-        greedy = [index for slot, index in live if slot.sampler is None]
-        argmax = iter(rt.argmax(greedy) if greedy else ())
-        for slot, index in live:
             job = slot.job
             assert job is not None
-            token = next(argmax) if slot.sampler is None else rt.sample(slot.sampler, index)
+            if job.cancelled.is_set():
+                self._end(slot, None)
+            else:
+                live.append((slot, job, index))
+        greedy = [index for _, job, index in live if job.sampler is None]
+        argmax = iter(rt.argmax(greedy) if greedy else ())
+        for slot, job, index in live:
+            token = next(argmax) if job.sampler is None else rt.sample(job.sampler, index)
             if vocab.is_eog(token):
                 self._end(slot, "stop")
                 continue
             if (top := job.request.params.logprobs) is not None:
-                slot.logprobs.append(token_logprob(rt.logits_row(index), token, top, vocab.piece))
-            text, reason = slot.feed(token, room_total - len(slot.cached) - 1)
+                job.logprobs.append(token_logprob(rt.logits_row(index), token, top, vocab.piece))
+            text, reason = slot.feed(token, vocab.piece(token), room_total - len(slot.cached) - 1)
             if text:
                 self._outbox.put(job, Chunk(text, logprobs=slot.released_logprobs()))
             if reason is not None:
@@ -336,11 +336,10 @@ class Scheduler:
         if reason is not None:
             assert slot.job is not None
             self._outbox.put(slot.job, slot.finish(reason))
-        elapsed = time.monotonic() - slot.started_at
-        if slot.sampler is not None:
-            free_sampler(slot.sampler)
-            slot.sampler = None
         job = slot.release()
+        elapsed = time.monotonic() - job.started_at if job is not None else 0.0
+        if job is not None:
+            _free_sampler(job)
         with self._cond:
             self._running -= 1
             if job is not None:
@@ -373,13 +372,14 @@ class Scheduler:
         with self._cond:
             waiting = self._waiting.clear()
         for job in waiting:
-            _drop_parked(job)
+            _free_sampler(job)
             self._outbox.put(job, closed)
             self._outbox.put(job, DONE)
 
 
-def _drop_parked(job: Job) -> None:
-    """A parked job that will not resume: free the sampler it carries."""
-    if job.parked is not None and job.parked.sampler is not None:
-        free_sampler(job.parked.sampler)
-    job.parked = None
+def _free_sampler(job: Job) -> None:
+    """A job that ended, or a parked one that will not resume: free the sampler it carries."""
+    if job.sampler is not None:
+        free_sampler(job.sampler)
+        job.sampler = None
+    job.resume = None

@@ -4,6 +4,7 @@ that carries a step's output back to the requests' event loops."""
 from __future__ import annotations
 
 import asyncio
+import codecs
 import threading
 import time
 from dataclasses import dataclass, field
@@ -11,7 +12,7 @@ from collections.abc import AsyncIterator
 from typing import Any
 
 from models import Chunk, GenerationRequest, TokenLogprob, Usage
-from .text import IncrementalDecoder, StopMatcher
+from models.stops import StopMatcher
 
 
 @dataclass(eq=False)
@@ -26,33 +27,28 @@ class Job:
     out: asyncio.Queue[Any]
     cancelled: threading.Event = field(default_factory=threading.Event)
     queued_at: float = field(default_factory=time.monotonic)
-    parked: Parked | None = None  # set while the job waits again after giving up its slot
     grammar: str | None = None  # ``response_format`` as GBNF
     # A continuation's answer so far, when a grammar or penalties must count it as generated.
     answer_so_far: list[int] = field(default_factory=list)
+    # Its run, kept with the job (not the slot) so that a preempted job resumes where it was.
+    sampler: Any = None  # None for a greedy job (the scheduler takes the argmax)
+    # Whole UTF-8 characters only: a character split across tokens is held until complete.
+    decoder: codecs.IncrementalDecoder | None = None
+    stops: StopMatcher | None = None
+    # Log probabilities of the tokens whose text the stop matcher or decoder still holds.
+    logprobs: list[TokenLogprob] = field(default_factory=list)
+    n_out: int = 0
+    started_at: float = 0.0
+    # Set while the job waits again after giving up its slot mid-answer (preempted): the prompt
+    # and the answer so far (the last one sampled but not yet evaluated included). The slot it
+    # resumes in evaluates them again (recompute, as vLLM's preemption does), keeping whatever
+    # prefix that slot's KV still holds.
+    resume: list[int] | None = None
 
     @property
     def key(self) -> str:
         """The fairness key (the tenant): the scheduler shares slots and queue fairly across keys."""
         return self.request.fair_key
-
-
-@dataclass(eq=False)
-class Parked:
-    """A job taken out of its slot mid-answer (preempted): what it resumes from in another slot.
-
-    ``tokens`` are the prompt and the answer so far (the last one sampled but not yet evaluated
-    included); the slot it resumes in evaluates them again (recompute, as vLLM's preemption
-    does), keeping whatever prefix that slot's KV still holds.
-    """
-
-    tokens: list[int]
-    sampler: Any
-    decoder: IncrementalDecoder
-    stops: StopMatcher
-    n_out: int
-    started_at: float
-    logprobs: list[TokenLogprob]
 
 
 DONE = object()  # the end of a job's output
@@ -134,22 +130,11 @@ class Slot:
         self.job: Job | None = None
         self.pending: list[int] = []  # prompt tokens still to evaluate
         self.next_token: int | None = None  # sampled, to be fed in the next step
-        self.sampler: Any = None  # None for a greedy job (the scheduler takes the argmax)
-        self.decoder: IncrementalDecoder | None = None
-        self.stops: StopMatcher | None = None
-        # Log probabilities of the tokens whose text the stop matcher or decoder still holds.
-        self.logprobs: list[TokenLogprob] = []
-        self.n_out = 0
-        self.started_at = 0.0
         self.last_used = 0.0
 
     @property
     def busy(self) -> bool:
         return self.job is not None
-
-    @property
-    def prefilling(self) -> bool:
-        return self.job is not None and bool(self.pending)
 
     def common_prefix(self, tokens: list[int]) -> int:
         n = min(len(self.cached), len(tokens))
@@ -159,52 +144,49 @@ class Slot:
             i += 1
         return i
 
-    def start(self, job: Job, keep: int, sampler: Any, vocab: Any) -> None:
+    def start(self, job: Job, keep: int, sampler: Any) -> None:
         """Run ``job`` here, keeping the first ``keep`` cached tokens (their KV is already right)."""
-        self.job = job
-        del self.cached[keep:]
-        self.pending = job.tokens[keep:]
-        self.next_token = None
-        self.sampler = sampler
-        self.decoder = IncrementalDecoder(vocab)
-        self.stops = StopMatcher(job.request.params.stop)
-        self.logprobs = []
-        self.n_out = 0
-        self.started_at = time.monotonic()
+        job.sampler = sampler
+        job.decoder = codecs.getincrementaldecoder("utf-8")(errors="replace")
+        job.stops = StopMatcher(job.request.params.stop)
+        job.logprobs = []
+        job.n_out = 0
+        job.started_at = time.monotonic()
+        self._run(job, keep, job.tokens)
 
     def park(self) -> Job:
-        """Take the running job out mid-answer (see :class:`Parked`); the slot is free after it."""
+        """Take the running job out mid-answer (see :attr:`Job.resume`); the slot is free after it."""
         job = self.job
-        assert job is not None and self.decoder is not None and self.stops is not None
-        tokens = self.cached + self.pending + ([self.next_token] if self.next_token is not None else [])
-        job.parked = Parked(tokens, self.sampler, self.decoder, self.stops, self.n_out, self.started_at, self.logprobs)
-        self.sampler = None  # the parked job owns it now
+        assert job is not None
+        job.resume = self.cached + self.pending + ([self.next_token] if self.next_token is not None else [])
         self.release()
         return job
 
     def resume(self, job: Job, keep: int) -> None:
         """Run a parked ``job`` here, keeping the first ``keep`` cached tokens."""
-        parked = job.parked
-        assert parked is not None
-        job.parked = None
+        assert job.resume is not None
+        tokens, job.resume = job.resume, None
+        self._run(job, keep, tokens)
+
+    def _run(self, job: Job, keep: int, tokens: list[int]) -> None:
         self.job = job
         del self.cached[keep:]
-        self.pending = parked.tokens[keep:]
+        self.pending = tokens[keep:]
         self.next_token = None
-        self.sampler, self.decoder, self.stops = parked.sampler, parked.decoder, parked.stops
-        self.n_out, self.started_at, self.logprobs = parked.n_out, parked.started_at, parked.logprobs
 
-    def feed(self, token: int, room: int) -> tuple[str, str | None]:
-        """Take one sampled token: the text safe to emit and the finish reason if the job ends.
+    def feed(self, token: int, piece: bytes, room: int) -> tuple[str, str | None]:
+        """Take one sampled token (``piece``: its bytes): the text safe to emit and the finish reason
+        if the job ends.
 
         ``room`` is how many more tokens the slot's context window can hold.
         """
-        assert self.decoder is not None and self.stops is not None and self.job is not None
-        self.n_out += 1
-        text, hit = self.stops.feed(self.decoder.feed(token))
+        job = self.job
+        assert job is not None and job.decoder is not None and job.stops is not None
+        job.n_out += 1
+        text, hit = job.stops.feed(job.decoder.decode(piece))
         if hit:
             return text, "stop"
-        if self.n_out >= self.job.max_tokens or room <= 0:
+        if job.n_out >= job.max_tokens or room <= 0:
             return text, "length"
         self.next_token = token
         return text, None
@@ -212,15 +194,17 @@ class Slot:
     def finish(self, reason: str) -> Chunk:
         """The job's last chunk: the held-back tail, the finish reason and the usage."""
         job = self.job
-        assert job is not None and self.decoder is not None and self.stops is not None
-        tail = "" if self.stops.hit else self.stops.flush(self.decoder.flush())
-        held = tuple(self.logprobs) if tail else ()  # a stop string's tokens are not the answer's
-        return Chunk(tail, finish_reason=reason, usage=Usage(len(job.tokens), self.n_out), logprobs=held,
-                     stop_word=self.stops.matched)
+        assert job is not None and job.decoder is not None and job.stops is not None
+        tail = "" if job.stops.hit else job.stops.flush(job.decoder.decode(b"", final=True))
+        held = tuple(job.logprobs) if tail else ()  # a stop string's tokens are not the answer's
+        return Chunk(tail, finish_reason=reason, usage=Usage(len(job.tokens), job.n_out), logprobs=held,
+                     stop_word=job.stops.matched)
 
     def released_logprobs(self) -> tuple[TokenLogprob, ...]:
         """The held log probabilities, handed over with the text just released."""
-        held, self.logprobs = tuple(self.logprobs), []
+        job = self.job
+        assert job is not None
+        held, job.logprobs = tuple(job.logprobs), []
         return held
 
     def release(self) -> Job | None:
@@ -228,6 +212,5 @@ class Slot:
         job, self.job = self.job, None
         self.pending = []
         self.next_token = None
-        self.decoder = self.stops = None
         self.last_used = time.monotonic()
         return job

@@ -4,17 +4,22 @@ added to ``cache_app`` where the command line is assembled)."""
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import os
 import sys
+from collections.abc import Iterator
 from pathlib import Path
-from typing import Annotated, Optional
+from typing import TYPE_CHECKING, Annotated, Optional
 
 import typer
 
 from models import EdgerouteError
 
 from .config import CacheSettings
+
+if TYPE_CHECKING:
+    from .cache.store import CacheStore
 
 cache_app = typer.Typer(help="The edge's SQLite-vector cache.", no_args_is_help=True)
 
@@ -46,17 +51,23 @@ def _fail(exc: EdgerouteError) -> typer.Exit:
     return typer.Exit(1)
 
 
-@cache_app.command("stats")
-def stats(db: DbOpt = None, data_dir: DataDirOpt = None, as_json: Annotated[bool, typer.Option("--json")] = False) -> None:
-    """Entries, tiers, tenants, file size and the persisted hit/miss/refusal counters."""
+@contextlib.contextmanager
+def _opened(path: Path) -> Iterator[CacheStore]:
+    """The cache file, closed after; an error of the edge's is the command's failure."""
     from .cache.store import CacheStore
 
     try:
-        store = CacheStore(_db_path(db, data_dir))
-        info = store.stats()
-        store.close()
+        with contextlib.closing(CacheStore(path)) as store:
+            yield store
     except EdgerouteError as exc:
         raise _fail(exc) from exc
+
+
+@cache_app.command("stats")
+def stats(db: DbOpt = None, data_dir: DataDirOpt = None, as_json: Annotated[bool, typer.Option("--json")] = False) -> None:
+    """Entries, tiers, tenants, file size and the persisted hit/miss/refusal counters."""
+    with _opened(_db_path(db, data_dir)) as store:
+        info = store.stats()
     if as_json:
         typer.echo(json.dumps(info, indent=2))
         return
@@ -74,17 +85,11 @@ def clear(
     yes: Annotated[bool, typer.Option("--yes", "-y", help="do not ask")] = False,
 ) -> None:
     """Delete cached entries (all, or one tenant's)."""
-    from .cache.store import CacheStore
-
     path = _db_path(db, data_dir)
     if not yes:
         typer.confirm(f"delete {'all' if tenant is None else tenant + chr(39) + 's'} entries in {path}?", abort=True)
-    try:
-        store = CacheStore(path)
+    with _opened(path) as store:
         n = store.clear(tenant)
-        store.close()
-    except EdgerouteError as exc:
-        raise _fail(exc) from exc
     typer.echo(f"deleted {n} entries")
 
 
@@ -96,10 +101,7 @@ def export(
     out: Annotated[Optional[Path], typer.Option("--out", "-o", help="JSONL file [default: stdout]")] = None,
 ) -> None:
     """Write every entry as one JSON line (request, answer, tier, timestamps, hits)."""
-    from .cache.store import CacheStore
-
-    try:
-        store = CacheStore(_db_path(db, data_dir))
+    with _opened(_db_path(db, data_dir)) as store:
         fh = out.open("w", encoding="utf-8") if out else sys.stdout
         n = 0
         for record in store.export(tenant):
@@ -107,9 +109,6 @@ def export(
             n += 1
         if out:
             fh.close()
-        store.close()
-    except EdgerouteError as exc:
-        raise _fail(exc) from exc
     if out:
         typer.echo(f"exported {n} entries to {out}", err=True)
 

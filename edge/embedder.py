@@ -65,13 +65,6 @@ class Embedder:
         self.run_rows = run_rows
         try:
             tok = Tokenizer.from_file(str(self.model_path.parent / "tokenizer.json"))
-            opts = ort.SessionOptions()
-            opts.intra_op_num_threads = threads
-            opts.inter_op_num_threads = 1
-            opts.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_ALL
-            # Memory patterns are planned per input shape and kept: with prompts of every length
-            # they only add up (measured: the same speed without them).
-            opts.enable_mem_pattern = False
             providers = ["CPUExecutionProvider"]
             if device == "cuda":
                 if "CUDAExecutionProvider" not in ort.get_available_providers():
@@ -80,7 +73,7 @@ class Embedder:
                         "install the 'gpu' extra (onnxruntime-gpu)"
                     )
                 providers.insert(0, "CUDAExecutionProvider")
-            self._session = ort.InferenceSession(str(self.model_path), opts, providers=providers)
+            self._session, self._run_options, self._inputs = onnx_session(self.model_path, threads, providers)
         except EmbedderError:
             raise
         except Exception as exc:  # onnxruntime and tokenizers raise their own base types
@@ -88,14 +81,6 @@ class Embedder:
         tok.enable_truncation(MAX_TOKENS)
         tok.enable_padding(pad_id=0, pad_token="[PAD]")  # pad to the longest text of a batch
         self._tokenizer = tok
-        # ONNX Runtime's arena keeps every region it grew to, in power-of-two steps, and prompts of
-        # every length fragment it: 241 -> 476 MB over 100 mixed batches after the warm-up. Shrunk
-        # after each run, it gives its free regions back (158 -> 160 MB over 40 such batches; the
-        # serve command makes glibc return them to the system, edgeroute/cli.py); without an arena
-        # a batch of 32 ran 3x slower (docs/limits.md).
-        self._run_options = ort.RunOptions()
-        self._run_options.add_run_config_entry("memory.enable_memory_arena_shrinkage", "cpu:0")
-        self._inputs = {i.name for i in self._session.get_inputs()}
         self._output = "sentence_embedding" if any(
             o.name == "sentence_embedding" for o in self._session.get_outputs()
         ) else "last_hidden_state"
@@ -138,11 +123,7 @@ class Embedder:
         prompts grew the node by ~470 MB under load. Sorting by length also pads less.
         """
         out = np.empty((len(texts), DIM), dtype=np.float32)
-
-        def keep(rows: list[int], vecs: np.ndarray) -> None:
-            out[rows] = vecs
-
-        self.embed_runs(texts, keep)
+        self.embed_runs(texts, out.__setitem__)  # each run's rows filled in as it ends
         return out
 
     def embed_runs(
@@ -229,6 +210,31 @@ class Embedder:
         self._executor.shutdown(wait=True)
 
 
+def onnx_session(
+    model: Path, threads: int, providers: Sequence[str] = ("CPUExecutionProvider",)
+) -> tuple[Any, Any, set[str]]:
+    """An ONNX Runtime session on ``threads`` cores, the options to run it with and its input names
+    (the embedder's and the verifier's)."""
+    import onnxruntime as ort
+
+    opts = ort.SessionOptions()
+    opts.intra_op_num_threads = threads
+    opts.inter_op_num_threads = 1
+    opts.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_ALL
+    # Memory patterns are planned per input shape and kept: with inputs of every length they
+    # only add up (measured: the same speed without them).
+    opts.enable_mem_pattern = False
+    session = ort.InferenceSession(str(model), opts, providers=list(providers))
+    # ONNX Runtime's arena keeps every region it grew to, in power-of-two steps, and prompts of
+    # every length fragment it: 241 -> 476 MB over 100 mixed batches after the warm-up. Shrunk
+    # after each run, it gives its free regions back (158 -> 160 MB over 40 such batches; the
+    # serve command makes glibc return them to the system, edgeroute/cli.py); without an arena
+    # a batch of 32 ran 3x slower (docs/limits.md).
+    run_options = ort.RunOptions()
+    run_options.add_run_config_entry("memory.enable_memory_arena_shrinkage", "cpu:0")
+    return session, run_options, {i.name for i in session.get_inputs()}
+
+
 def _length(encoding: Any) -> int:
     """Real tokens of an encoding (the tokenizer pads every text to the batch's longest)."""
     return int(sum(encoding.attention_mask))
@@ -269,7 +275,7 @@ def pick_run(
     text passed over ``MAX_SKIPS`` times goes before them. So a short question waits one short
     run, not a tenant's queue of long prompts, and a long prompt waits at most a few short runs.
     """
-    candidates, _ = round_robin(pending, lambda p: p.key, max_batch)
+    candidates = round_robin(pending, lambda p: p.key, max_batch)
     # Stable: the passed-over go first, oldest first; the rest shortest first, oldest on ties.
     candidates.sort(key=lambda p: (1, p.tokens) if p.skipped < MAX_SKIPS else (0, 0))
     run: list[_Text] = []

@@ -21,11 +21,11 @@ import functools
 import math
 import random
 from collections.abc import AsyncIterator, Iterator, Sequence
-from typing import Any
+from dataclasses import dataclass, field
+from typing import Any, ClassVar
 
 from models import Chunk, EngineLoad, GenerationRequest, ModelSpec, SamplingParams
 
-from ._fair import KeyView, expected_wait_s
 from ._grammar import advance, gbnf_for, grammar_sampler
 from ._grammar import free as free_grammar
 from ._runtime import Runtime
@@ -63,36 +63,14 @@ class LlamaEngine:
 
     # -- the public interface --------------------------------------------------------------
 
-    def load(self, fair_key: str | None = None) -> EngineLoad:
-        """Running and waiting requests; for a ``fair_key``, ``waiting`` counts only the requests
-        that would be served before a new one of that key (its own, and as many of each other
-        key's as the round robin takes meanwhile)."""
-        if fair_key is not None:
-            v = self._scheduler.view(fair_key)
-            return EngineLoad(running=v.running, waiting=v.ahead, capacity=v.slots)
+    def load(self) -> EngineLoad:
+        """Running and waiting requests (as one tenant sees them: :attr:`Prepared.queue`)."""
         s = self._scheduler.stats()
         return EngineLoad(running=s.running, waiting=s.waiting, capacity=s.slots)
-
-    def view(self, fair_key: str) -> KeyView:
-        """The queue as one key sees it (its own waiting, keys with work, the requests ahead)."""
-        return self._scheduler.view(fair_key)
 
     def stats(self) -> EngineStats:
         """Counters of the scheduler: reused prefix tokens, completions, recent request time."""
         return self._scheduler.stats()
-
-    def expected_wait_s(self, fair_key: str | None = None) -> float | None:
-        """How long a request arriving now would wait for a slot (0 when one is free).
-
-        Every slot frees about once per mean request time, so the ``waiting`` requests ahead of
-        this one and the running ones drain at ``slots / mean`` per second. None until a request
-        has finished (nothing to estimate from). With a ``fair_key``, only the requests served
-        before a new one of that key count as ahead of it.
-        """
-        if fair_key is not None:
-            return self._scheduler.view(fair_key).wait_s()
-        s = self._scheduler.stats()
-        return expected_wait_s(s.running + s.waiting, s.slots, s.mean_request_s)
 
     def render_prompt(self, request: GenerationRequest) -> str:
         """The exact text given to the model: the chat template applied, then any prefix."""
@@ -130,9 +108,6 @@ class LlamaEngine:
 
     def prompt_tokens(self, request: GenerationRequest) -> list[int]:
         return self.tokenize(*self._prompt_text(request))
-
-    def count_prompt_tokens(self, request: GenerationRequest) -> int:
-        return len(self._tokens_of(*self._prompt_text(request)))
 
     def min_prompt_tokens(self, request: GenerationRequest) -> int:
         """A lower bound of the prompt's tokens from its length alone (no template, no tokenizer):
@@ -279,6 +254,7 @@ class LlamaEngine:
         return gbnf
 
 
+@dataclass(eq=False, kw_only=True)
 class Prepared:
     """The edge's answer to :meth:`LlamaEngine.prepare`, and the edge's target for that request.
 
@@ -288,31 +264,18 @@ class Prepared:
     prepared for admits it with ``tokens``; any other (a continuation) is tokenized anew.
     """
 
-    name = "edge"
-
-    def __init__(
-        self,
-        *,
-        engine: LlamaEngine,
-        request: GenerationRequest,
-        prompt_tokens: int,
-        tokens: tuple[int, ...] | None,
-        n_ctx: int,
-        queue: EngineLoad,
-        wait_s: float | None,
-        too_long: PromptTooLongError | None,
-    ) -> None:
-        self._engine = engine
-        self.request = request
-        self.prompt_tokens = prompt_tokens
-        self.tokens = tokens
-        self.n_ctx = n_ctx
-        self.queue = queue
-        self.wait_s = wait_s
-        self.too_long = too_long
+    name: ClassVar[str] = "edge"
+    engine: LlamaEngine = field(repr=False)
+    request: GenerationRequest
+    prompt_tokens: int
+    tokens: tuple[int, ...] | None
+    n_ctx: int
+    queue: EngineLoad
+    wait_s: float | None
+    too_long: PromptTooLongError | None
 
     def stream(self, request: GenerationRequest) -> AsyncIterator[Chunk]:
-        return self._engine.stream(request, self.tokens if request is self.request else None)
+        return self.engine.stream(request, self.tokens if request is self.request else None)
 
     async def aclose(self) -> None:
         return None  # the engine is the node's, closed with it

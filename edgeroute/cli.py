@@ -57,6 +57,16 @@ def _settings(config: Path | None, data_dir: Path | None, **overrides: object) -
         raise typer.Exit(2) from exc
 
 
+def _exposed(host: str, auth_enabled: bool, insecure_no_auth: bool, refusal: str) -> bool:
+    """Whether ``host`` is served to others with no key; without --insecure-no-auth that exits 2."""
+    exposed = not auth_enabled and not is_loopback(host)
+    if exposed and not insecure_no_auth:
+        fix = "bind 127.0.0.1, or pass --insecure-no-auth."
+        typer.echo(f"error: refusing to serve {host} with no {refusal}, {fix}", err=True)
+        raise typer.Exit(2)
+    return exposed
+
+
 @app.command()
 def serve(
     host: Annotated[Optional[str], typer.Option(help="bind address [default: 127.0.0.1]")] = None,
@@ -82,16 +92,11 @@ def serve(
     server = settings.server.model_copy(
         update={k: v for k, v in {"host": host, "port": port}.items() if v is not None}
     )
-    exposed = not server.auth_enabled and not is_loopback(server.host)
-    if exposed and not insecure_no_auth:
-        typer.echo(
-            f"error: refusing to serve {server.host} with no API keys: anyone who can reach it could use "
-            "the node and read every tenant's prompts on the dashboard. Configure keys "
-            "(server.api_keys, server.operator_keys; EDGEROUTE_SERVER__OPERATOR_KEYS), bind 127.0.0.1, "
-            "or pass --insecure-no-auth.",
-            err=True,
-        )
-        raise typer.Exit(2)
+    exposed = _exposed(
+        server.host, server.auth_enabled, insecure_no_auth,
+        "API keys: anyone who can reach it could use the node and read every tenant's prompts on the "
+        "dashboard. Configure keys (server.api_keys, server.operator_keys; EDGEROUTE_SERVER__OPERATOR_KEYS)",
+    )
     cloud = settings.cloud
     if local_member is not None:
         cloud = cloud.model_copy(update={"local_member": local_member})
@@ -142,13 +147,10 @@ def dashboard(
     except ValidationError as exc:
         typer.echo(f"error: invalid fleet options:\n{describe_errors(exc)}", err=True)
         raise typer.Exit(2) from exc
-    if not server.auth_enabled and not is_loopback(host) and not insecure_no_auth:
-        typer.echo(
-            f"error: refusing to serve {host} with no operator key: anyone who can reach it would see the "
-            "whole fleet. Configure server.operator_keys, bind 127.0.0.1, or pass --insecure-no-auth.",
-            err=True,
-        )
-        raise typer.Exit(2)
+    _exposed(
+        host, server.auth_enabled, insecure_no_auth,
+        "operator key: anyone who can reach it would see the whole fleet. Configure server.operator_keys",
+    )
     configure_logging(log_level, "text")
     import uvicorn
 
@@ -220,18 +222,8 @@ def models_list(
     """Print the model registry."""
     settings = _settings(config, data_dir)
     specs = registry(settings.models_dir)
-    rows = [
-        {
-            "alias": s.alias,
-            "kind": s.kind,
-            "quantization": s.quantization,
-            "context_length": s.context_length,
-            "chat_template": s.chat_template,
-            "present": s.present,
-            "path": str(s.path),
-        }
-        for s in specs.values()
-    ]
+    fields = ("alias", "kind", "quantization", "context_length", "chat_template", "present")
+    rows = [{k: getattr(s, k) for k in fields} | {"path": str(s.path)} for s in specs.values()]
     if as_json:
         typer.echo(json.dumps(rows, indent=2))
         return

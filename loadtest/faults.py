@@ -22,7 +22,6 @@ import json
 import os
 import random
 import signal
-import subprocess
 import sys
 import time
 from collections import Counter
@@ -38,56 +37,37 @@ MODEL = "faulty"
 # -- the member: a tiny OpenAI-compatible server that fails on purpose ---------------------------
 
 
-async def _member(port: int, seed: int, error_rate: float, cut_rate: float) -> None:
+def _member(port: int, seed: int, error_rate: float, cut_rate: float) -> None:
+    from aiohttp import web  # not at the top: the node's side of this module has no use for it
+
     rng = random.Random(seed)
 
-    async def handle(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
-        try:
-            head = await reader.readuntil(b"\r\n\r\n")
-            lines = head.decode("latin-1").split("\r\n")
-            path = lines[0].split(" ")[1]
-            length = next((int(v) for k, _, v in (ln.partition(":") for ln in lines[1:])
-                           if k.strip().lower() == "content-length"), 0)
-            body = json.loads(await reader.readexactly(length)) if length else {}
-            if not path.endswith("/completions"):
-                listing = {"object": "list", "data": [{"id": MODEL, "object": "model"}], "status": "ok"}
-                writer.write(_response("200 OK", "application/json", json.dumps(listing).encode()))
-                return
-            if rng.random() < error_rate:
-                error = {"error": {"message": "injected", "type": "server_error", "param": None,
-                                   "code": None}}
-                writer.write(
-                    _response("500 Internal Server Error", "application/json", json.dumps(error).encode())
-                )
-                return
-            wanted = int(body.get("max_tokens") or 16)
-            cut_at = rng.randrange(1, max(2, wanted)) if rng.random() < cut_rate else None
-            writer.write(b"HTTP/1.1 200 OK\r\ncontent-type: text/event-stream\r\nconnection: close\r\n\r\n")
-            for i in range(wanted):
-                if cut_at is not None and i == cut_at:
-                    writer.transport.abort()  # a mid-stream cut, as a dying member does
-                    return
-                writer.write(_event({"content": f"t{i} "}, None))
-                await writer.drain()
-                await asyncio.sleep(0.002)
-            usage = {"prompt_tokens": 10, "completion_tokens": wanted, "total_tokens": 10 + wanted}
-            writer.write(_event({}, "length", usage) + b"data: [DONE]\n\n")
-        except (asyncio.IncompleteReadError, ConnectionError, ValueError, IndexError):
-            pass
-        finally:
-            if not writer.transport.is_closing():
-                await writer.drain()
-                writer.close()
+    async def handle(request: web.Request) -> web.StreamResponse:
+        if not request.path.endswith("/completions"):
+            listing = {"object": "list", "data": [{"id": MODEL, "object": "model"}], "status": "ok"}
+            return web.json_response(listing)
+        body = await request.json() if request.can_read_body else {}
+        if rng.random() < error_rate:
+            error = {"message": "injected", "type": "server_error", "param": None, "code": None}
+            return web.json_response({"error": error}, status=500)
+        wanted = int(body.get("max_tokens") or 16)
+        cut_at = rng.randrange(1, max(2, wanted)) if rng.random() < cut_rate else None
+        response = web.StreamResponse(headers={"content-type": "text/event-stream"})
+        response.force_close()
+        await response.prepare(request)
+        for i in range(wanted):
+            if i == cut_at and request.transport is not None:
+                request.transport.abort()  # a mid-stream cut, as a dying member does
+                return response
+            await response.write(_event({"content": f"t{i} "}, None))
+            await asyncio.sleep(0.002)
+        usage = {"prompt_tokens": 10, "completion_tokens": wanted, "total_tokens": 10 + wanted}
+        await response.write(_event({}, "length", usage) + b"data: [DONE]\n\n")
+        return response
 
-    server = await asyncio.start_server(handle, "127.0.0.1", port)
-    async with server:
-        await server.serve_forever()
-
-
-def _response(status: str, kind: str, body: bytes) -> bytes:
-    head = (f"HTTP/1.1 {status}\r\ncontent-type: {kind}\r\ncontent-length: {len(body)}\r\n"
-            "connection: close\r\n\r\n")
-    return head.encode() + body
+    app = web.Application()
+    app.router.add_route("*", "/{tail:.*}", handle)
+    web.run_app(app, host="127.0.0.1", port=port, print=None)
 
 
 def _event(delta: dict[str, Any], finish: str | None, usage: dict[str, int] | None = None) -> bytes:
@@ -103,54 +83,35 @@ def _event(delta: dict[str, Any], finish: str | None, usage: dict[str, int] | No
 
 @dataclass
 class _Members:
-    ports: list[int]
-    error_rate: float
-    cut_rate: float
-    procs: dict[int, subprocess.Popen[bytes]] = field(default_factory=dict)
-    kills: int = 0
-
-    def start(self, port: int) -> None:
-        seed = random.getrandbits(32)
-        args = [sys.executable, "-m", "loadtest.faults", str(port), str(seed), str(self.error_rate),
-                str(self.cut_rate)]
-        root = Path(__file__).resolve().parents[1]  # where `loadtest` is importable from
-        self.procs[port] = subprocess.Popen(
-            args, cwd=root, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL
-        )
-
-    def kill(self, port: int) -> None:
-        proc = self.procs.pop(port, None)
-        if proc is not None:
-            proc.send_signal(signal.SIGKILL)
-            proc.wait()
-            self.kills += 1
-
-    def stop(self) -> None:
-        for port in list(self.procs):
-            self.kill(port)
-
-
-@dataclass
-class _VllmMembers:
-    """vLLM members, each `edgeroute cloud serve` (a supervisor and the vLLM server it restarts)."""
+    """The members, each a process group of its own: the scripted server above (``vllm`` False), or
+    `edgeroute cloud serve` (a supervisor and the vLLM server it restarts)."""
 
     ports: list[int]
-    supervisors: dict[int, subprocess.Popen[bytes]] = field(default_factory=dict)
-    kills: int = 0
+    vllm: bool = False
+    error_rate: float = 0.0
+    cut_rate: float = 0.0
     log_dir: Path | None = None
+    procs: dict[int, Any] = field(default_factory=dict)  # port -> cloud.member.process.ServerProcess
+    kills: int = 0
 
     def start(self, port: int) -> None:
-        root = Path(__file__).resolve().parents[1]
-        log = open(self.log_dir / f"vllm-{port}.log", "wb") if self.log_dir else subprocess.DEVNULL  # noqa: SIM115
-        self.supervisors[port] = subprocess.Popen(
+        # Not at the top: a member (this module's main) starts fast.
+        from cloud.member.process import ServerProcess
+
+        if self.vllm:
             # Three members on one host: one thread each, or their spin-waiting threads outnumber the cores.
-            [sys.executable, "-m", "cloud.member", "--port", str(port), "--threads", "1"],
-            cwd=root, stdout=log, stderr=subprocess.STDOUT, start_new_session=True,
-        )
+            argv = [sys.executable, "-m", "cloud.member", "--port", str(port), "--threads", "1"]
+        else:
+            argv = [sys.executable, "-m", "loadtest.faults", str(port), str(random.getrandbits(32)),
+                    str(self.error_rate), str(self.cut_rate)]
+        log = self.log_dir / f"{'vllm' if self.vllm else 'member'}-{port}.log" if self.log_dir else None
+        self.procs[port] = ServerProcess(argv, f"http://127.0.0.1:{port}/health", log_path=log,
+                                         startup_timeout_s=1200)  # vLLM loads and compiles the model first
+        self.procs[port].spawn()
 
     def server(self, port: int) -> int | None:
         """The pid of the vLLM server a supervisor runs now (it leads its own process group)."""
-        sup = self.supervisors[port].pid
+        sup = self.procs[port].pid
         for stat in Path("/proc").glob("[0-9]*/stat"):
             try:
                 fields = stat.read_text().rsplit(")", 1)[1].split()
@@ -161,6 +122,13 @@ class _VllmMembers:
         return None
 
     def kill(self, port: int) -> None:
+        """SIGKILL a scripted member, or a vLLM member's server (its supervisor restarts it)."""
+        if not self.vllm:
+            proc = self.procs.pop(port, None)
+            if proc is not None:
+                proc.kill()
+                self.kills += 1
+            return
         pid = self.server(port)
         if pid is not None:
             try:
@@ -176,26 +144,23 @@ class _VllmMembers:
             return False
 
     def stop(self) -> None:
-        for proc in self.supervisors.values():
-            proc.send_signal(signal.SIGTERM)
-        for proc in self.supervisors.values():
-            try:
-                proc.wait(60)
-            except subprocess.TimeoutExpired:
-                os.killpg(proc.pid, signal.SIGKILL)
-
-
-async def _vllm_chaos(members: _VllmMembers, rng: random.Random, stop: asyncio.Event) -> None:
-    """Kill a serving member's vLLM now and then; its supervisor brings it back."""
-    while not stop.is_set():
-        await asyncio.sleep(rng.uniform(20, 60))
-        serving = [p for p in members.ports if await asyncio.to_thread(members.ready, p)]
-        if serving:
-            await asyncio.to_thread(members.kill, rng.choice(serving))
+        for proc in self.procs.values():  # every member told first, then each waited for
+            if proc.alive():
+                proc.proc.send_signal(signal.SIGTERM)
+        for proc in self.procs.values():
+            proc.stop(60)
 
 
 async def _chaos(members: _Members, rng: random.Random, stop: asyncio.Event) -> None:
+    """Kill a member now and then: a scripted one is started again a moment later; a serving vLLM
+    member's server is brought back by its supervisor."""
     while not stop.is_set():
+        if members.vllm:
+            await asyncio.sleep(rng.uniform(20, 60))
+            serving = [p for p in members.ports if await asyncio.to_thread(members.ready, p)]
+            if serving:
+                await asyncio.to_thread(members.kill, rng.choice(serving))
+            continue
         await asyncio.sleep(rng.uniform(0.3, 1.5))
         port = rng.choice(members.ports)
         await asyncio.to_thread(members.kill, port)
@@ -299,40 +264,35 @@ def run_faults(
     random.seed(seed)
     rng = random.Random(seed)
     ports = [free_port() for _ in range(members)]
-    crew: _Members | _VllmMembers
-    if engine == "vllm":
-        crew = _VllmMembers(ports, log_dir=data_dir)
+    crew = _Members(ports, engine == "vllm", error_rate, cut_rate, log_dir=data_dir)
+    if crew.vllm:
         model, timeouts = EDGE_DEFAULT, {"stall_timeout_s": 10.0, "first_token_timeout_s": 30.0}
     else:
-        crew = _Members(ports, error_rate, cut_rate)
         model, timeouts = MODEL, {"stall_timeout_s": 3.0, "first_token_timeout_s": 10.0}
     for port in crew.ports:
         crew.start(port)
-    if isinstance(crew, _VllmMembers):
-        deadline = time.monotonic() + 1200  # vLLM loads and compiles the model first
-        while not all(crew.ready(p) for p in crew.ports):
-            if time.monotonic() > deadline:
-                crew.stop()
-                raise RuntimeError("the vLLM members did not start")
-            time.sleep(2)
+    if crew.vllm:
+        try:
+            for proc in crew.procs.values():
+                proc.wait_ready()
+        except Exception:
+            crew.stop()
+            raise
     cloud = {
         "members": [{"name": f"m{i}", "base_url": f"http://127.0.0.1:{p}/v1", "model": model}
                     for i, p in enumerate(crew.ports)],
         "local_member": False, "health_interval_s": 0.5, "retries": 1, "cooldown_s": 0.5,
         "max_cooldown_s": 2.0, **timeouts,
     }
-    settings = load_settings(
-        data_dir=data_dir, cloud=cloud, cache={"enabled": False}, edge={"max_queue": 256}
-    )
+    settings = load_settings(data_dir=data_dir, cloud=cloud, cache={"enabled": False},
+                             edge={"max_queue": 256})
     report = FaultReport()
     try:
         with serve_app(app_factory(settings)) as base:
 
             async def main() -> None:
                 stop = asyncio.Event()
-                chaos = asyncio.create_task(
-                    _vllm_chaos(crew, rng, stop) if isinstance(crew, _VllmMembers) else _chaos(crew, rng, stop)
-                )
+                chaos = asyncio.create_task(_chaos(crew, rng, stop))
                 try:
                     await _clients(base, requests, concurrency, max_tokens, report)
                 finally:
@@ -351,4 +311,4 @@ def run_faults(
 if __name__ == "__main__":
     # A member: python -m loadtest.faults PORT SEED ERROR_RATE CUT_RATE
     os.environ.setdefault("PYTHONUNBUFFERED", "1")
-    asyncio.run(_member(int(sys.argv[1]), int(sys.argv[2]), float(sys.argv[3]), float(sys.argv[4])))
+    _member(int(sys.argv[1]), int(sys.argv[2]), float(sys.argv[3]), float(sys.argv[4]))

@@ -20,10 +20,10 @@ from pathlib import Path
 import httpx
 
 from cloud.local import LocalMember, ServerProcess
-from cloud.member.process import free_port, project_root
 
-RULES = project_root() / "deploy" / "prometheus" / "edgeroute-rules.yml"
-EDGEROUTE = [sys.executable, "-c", "from edgeroute.cli import main; main()"]
+from .servers import EDGEROUTE, REPO, free_port
+
+RULES = REPO / "deploy" / "prometheus" / "edgeroute-rules.yml"
 PROMETHEUS_FALLBACK = Path("/usr/bin/prometheus")
 
 
@@ -45,24 +45,18 @@ def prometheus_config(
 ) -> dict[str, object]:
     """The shipped prometheus.yml's two jobs, for loopback targets (``host:port``); JSON is YAML."""
     interval = f"{int(interval_s * 1000)}ms"
-    node_job: dict[str, object] = {
-        "job_name": "edgeroute",
-        "scrape_interval": interval,
-        "scrape_timeout": f"{int(interval_s * 800)}ms",
-        "static_configs": [{"targets": list(nodes)}],
-    }
+
+    def job(name: str, targets: Sequence[str]) -> dict[str, object]:
+        return {"job_name": name, "scrape_interval": interval, "scrape_timeout": f"{int(interval_s * 800)}ms",
+                "static_configs": [{"targets": list(targets)}]}
+
+    node_job = job("edgeroute", nodes)
     if key_file is not None:
         node_job["authorization"] = {"type": "Bearer", "credentials_file": str(key_file)}
-    member_job = {
-        "job_name": "vllm",
-        "scrape_interval": interval,
-        "scrape_timeout": f"{int(interval_s * 800)}ms",
-        "static_configs": [{"targets": list(members)}],
-    }
     return {
         "global": {"scrape_interval": interval, "evaluation_interval": interval},
         "rule_files": [str(rules)],
-        "scrape_configs": [node_job, member_job],
+        "scrape_configs": [node_job, job("vllm", members)],
     }
 
 
@@ -101,12 +95,8 @@ class Fleet:
 
     def _config(self, member: LocalMember | None) -> Path:
         keys = ", ".join(f'"{k}" = "{t}"' for k, t in self.tenant_keys.items())
-        text = (
-            "[server]\n"
-            f'operator_keys = ["{self.operator_key}"]\n'
-            f"api_keys = {{ {keys} }}\n"
-            "[telemetry.dashboard]\ntick_s = 1.0\n"
-        )
+        text = (f'[server]\noperator_keys = ["{self.operator_key}"]\napi_keys = {{ {keys} }}\n'
+                "[telemetry.dashboard]\ntick_s = 1.0\n")
         if member is not None:
             # Every node's cloud pool is the one member, as a fleet shares one pool.
             m = member.settings
@@ -125,38 +115,18 @@ class Fleet:
         if member is not None:
             self.member_addr = f"127.0.0.1:{member.port}"
         elif self.member:
-            member = LocalMember(
-                name="pool-1",
-                log_path=self.root / "member.log",
-                startup_timeout_s=self.startup_timeout_s,
-            )
+            member = LocalMember(name="pool-1", log_path=self.root / "member.log",
+                                 startup_timeout_s=self.startup_timeout_s)
             member.spawn()
             self.member_proc, self.member_addr = member, f"127.0.0.1:{member.port}"
         config = self._config(member)
         for i in range(self.nodes):
             port, name = free_port(), f"edge-{i + 1}"
             env = {**os.environ, "EDGEROUTE_SERVER__NODE_NAME": name, "HF_HUB_OFFLINE": "1"}
-            proc = ServerProcess(
-                [
-                    *EDGEROUTE,
-                    "serve",
-                    "--host",
-                    "127.0.0.1",
-                    "--port",
-                    str(port),
-                    "--config",
-                    str(config),
-                    "--data-dir",
-                    str(self.root / name),
-                    "--no-local-member",
-                    "--log-level",
-                    "warning",
-                ],
-                f"http://127.0.0.1:{port}/healthz",
-                log_path=self.root / f"{name}.log",
-                env=env,
-                startup_timeout_s=self.startup_timeout_s,
-            )
+            argv = [*EDGEROUTE, "serve", "--host", "127.0.0.1", "--port", str(port), "--config", str(config),
+                    "--data-dir", str(self.root / name), "--no-local-member", "--log-level", "warning"]
+            proc = ServerProcess(argv, f"http://127.0.0.1:{port}/healthz", log_path=self.root / f"{name}.log",
+                                 env=env, startup_timeout_s=self.startup_timeout_s)
             proc.spawn()
             self.node_procs.append(proc)
             self.node_names.append(name)
@@ -185,56 +155,31 @@ class Fleet:
     def _start_prometheus(self) -> None:
         binary = prometheus_binary()
         if binary is None:
-            raise FileNotFoundError(
-                "prometheus is not installed (`make prometheus`, or apt-get install prometheus)"
-            )
+            raise FileNotFoundError("prometheus is not installed (`make prometheus`, or apt-get install "
+                                    "prometheus)")
         key_file = self.root / "operator-key"
         key_file.write_text(self.operator_key)
         key_file.chmod(0o600)
-        cfg = prometheus_config(
-            self.node_addrs,
-            [self.member_addr] if self.member_addr else [],
-            interval_s=self.interval_s,
-            key_file=key_file,
-        )
+        members = [self.member_addr] if self.member_addr else []
+        cfg = prometheus_config(self.node_addrs, members, interval_s=self.interval_s, key_file=key_file)
         (self.root / "prometheus.yml").write_text(json.dumps(cfg, indent=2))
         self.prometheus_port = self.prometheus_port or free_port()
-        self.prometheus = ServerProcess(
-            [
-                str(binary),
-                f"--config.file={self.root / 'prometheus.yml'}",
+        argv = [str(binary), f"--config.file={self.root / 'prometheus.yml'}",
                 f"--storage.tsdb.path={self.root / 'prometheus-data'}",
-                f"--web.listen-address=127.0.0.1:{self.prometheus_port}",
-                "--storage.tsdb.retention.time=1d",
-                "--log.level=warn",
-            ],
-            f"{self.prometheus_url}/-/ready",
-            log_path=self.root / "prometheus.log",
-        )
+                f"--web.listen-address=127.0.0.1:{self.prometheus_port}", "--storage.tsdb.retention.time=1d",
+                "--log.level=warn"]
+        self.prometheus = ServerProcess(argv, f"{self.prometheus_url}/-/ready",
+                                        log_path=self.root / "prometheus.log")
         self.prometheus.spawn()
 
     def _start_dashboard(self, config: Path) -> None:
         self.dashboard_port = self.dashboard_port or free_port()
-        self.dashboard = ServerProcess(
-            [
-                *EDGEROUTE,
-                "dashboard",
-                "--prometheus",
-                self.prometheus_url,
-                "--port",
-                str(self.dashboard_port),
-                "--config",
-                str(config),
-                "--rate-window",
-                f"{max(4, int(self.interval_s * 4))}s",
-                "--tick-s",
-                str(self.interval_s),
-                "--log-level",
-                "warning",
-            ],
-            f"{self.dashboard_url}/fleet/static/app.css",
-            log_path=self.root / "dashboard.log",
-        )
+        argv = [*EDGEROUTE, "dashboard", "--prometheus", self.prometheus_url,
+                "--port", str(self.dashboard_port), "--config", str(config),
+                "--rate-window", f"{max(4, int(self.interval_s * 4))}s", "--tick-s", str(self.interval_s),
+                "--log-level", "warning"]
+        self.dashboard = ServerProcess(argv, f"{self.dashboard_url}/fleet/static/app.css",
+                                       log_path=self.root / "dashboard.log")
         self.dashboard.spawn()
 
     def kill_node(self, i: int) -> None:
@@ -246,12 +191,8 @@ class Fleet:
                 proc.stop(timeout_s=15)
 
 
-PROMPTS = (
-    "What is the capital of France?",
-    "Name a primary colour.",
-    "What is 2 + 2?",
-    "Say hello in Spanish.",
-)
+PROMPTS = ("What is the capital of France?", "Name a primary colour.", "What is 2 + 2?",
+           "Say hello in Spanish.")
 
 
 def send_traffic(base: str, api_key: str, rounds: int = 2, max_tokens: int = 8, cloud: bool = False) -> int:
@@ -263,12 +204,8 @@ def send_traffic(base: str, api_key: str, rounds: int = 2, max_tokens: int = 8, 
     with httpx.Client(base_url=base, timeout=120, headers={"authorization": f"Bearer {api_key}"}) as client:
         for _ in range(rounds):
             for i, prompt in enumerate(PROMPTS):
-                body = {
-                    "model": "cloud" if cloud and i == 0 else "auto",
-                    "messages": [{"role": "user", "content": prompt}],
-                    "max_tokens": max_tokens,
-                    "temperature": 0,
-                }
+                body = {"model": "cloud" if cloud and i == 0 else "auto", "max_tokens": max_tokens,
+                        "messages": [{"role": "user", "content": prompt}], "temperature": 0}
                 client.post("/v1/chat/completions", json=body).raise_for_status()
                 sent += 1
     return sent
@@ -281,23 +218,16 @@ def main() -> None:
 
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--nodes", type=int, default=3)
-    parser.add_argument(
-        "--member", action="store_true", help="also start a local pool member, the nodes' cloud pool"
-    )
+    parser.add_argument("--member", action="store_true",
+                        help="also start a local pool member, the nodes' cloud pool")
     parser.add_argument("--port", type=int, default=8090, help="the fleet dashboard's port")
     parser.add_argument("--prometheus-port", type=int, default=9090)
     parser.add_argument("--interval", type=float, default=2.0, help="scrape interval, seconds")
     parser.add_argument("--root", type=Path, default=None, help="data of the run [default: a temp dir]")
     args = parser.parse_args()
     root = args.root or Path(tempfile.mkdtemp(prefix="edgeroute-fleet-"))
-    fleet = Fleet(
-        root,
-        nodes=args.nodes,
-        interval_s=args.interval,
-        member=args.member,
-        dashboard_port=args.port,
-        prometheus_port=args.prometheus_port,
-    )
+    fleet = Fleet(root, nodes=args.nodes, interval_s=args.interval, member=args.member,
+                  dashboard_port=args.port, prometheus_port=args.prometheus_port)
     print(f"starting {args.nodes} nodes, Prometheus and the fleet dashboard (logs in {root}) ...", flush=True)
     try:
         fleet.start()

@@ -44,26 +44,46 @@ from router.telemetry import GcWatch
 from .config import Job, LoadConfig, Result, Tenant
 from .loadprobe import prime, probe, read_rss_mb
 from .loadreport import percentiles, summarize, table
-from .loadretry import retry_delay_s, should_retry
 
-__all__ = [
-    "Job", "LoadConfig", "Result", "Tenant", "check_loopback", "one_request", "retry_delay_s", "run_load",
-    "summarize", "table", "workload",
-]
+__all__ = ["Job", "LoadConfig", "Result", "Tenant", "check_loopback", "one_request", "retry_delay_s",
+           "run_load", "summarize", "table", "workload"]
 
-SHORT = (
-    "What is the capital of France?",
-    "Say hello in Spanish.",
-    "What colour is the sky?",
-    "How many days are in a week?",
-    "Name a fruit that is yellow.",
-    "What is two plus two?",
-    "Who wrote Hamlet?",
-    "What is water made of?",
-)
+SHORT = ("What is the capital of France?", "Say hello in Spanish.", "What colour is the sky?",
+         "How many days are in a week?", "Name a fruit that is yellow.", "What is two plus two?",
+         "Who wrote Hamlet?", "What is water made of?")
 TOPICS = ("a lighthouse keeper", "a lost robot", "the first city on Mars", "a dragon who bakes bread",
           "a detective cat", "an old sailing ship", "a winter in the mountains", "a secret garden",
           "a clockmaker's apprentice", "a river that talks", "a library at night", "a desert caravan")
+
+
+# The OpenAI Python SDK's retry rule (``openai._base_client``), as the clients follow it.
+_RETRIED = {408, 409, 429}
+_INITIAL_DELAY_S = 0.5
+_MAX_DELAY_S = 8.0
+
+
+def retry_delay_s(headers: httpx.Headers, retries_done: int, rng: random.Random) -> float:
+    """Seconds to wait before retry number ``retries_done + 1``: the server's ``retry-after-ms`` or
+    ``retry-after`` when it is within (0, 60], else exponential backoff with jitter."""
+    for name, scale in (("retry-after-ms", 0.001), ("retry-after", 1.0)):
+        value = headers.get(name)
+        if value is not None:
+            try:
+                wait = float(value) * scale
+            except ValueError:
+                continue
+            if 0 < wait <= 60:
+                return wait
+    delay = min(_INITIAL_DELAY_S * 2.0**retries_done, _MAX_DELAY_S)
+    return delay * (1 - 0.25 * rng.random())
+
+
+def should_retry(response: httpx.Response) -> bool:
+    """Whether the SDK would retry this response (``x-should-retry`` first, then the status)."""
+    hint = response.headers.get("x-should-retry")
+    if hint in ("true", "false"):
+        return hint == "true"
+    return response.status_code in _RETRIED or response.status_code >= 500
 
 
 def check_loopback(url: str) -> None:
@@ -150,14 +170,8 @@ async def one_request(
 
 async def _attempt(client: httpx.AsyncClient, cfg: LoadConfig, job: Job) -> tuple[Result, httpx.Response | None]:
     """One HTTP attempt; the refused response comes back too (its status and headers)."""
-    body: dict[str, Any] = {
-        "model": cfg.model,
-        "messages": list(job.messages),
-        "max_tokens": job.max_tokens,
-        "temperature": 0,
-        "stream": True,
-        "stream_options": {"include_usage": True},
-    }
+    body: dict[str, Any] = {"model": cfg.model, "messages": list(job.messages), "max_tokens": job.max_tokens,
+                            "temperature": 0, "stream": True, "stream_options": {"include_usage": True}}
     if not cfg.cache:
         body["cache"] = False  # edgeroute's extension; other servers ignore it
     start = time.perf_counter()
@@ -223,7 +237,7 @@ async def run_load(cfg: LoadConfig, sink: list[Result] | None = None) -> dict[st
     async def closed_loops(index: int, group: Tenant) -> None:
         """The group's clients, each sending its next request when the last one is answered;
         each group (tenant) sends up to ``cfg.requests`` of its own seeded workload."""
-        jobs = workload(cfg if index == 0 else _reseeded(cfg, cfg.seed + index))
+        jobs = workload(cfg if index == 0 else replace(cfg, seed=cfg.seed + index))
         sent = 0
         rng = random.Random(cfg.seed + 1000 + index)
 
@@ -318,7 +332,3 @@ def _start_probes(cfg: LoadConfig, groups: list[Tenant]) -> dict[str, Any]:
     }
     pool.shutdown(wait=False)
     return futures
-
-
-def _reseeded(cfg: LoadConfig, seed: int) -> LoadConfig:
-    return replace(cfg, seed=seed)

@@ -3,7 +3,8 @@
 - the wire formats: OpenAI's (``models.openai``: request bodies, the response and stream writer,
   error bodies, the bodies the cloud pool sends), Ollama's (``models.ollama``) and llama.cpp's
   server's (``models.llamacpp``);
-- the Engine protocol every engine implements (``models.generation``: requests, chunks, usage),
+- the Engine protocol every engine implements and the Writer protocol every API's answer writer
+  implements (``models.generation``: requests, chunks, usage),
   with the stop matcher and log probabilities engines share;
 - the root error and its categories (``models.errors``);
 - keys held as digests and the guard against guessing them (``models.keys``, ``models.attempts``),
@@ -34,6 +35,7 @@ from .generation import (
     SamplingParams,
     TokenLogprob,
     Usage,
+    Writer,
     collect,
 )
 from .onnx_export import export_embedder, onnx_model_path
@@ -71,6 +73,7 @@ __all__ = [
     "TokenLogprob",
     "UnknownModelError",
     "Usage",
+    "Writer",
     "collect",
     "default_models_dir",
     "export_embedder",

@@ -4,9 +4,9 @@ each cloud pool member look alike to the router)."""
 from __future__ import annotations
 
 import uuid
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Sequence
 from dataclasses import dataclass, field
-from typing import Protocol, runtime_checkable
+from typing import Any, Protocol, runtime_checkable
 
 
 JSON_OBJECT = '{"type":"object"}'  # ``response_format: json_object`` as a schema: any JSON object
@@ -84,12 +84,32 @@ class GenerationRequest:
 
 @dataclass(frozen=True, slots=True)
 class Usage:
+    """Tokens read and generated, and the two shapes the APIs report them in."""
+
     prompt_tokens: int
     completion_tokens: int
 
     @property
     def total_tokens(self) -> int:
         return self.prompt_tokens + self.completion_tokens
+
+    def openai(self) -> dict[str, int]:
+        """OpenAI's completions' ``usage`` (and Ollama's and llama.cpp's counts are these)."""
+        return {
+            "prompt_tokens": self.prompt_tokens,
+            "completion_tokens": self.completion_tokens,
+            "total_tokens": self.total_tokens,
+        }
+
+    def responses(self) -> dict[str, Any]:
+        """The Responses API's ``usage``."""
+        return {
+            "input_tokens": self.prompt_tokens,
+            "input_tokens_details": {"cached_tokens": 0},
+            "output_tokens": self.completion_tokens,
+            "output_tokens_details": {"reasoning_tokens": 0},
+            "total_tokens": self.total_tokens,
+        }
 
 
 @dataclass(frozen=True, slots=True)
@@ -152,6 +172,39 @@ class Engine(Protocol):
         ...
 
     async def aclose(self) -> None: ...
+
+
+class Writer(Protocol):
+    """One answer in an API's shape (OpenAI's chat or text completion, the Responses API's,
+    Ollama's, llama.cpp's): the bytes of its stream, event by event, or its whole body."""
+
+    media_type: str
+
+    def opening(self, n: int = 1) -> bytes:
+        """What a stream of ``n`` choices opens with, before any text."""
+        return b""
+
+    def text(self, text: str, logprobs: Sequence[TokenLogprob] = (), index: int = 0) -> bytes:
+        """A piece of choice ``index``'s text (with its tokens' log probabilities)."""
+        ...
+
+    def finish(
+        self, finish_reason: str, usage: Usage, index: int = 0, last: bool = True, stop_word: str | None = None
+    ) -> bytes:
+        """Choice ``index``'s end; the ``last`` to end closes the stream (``usage`` is of every choice).
+        ``stop_word``: the stop sequence that ended it, if one did."""
+        ...
+
+    def error(self, message: str, err_type: str = "server_error", code: str | None = None) -> bytes:
+        """End a stream whose headers are already sent."""
+        ...
+
+    def whole(
+        self, text: str, finish_reason: str, usage: Usage, logprobs: Sequence[TokenLogprob] = (),
+        stop_word: str | None = None,
+    ) -> dict[str, Any]:
+        """The body of an answer that is not streamed."""
+        ...
 
 
 async def collect(chunks: AsyncIterator[Chunk]) -> Completion:

@@ -40,8 +40,8 @@ def as_digest(value: str) -> str:
 class Principal:
     """Who presented a key: a tenant (its own data only) or an operator (every tenant).
 
-    ``digest`` is the matched key's digest, the secret the dashboard's session cookie is signed
-    with, so removing a key ends the sessions made with it.
+    ``digest`` is the matched key's digest, which a dashboard session keeps (on the node, never
+    in the cookie), so removing a key ends the sessions made with it.
     """
 
     tenant: str | None

@@ -81,34 +81,23 @@ async def whole(node: Node, choices: Sequence[Choice]) -> list[Completion]:
     """Every choice's whole answer."""
 
     async def one(c: Choice) -> Completion:
-        routed = await pipeline.run(node, c.gen, c.ctx, c.routing)
-        return await collect(routed.chunks())
+        return await collect(await pipeline.run(node, c.gen, c.ctx, c.routing))
 
     return await _all([lambda c=c: one(c) for c in choices])  # type: ignore[misc]
 
 
 async def start(node: Node, choices: Sequence[Choice]) -> list[RoutedStream]:
     """Every choice started (its first chunk made); none is left running if one cannot start."""
-
-    async def stop(routed: RoutedStream) -> None:
-        await routed.rest.aclose()  # type: ignore[attr-defined]
-
-    return await _all([lambda c=c: pipeline.run(node, c.gen, c.ctx, c.routing) for c in choices], stop)  # type: ignore[misc]
+    runs = [lambda c=c: pipeline.run(node, c.gen, c.ctx, c.routing) for c in choices]
+    return await _all(runs, RoutedStream.aclose)  # type: ignore[arg-type]
 
 
 _END = object()
 
 
 async def merge(streams: Sequence[RoutedStream]) -> AsyncIterator[tuple[int, Chunk]]:
-    """The choices' chunks as they come, each with its choice's index; closing it stops them all."""
-    if len(streams) == 1:
-        chunks = streams[0].chunks()
-        try:
-            async for chunk in chunks:
-                yield 0, chunk
-        finally:
-            await chunks.aclose()  # stops the engine when the stream ends early
-        return
+    """Several choices' chunks as they come, each with its choice's index; closing it stops them
+    all (one choice is read straight from its :class:`~router.pipeline.RoutedStream`)."""
     queue: asyncio.Queue[tuple[int, object]] = asyncio.Queue()
 
     async def pump(index: int, chunks: AsyncIterator[Chunk]) -> None:
@@ -119,8 +108,7 @@ async def merge(streams: Sequence[RoutedStream]) -> AsyncIterator[tuple[int, Chu
             await queue.put((index, exc))
         await queue.put((index, _END))
 
-    iterators = [s.chunks() for s in streams]
-    tasks = [asyncio.ensure_future(pump(i, it)) for i, it in enumerate(iterators)]
+    tasks = [asyncio.ensure_future(pump(i, aiter(s))) for i, s in enumerate(streams)]
     try:
         live = len(tasks)
         while live:
@@ -135,5 +123,5 @@ async def merge(streams: Sequence[RoutedStream]) -> AsyncIterator[tuple[int, Chu
         for task in tasks:
             task.cancel()  # a choice still generating stops (its pipeline records the early end)
         await asyncio.gather(*tasks, return_exceptions=True)
-        for it in iterators:
-            await it.aclose()  # type: ignore[attr-defined]
+        for stream in streams:
+            await stream.aclose()

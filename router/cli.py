@@ -4,14 +4,13 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
-from typing import TYPE_CHECKING, Annotated, Any, Optional
+from typing import Annotated, Any, Optional
 
 import typer
 
 from models import EdgerouteError
 
-if TYPE_CHECKING:
-    from .settings import Settings
+from .settings import load_settings
 
 router_app = typer.Typer(help="The routing policy: train, calibrate, evaluate, replay.", no_args_is_help=True)
 
@@ -23,12 +22,6 @@ JsonOpt = Annotated[bool, typer.Option("--json", help="print JSON instead of a t
 def _fail(exc: EdgerouteError) -> typer.Exit:
     typer.echo(f"error: {exc.message}", err=True)
     return typer.Exit(2)
-
-
-def _settings(config: Path | None, data_dir: Path | None) -> Settings:
-    from .settings import load_settings
-
-    return load_settings(config, data_dir=data_dir)
 
 
 def _num(value: float | None) -> str:
@@ -89,7 +82,7 @@ def calibrate(
     from .training.calibrate import logged_scores, threshold_for_share
 
     try:
-        settings = _settings(config, data_dir)
+        settings = load_settings(config, data_dir=data_dir)
         if from_telemetry:
             from .training.replay import read_decisions_db
 
@@ -158,7 +151,7 @@ def evaluate_cmd(
         typer.echo(f"error: --split must be train, test or all, not {split!r}", err=True)
         raise typer.Exit(2)
     try:
-        settings = _settings(config, data_dir)
+        settings = load_settings(config, data_dir=data_dir)
         chosen = select(load_prompts(prompts), split)  # type: ignore[arg-type]
         if not chosen:
             typer.echo(f"error: the {split} split is empty", err=True)
@@ -233,7 +226,7 @@ def replay(
     from .training.replay import replay as run_replay
 
     try:
-        settings = _settings(config, data_dir)
+        settings = load_settings(config, data_dir=data_dir)
         complexity = settings.routing.complexity.model_copy(update={"threshold": threshold})
         routing = settings.routing.model_copy(update={"complexity": complexity})
         records = read_decisions_db(Path(db or settings.data_dir / "telemetry.db"), limit)

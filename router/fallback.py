@@ -10,9 +10,9 @@ from __future__ import annotations
 from collections.abc import AsyncIterator, Sequence
 from dataclasses import dataclass, field, replace
 
-from cloud import CloudPool, CloudRequestError, PoolStream
+from cloud import CloudPool, CloudRequestError, Started
 from edge import EdgeSaturatedError
-from models import Chunk, EdgerouteError, Engine, EngineError, GenerationRequest, Usage
+from models import Chunk, EdgerouteError, Engine, EngineError, GenerationRequest
 
 from .errors import EdgeBusyError, NoCapacityError
 from .policy import Decision, Features
@@ -34,10 +34,11 @@ class Attempt:
 class StreamPlan:
     """The ordered engines a request may use, and what happened on each."""
 
-    targets: Sequence[Engine]
+    targets: Sequence[Engine | _PoolTarget]
     attempts: list[Attempt] = field(default_factory=list)
     # Members whose stream broke: a continuation prefers any other (read by the pool target).
     avoid: list[str] = field(default_factory=list)
+    index: int = 0  # the target now answering
 
     def path(self) -> str | None:
         """``"cloud->edge"`` style path when more than one engine (or pool member) was tried, else None.
@@ -61,42 +62,48 @@ class StreamPlan:
         return self.attempts[-1].member if self.attempts and self.attempts[-1].engine == "cloud" else None
 
 
-def _answered(engine: Engine, stream: AsyncIterator[Chunk]) -> Attempt:
-    """An ``ok`` attempt; a pool stream says which member answered and which failed before it."""
-    member: str | None = getattr(stream, "member", None)
-    failed: list[str] = getattr(stream, "failed", [])
-    return Attempt(engine.name, "ok", member=member, member_hops=sum(1 for m in failed if m != member))
-
-
-async def start(
-    plan: StreamPlan, request: GenerationRequest, start_index: int = 0
-) -> tuple[int, Chunk, AsyncIterator[Chunk]]:
+async def start(plan: StreamPlan, request: GenerationRequest, start_index: int = 0) -> Started:
     """Start on the first target that produces a first chunk; raise the last error if none does.
 
     An :class:`~models.EngineError` moves on to the next target; any other error (the request's
-    own fault) goes up at once.
+    own fault) goes up at once. The pool starts its own members (it retries and hedges on their
+    first tokens); the edge is started here.
     """
     last: BaseException | None = None
     for index in range(start_index, len(plan.targets)):
         engine = plan.targets[index]
         if any(a.engine == engine.name and a.outcome == "failed-before-first-token" for a in plan.attempts):
             continue  # it already retried internally and gave up; asking again only adds waiting
-        stream = engine.stream(request)
         try:
-            first = await anext(stream)
+            if isinstance(engine, _PoolTarget):
+                started = await engine.open(request)
+            else:
+                started = await prime(engine.stream(request))
         except EngineError as exc:
-            await _close(stream)
             plan.attempts.append(Attempt(engine.name, "failed-before-first-token", _describe(exc), cause=exc))
             last = exc
             continue
         except StopAsyncIteration:
             plan.attempts.append(Attempt(engine.name, "failed-before-first-token", "empty stream"))
             continue
-        plan.attempts.append(_answered(engine, stream))
-        return index, first, stream
+        hops = sum(1 for m in started.failed if m != started.member)
+        plan.attempts.append(Attempt(engine.name, "ok", member=started.member, member_hops=hops))
+        plan.index = index
+        return started
     if last is not None:
         raise last
     raise EdgerouteError("no target produced an answer", code="no_target")
+
+
+async def prime(chunks: AsyncIterator[Chunk]) -> Started:
+    """A stream started: its first chunk waited for (an empty stream raises
+    :class:`StopAsyncIteration`); one that fails first is closed."""
+    try:
+        first = await anext(chunks)
+    except BaseException:
+        await chunks.aclose()  # type: ignore[attr-defined]
+        raise
+    return Started(first, chunks)
 
 
 def no_start_error(plan: StreamPlan, exc: EngineError) -> EdgerouteError:
@@ -115,82 +122,37 @@ def no_start_error(plan: StreamPlan, exc: EngineError) -> EdgerouteError:
     return NoCapacityError(f"neither the edge nor the cloud can take this request now ({exc})", retry_after=2)
 
 
-async def resilient(
-    plan: StreamPlan,
-    request: GenerationRequest,
-    index: int,
-    first: Chunk,
-    stream: AsyncIterator[Chunk],
-    prompt_tokens: int,
-) -> AsyncIterator[Chunk]:
-    """Yield ``first`` and the rest; on a break, continue on the next targets from the text so far.
+async def resume(
+    plan: StreamPlan, request: GenerationRequest, exc: EngineError, sent: Sequence[str]
+) -> Started | None:
+    """After ``exc`` broke the stream mid-way, with ``sent`` (one chunk each) already out: the
+    next target started on a continuation from the text so far, or None when ``max_tokens`` has
+    nothing left to continue with (the answer ends there, ``length``); ``exc`` again when no
+    target is left.
 
-    ``prompt_tokens`` is the original prompt's size, reported in the usage of a continued stream
-    (whose own prompt also held the prefix). Its completion tokens count the chunks already sent
-    (one token a chunk, as OpenAI-compatible servers stream) plus the continuation's; the
-    continuation is asked for only what ``max_tokens`` has left after them, so the client never
-    gets more tokens than it asked for.
+    The continuation may only produce what the client's ``max_tokens`` has left after the chunks
+    sent (one token a chunk, as OpenAI-compatible servers stream), so the client never gets more
+    tokens than it asked for.
     """
-    emitted: list[str] = []
-    emitted_chunks = 0
-    carried: int | None = None  # chunks sent before the latest break
-    chunk: Chunk | None = first
-    try:
-        while True:
-            try:
-                while chunk is not None:
-                    if chunk.finish_reason is not None:
-                        usage = chunk.usage or Usage(0, 0)
-                        if carried is not None:
-                            usage = Usage(prompt_tokens, carried + usage.completion_tokens)
-                        yield replace(chunk, usage=usage)
-                        return
-                    if chunk.text:
-                        emitted.append(chunk.text)
-                        emitted_chunks += 1
-                        yield chunk
-                    chunk = await anext(stream, None)
-                return  # a stream that ended without a final chunk: nothing more to say
-            except EngineError as exc:
-                plan.attempts[-1].outcome = "broken-mid-stream"
-                plan.attempts[-1].error = _describe(exc)
-                member = getattr(exc, "member", None)
-                if member:
-                    plan.avoid.append(member)
-                await _close(stream)
-                if index + 1 >= len(plan.targets):
-                    raise
-                carried = emitted_chunks
-                # The continuation may only produce what the client's max_tokens has left.
-                params = request.params
-                if params.max_tokens is not None:
-                    left = params.max_tokens - emitted_chunks
-                    if left <= 0:
-                        yield Chunk("", "length", Usage(prompt_tokens, emitted_chunks))
-                        return
-                    params = replace(params, max_tokens=left)
-                cont = GenerationRequest(
-                    params=params,
-                    messages=request.messages,
-                    prompt=request.prompt,
-                    assistant_prefix=request.assistant_prefix + "".join(emitted),
-                    model=request.model,
-                    request_id=request.request_id,
-                    fair_key=request.fair_key,
-                )
-                index, chunk, stream = await start(plan, cont, index + 1)
-    finally:
-        await _close(stream)  # the current one: a member reads its body's end as it closes
+    plan.attempts[-1].outcome = "broken-mid-stream"
+    plan.attempts[-1].error = _describe(exc)
+    member = getattr(exc, "member", None)
+    if member:
+        plan.avoid.append(member)
+    if plan.index + 1 >= len(plan.targets):
+        raise exc
+    params = request.params
+    if params.max_tokens is not None:
+        left = params.max_tokens - len(sent)
+        if left <= 0:
+            return None
+        params = replace(params, max_tokens=left)
+    cont = replace(request, params=params, assistant_prefix=request.assistant_prefix + "".join(sent))
+    return await start(plan, cont, plan.index + 1)
 
 
 def _describe(exc: BaseException) -> str:
     return f"{type(exc).__name__}: {exc}"[:300]
-
-
-async def _close(stream: AsyncIterator[Chunk]) -> None:
-    aclose = getattr(stream, "aclose", None)
-    if aclose is not None:
-        await aclose()
 
 
 def plan_for(
@@ -207,12 +169,12 @@ def plan_for(
 
 def _targets(
     edge: Engine, pool: CloudPool | None, decision: Decision, features: Features, avoid: list[str], whole: bool
-) -> list[Engine]:
+) -> list[Engine | _PoolTarget]:
     if pool is None or features.private:
         return [edge]
     # After a broken stream a second pool attempt continues on another member, when there is one.
     target = _PoolTarget(pool, avoid, whole)
-    cloud: list[Engine] = [target, target] if features.cloud_healthy >= 2 else [target]
+    cloud: list[Engine | _PoolTarget] = [target, target] if features.cloud_healthy >= 2 else [target]
     if decision.target == "cloud":
         return [*cloud, edge] if features.fits_edge_context else cloud
     return [edge, *cloud]
@@ -228,8 +190,5 @@ class _PoolTarget:
         self._avoid = avoid  # the plan's: filled by the fallback as streams break
         self._whole = whole
 
-    def stream(self, request: GenerationRequest) -> PoolStream:
-        return self._pool.stream(request, avoid=tuple(self._avoid), whole=self._whole)
-
-    async def aclose(self) -> None:
-        return None
+    async def open(self, request: GenerationRequest) -> Started:
+        return await self._pool.open(request, avoid=tuple(self._avoid), whole=self._whole)

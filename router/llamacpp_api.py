@@ -17,7 +17,7 @@ from models import GenerationRequest
 from models.llamacpp import LlamaCppWriter
 from models.llamacpp.schemas import DEFAULTS, RANDOM_SEED
 
-from . import openapi, openapi_native
+from . import openapi
 from .guards import BEARER, api_guard, rate_guard
 from .node import Node
 from .respond import MakeWriter, respond
@@ -44,14 +44,14 @@ class LlamaCppController(Controller):
         guards=[rate_guard],
         summary="llama.cpp's completion: the prompt completed as it is (not OpenAI's shape)",
         status_code=200,
-        responses=openapi.answers(openapi_native.LlamaCompletion, *openapi.COMPLETION_ERRORS),
+        responses=openapi.answers(openapi.LlamaCompletion, *openapi.COMPLETION_ERRORS),
         operation_class=openapi.StreamingOperation,
     )
     async def completion(self, request: Request[Any, Any, State], data: LlamaCompletionRequest) -> Response[Any]:
         node: Node = request.app.state.node
         return await respond(request, data.openai(), _writer(data, node.edge.n_ctx))
 
-    @get("/props", summary="llama.cpp's server properties: the edge model and its defaults", responses=openapi.answers(openapi_native.LlamaProps, 401, 503))
+    @get("/props", summary="llama.cpp's server properties: the edge model and its defaults", responses=openapi.answers(openapi.LlamaProps, 401, 503))
     async def props(self, request: Request[Any, Any, State]) -> dict[str, Any]:
         node: Node = request.app.state.node
         params = {

@@ -32,7 +32,7 @@ from models.ollama import (
     tags,
 )
 
-from . import openapi, openapi_native
+from . import openapi
 from .errors import InvalidRequestError
 from .guards import BEARER, REQUEST_ID_HEADER, api_guard, rate_guard
 from .limits import check_inputs
@@ -116,8 +116,8 @@ class OllamaController(Controller):
         guards=[rate_guard],
         summary="Ollama's chat (streamed as JSON lines unless stream is false)",
         status_code=200,
-        responses=openapi_native.ollama_answers(openapi_native.OllamaAnswer, *openapi.COMPLETION_ERRORS),
-        operation_class=openapi_native.NdjsonOperation,
+        responses=openapi.ollama_answers(openapi.OllamaAnswer, *openapi.COMPLETION_ERRORS),
+        operation_class=openapi.NdjsonOperation,
     )
     async def chat(self, request: Request[Any, Any, State], data: OllamaChatRequest) -> Response[Any]:
         if not data.messages:
@@ -129,8 +129,8 @@ class OllamaController(Controller):
         guards=[rate_guard],
         summary="Ollama's generate: the prompt in the model's template, or as it is with raw",
         status_code=200,
-        responses=openapi_native.ollama_answers(openapi_native.OllamaAnswer, *openapi.COMPLETION_ERRORS),
-        operation_class=openapi_native.NdjsonOperation,
+        responses=openapi.ollama_answers(openapi.OllamaAnswer, *openapi.COMPLETION_ERRORS),
+        operation_class=openapi.NdjsonOperation,
     )
     async def generate(self, request: Request[Any, Any, State], data: OllamaGenerateRequest) -> Response[Any]:
         if not data.prompt and not data.system:
@@ -142,7 +142,7 @@ class OllamaController(Controller):
         guards=[rate_guard],
         summary="Ollama's embed: one embedding per input",
         status_code=200,
-        responses=openapi_native.ollama_answers(openapi_native.OllamaEmbeddings, *openapi.COMPLETION_ERRORS),
+        responses=openapi.ollama_answers(openapi.OllamaEmbeddings, *openapi.COMPLETION_ERRORS),
     )
     async def embed(self, request: Request[Any, Any, State], data: OllamaEmbedBody) -> Response[Any]:
         started = time.perf_counter_ns()
@@ -158,26 +158,26 @@ class OllamaController(Controller):
         guards=[rate_guard],
         summary="Ollama's older embeddings: the embedding of prompt",
         status_code=200,
-        responses=openapi_native.ollama_answers(openapi_native.OllamaEmbedding, *openapi.COMPLETION_ERRORS),
+        responses=openapi.ollama_answers(openapi.OllamaEmbedding, *openapi.COMPLETION_ERRORS),
     )
     async def embeddings(self, request: Request[Any, Any, State], data: OllamaEmbedBody) -> Response[Any]:
         vectors, _ = await _embed(request, data)
         return Response({"embedding": vectors[0] if vectors else []}, headers={REQUEST_ID_HEADER: request.state.request_id})
 
-    @get("/tags", summary="The models a client may ask for, as Ollama lists them", responses=openapi_native.ollama_answers(openapi_native.OllamaTags, 401, 503))
+    @get("/tags", summary="The models a client may ask for, as Ollama lists them", responses=openapi.ollama_answers(openapi.OllamaTags, 401, 503))
     async def list_models(self, request: Request[Any, Any, State]) -> dict[str, Any]:
         return tags(catalog(request.app.state.node))
 
-    @get("/ps", summary="The models loaded on the box", responses=openapi_native.ollama_answers(openapi_native.OllamaTags, 401, 503))
+    @get("/ps", summary="The models loaded on the box", responses=openapi.ollama_answers(openapi.OllamaTags, 401, 503))
     async def loaded_models(self, request: Request[Any, Any, State]) -> dict[str, Any]:
         node: Node = request.app.state.node
         return running([e for e in catalog(node) if e.format])
 
-    @post("/show", summary="One model's details", status_code=200, responses=openapi_native.ollama_answers(openapi_native.OllamaShow, 400, 401, 404, 408, 413, 503))
+    @post("/show", summary="One model's details", status_code=200, responses=openapi.ollama_answers(openapi.OllamaShow, 400, 401, 404, 408, 413, 503))
     async def show_model(self, request: Request[Any, Any, State], data: OllamaShowBody) -> dict[str, Any]:
         return show(_entry(request.app.state.node, data.model_id()))
 
-    @get("/version", summary="The Ollama API version this one follows", responses=openapi_native.ollama_answers(openapi_native.OllamaVersion, 401, 503))
+    @get("/version", summary="The Ollama API version this one follows", responses=openapi.ollama_answers(openapi.OllamaVersion, 401, 503))
     async def version(self) -> dict[str, str]:
         return {"version": OLLAMA_VERSION}
 

@@ -1,128 +1,39 @@
 """What the OpenAPI document says each operation answers: the real bodies and every status.
 
 The handlers return ``Response`` objects (their headers come from the routing record), so the
-shapes are written here for the schema alone: OpenAI's error body for every error status, the
-completion bodies, and ``text/event-stream`` beside JSON for the operations that can stream.
+bodies are named here for the schema: OpenAI's are the ``openai`` package's own types (those its
+clients read the node's answers with), with the node's own shapes only where it has none (a
+base64 embedding, the Responses API's object with the request's settings beside it, the health
+body, Ollama's and llama.cpp's native APIs); the API's error body for every error status, and
+``text/event-stream`` (Ollama's: JSON lines) beside JSON for the operations that can stream.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any, Literal
+from typing import Any, ClassVar, Literal
 
 from litestar.openapi.datastructures import ResponseSpec
-from litestar.openapi.spec import OpenAPIMediaType
-from litestar.openapi.spec import Operation, Schema
+from litestar.openapi.spec import OpenAPIMediaType, Operation, Schema
 from litestar.openapi.spec.enums import OpenAPIType
+from openai.types import Completion, CreateEmbeddingResponse, Embedding, Model
+from openai.types.chat import ChatCompletion, ChatCompletionTokenLogprob
+from openai.types.responses import ResponseOutputMessage
+from openai.types.shared import ErrorObject
 from pydantic import BaseModel
 
+from models.ollama import MEDIA_TYPE
 
-class ErrorDetail(BaseModel):
-    message: str
-    type: str
-    param: str | None
-    code: str | None
+# OpenAI's bodies as its clients read them.
+ChatCompletionBody = ChatCompletion
+TextCompletionBody = Completion
+ModelEntry = Model
 
 
 class ErrorBody(BaseModel):
     """OpenAI's error body, for every error status of every operation."""
 
-    error: ErrorDetail
-
-
-class UsageBody(BaseModel):
-    prompt_tokens: int
-    completion_tokens: int
-    total_tokens: int
-
-
-class FunctionCallBody(BaseModel):
-    name: str
-    arguments: str  # JSON text
-
-
-class ToolCallBody(BaseModel):
-    id: str
-    type: Literal["function"]
-    function: FunctionCallBody
-
-
-class AssistantMessage(BaseModel):
-    role: Literal["assistant"]
-    content: str | None  # None for a function call (then ``tool_calls``)
-    refusal: None = None
-    tool_calls: list[ToolCallBody] | None = None
-
-
-class TopLogprob(BaseModel):
-    token: str
-    logprob: float
-    bytes: list[int]
-
-
-class TokenLogprobBody(TopLogprob):
-    top_logprobs: list[TopLogprob]
-
-
-class ChatLogprobs(BaseModel):
-    content: list[TokenLogprobBody]
-    refusal: None = None
-
-
-class ChatChoice(BaseModel):
-    index: int
-    message: AssistantMessage
-    logprobs: ChatLogprobs | None = None  # when the request set ``logprobs``
-    finish_reason: str
-
-
-class ChatCompletionBody(BaseModel):
-    id: str
-    object: Literal["chat.completion"]
-    created: int
-    model: str
-    choices: list[ChatChoice]
-    usage: UsageBody
-    system_fingerprint: None = None
-
-
-class TextLogprobs(BaseModel):
-    tokens: list[str]
-    token_logprobs: list[float]
-    top_logprobs: list[dict[str, float]]
-    text_offset: list[int]
-
-
-class TextChoice(BaseModel):
-    index: int
-    text: str
-    logprobs: TextLogprobs | None = None  # when the request set ``logprobs``
-    finish_reason: str
-
-
-class TextCompletionBody(BaseModel):
-    id: str
-    object: Literal["text_completion"]
-    created: int
-    model: str
-    choices: list[TextChoice]
-    usage: UsageBody
-    system_fingerprint: None = None
-
-
-class OutputText(BaseModel):
-    type: Literal["output_text"]
-    text: str
-    annotations: list[Any]
-    logprobs: list[TokenLogprobBody]  # empty unless ``include`` asked for them
-
-
-class OutputMessage(BaseModel):
-    id: str
-    type: Literal["message"]
-    status: Literal["completed", "incomplete"]
-    role: Literal["assistant"]
-    content: list[OutputText]
+    error: ErrorObject
 
 
 class OutputFunctionCall(BaseModel):
@@ -154,7 +65,7 @@ class ResponseObject(BaseModel):
     error: None = None
     incomplete_details: dict[str, str] | None  # ``{"reason": "max_output_tokens"}`` when cut
     model: str
-    output: list[OutputMessage | OutputFunctionCall]
+    output: list[ResponseOutputMessage | OutputFunctionCall]
     usage: ResponseUsage
     store: bool
 
@@ -175,34 +86,17 @@ class DeletedResponse(BaseModel):
     deleted: bool
 
 
-class ModelEntry(BaseModel):
-    id: str
-    object: Literal["model"]
-    created: int
-    owned_by: str
-
-
 class ModelList(BaseModel):
     object: Literal["list"]
-    data: list[ModelEntry]
+    data: list[Model]
 
 
-class EmbeddingEntry(BaseModel):
-    object: Literal["embedding"]
-    index: int
-    embedding: list[float] | str  # a string when `encoding_format` is "base64"
+class EncodedEmbedding(Embedding):
+    embedding: list[float] | str  # type: ignore[assignment]  # a string when `encoding_format` is "base64"
 
 
-class EmbeddingUsage(BaseModel):
-    prompt_tokens: int
-    total_tokens: int
-
-
-class EmbeddingList(BaseModel):
-    object: Literal["list"]
-    data: list[EmbeddingEntry]
-    model: str
-    usage: EmbeddingUsage
+class EmbeddingList(CreateEmbeddingResponse):
+    data: list[EncodedEmbedding]  # type: ignore[assignment]
 
 
 class EdgeHealth(BaseModel):
@@ -237,19 +131,12 @@ WHY = {
 }
 
 
-def listed(*statuses: int) -> list[int]:
-    """``statuses`` as documented: an operation that checks keys (401) can also answer 429, since
-    wrong keys are throttled per client address (models.openai.auth)."""
-    return sorted({*statuses, 429} if 401 in statuses else set(statuses))
-
-
-def errors(*statuses: int) -> dict[int, ResponseSpec]:
-    """OpenAI error bodies for ``statuses`` (see :func:`listed`)."""
-    return {s: ResponseSpec(ErrorBody, description=WHY[s], generate_examples=False) for s in listed(*statuses)}
-
-
-def answers(body: type[BaseModel], *statuses: int) -> dict[int, ResponseSpec]:
-    return {200: ResponseSpec(body, description="The answer", generate_examples=False), **errors(*statuses)}
+def answers(body: type[Any], *statuses: int, error: type[BaseModel] = ErrorBody) -> dict[int, ResponseSpec]:
+    """``body``, and ``error`` bodies for ``statuses``. An operation that checks keys (401) can also
+    answer 429, since wrong keys are throttled per client address (models.openai.auth)."""
+    listed = sorted({*statuses, 429} if 401 in statuses else set(statuses))
+    spec = {s: ResponseSpec(error, description=WHY[s], generate_examples=False) for s in listed}
+    return {200: ResponseSpec(body, description="The answer", generate_examples=False), **spec}
 
 
 COMPLETION_ERRORS = (400, 401, 404, 408, 413, 429, 503)
@@ -259,23 +146,176 @@ COMPLETION_ERRORS = (400, 401, 404, 408, 413, 429, 503)
 class StreamingOperation(Operation):
     """An operation that answers JSON, or ``text/event-stream`` when the body says ``stream: true``."""
 
+    stream_type: ClassVar[str] = "text/event-stream"
+    stream_description: ClassVar[str] = "The answer: JSON, or server-sent events when `stream` is true"
+    # One server-sent event (each `data:` line of the stream).
+    stream_item: ClassVar[Schema] = Schema(
+        type=OpenAPIType.OBJECT,
+        properties={
+            "data": Schema(
+                type=OpenAPIType.STRING,
+                description="a chunk as JSON, an error body after the first token, or `[DONE]` (the last)",
+            ),
+            "event": Schema(type=OpenAPIType.STRING),
+            "id": Schema(type=OpenAPIType.STRING),
+        },
+        required=["data"],
+    )
+
     def __post_init__(self) -> None:
         ok: Any = (self.responses or {}).get("200")
         if ok is not None and ok.content is not None:
-            # One server-sent event (each `data:` line of the stream).
-            event = Schema(
-                type=OpenAPIType.OBJECT,
-                properties={
-                    "data": Schema(
-                        type=OpenAPIType.STRING,
-                        description="a chunk as JSON, an error body after the first token, "
-                        "or `[DONE]` (the last)",
-                    ),
-                    "event": Schema(type=OpenAPIType.STRING),
-                    "id": Schema(type=OpenAPIType.STRING),
-                },
-                required=["data"],
-            )
-            ok.content["text/event-stream"] = OpenAPIMediaType(schema=event)
-            ok.description = "The answer: JSON, or server-sent events when `stream` is true"
+            ok.content[self.stream_type] = OpenAPIMediaType(schema=self.stream_item)
+            ok.description = self.stream_description
 
+
+# Ollama's /api.
+
+
+class OllamaError(BaseModel):
+    """Ollama's error body, for every error status of its operations."""
+
+    error: str
+
+
+class OllamaMessage(BaseModel):
+    role: Literal["assistant"]
+    content: str
+
+
+class OllamaAnswer(BaseModel):
+    """A whole answer (``stream: false``), or a stream's last line: ``message`` for /api/chat,
+    ``response`` for /api/generate. Durations are nanoseconds."""
+
+    model: str
+    created_at: str
+    message: OllamaMessage | None = None
+    response: str | None = None
+    done: bool
+    done_reason: str | None = None
+    total_duration: int | None = None
+    load_duration: int | None = None
+    prompt_eval_count: int | None = None
+    prompt_eval_duration: int | None = None
+    eval_count: int | None = None
+    eval_duration: int | None = None
+    logprobs: list[ChatCompletionTokenLogprob] | None = None
+
+
+class OllamaEmbeddings(BaseModel):
+    model: str
+    embeddings: list[list[float]]
+    total_duration: int
+    load_duration: int
+    prompt_eval_count: int
+
+
+class OllamaEmbedding(BaseModel):
+    embedding: list[float]
+
+
+class OllamaDetails(BaseModel):
+    parent_model: str
+    format: str
+    family: str
+    families: list[str] | None
+    parameter_size: str
+    quantization_level: str
+
+
+class OllamaModel(BaseModel):
+    name: str
+    model: str
+    modified_at: str
+    size: int
+    digest: str
+    details: OllamaDetails
+    expires_at: str | None = None  # /api/ps
+    size_vram: int | None = None
+    context_length: int | None = None
+
+
+class OllamaTags(BaseModel):
+    models: list[OllamaModel]
+
+
+class OllamaShow(BaseModel):
+    modelfile: str
+    parameters: str
+    template: str
+    details: OllamaDetails
+    model_info: dict[str, Any]
+    capabilities: list[str]
+    modified_at: str
+
+
+class OllamaVersion(BaseModel):
+    version: str
+
+
+def ollama_answers(body: type[BaseModel], *statuses: int) -> dict[int, ResponseSpec]:
+    """An Ollama operation's answers: ``body``, and Ollama's error body for ``statuses``."""
+    return answers(body, *statuses, error=OllamaError)
+
+
+@dataclass
+class NdjsonOperation(StreamingOperation):
+    """An Ollama operation that answers JSON, or JSON lines (``application/x-ndjson``) while
+    ``stream`` is true, its default."""
+
+    stream_type: ClassVar[str] = MEDIA_TYPE
+    stream_description: ClassVar[str] = "The answer: JSON lines while `stream` is true (the default), else one JSON object"
+    stream_item: ClassVar[Schema] = Schema(
+        type=OpenAPIType.OBJECT,
+        description="a piece of the answer (done false), the last line (done true), or an error body",
+    )
+
+
+# llama.cpp's own /completion and /props.
+
+
+class LlamaTimings(BaseModel):
+    prompt_n: int
+    prompt_ms: float
+    prompt_per_second: float | None
+    predicted_n: int
+    predicted_ms: float
+    predicted_per_second: float | None
+
+
+class LlamaCompletion(BaseModel):
+    """A whole answer, or a stream's last event (``stop: true``; earlier ones carry a piece of
+    ``content`` with ``stop: false``)."""
+
+    index: int
+    content: str
+    tokens: list[int]
+    id_slot: int
+    stop: bool
+    model: str
+    tokens_predicted: int
+    tokens_evaluated: int
+    generation_settings: dict[str, Any]
+    prompt: str
+    has_new_line: bool
+    truncated: bool
+    stop_type: Literal["eos", "limit", "word"]
+    stopping_word: str
+    tokens_cached: int
+    timings: LlamaTimings
+    completion_probabilities: list[ChatCompletionTokenLogprob] | None = None
+
+
+class LlamaGenerationDefaults(BaseModel):
+    n_ctx: int
+    params: dict[str, Any]
+
+
+class LlamaProps(BaseModel):
+    default_generation_settings: LlamaGenerationDefaults
+    total_slots: int
+    model_alias: str
+    model_path: str
+    chat_template: str
+    modalities: dict[str, bool]
+    build_info: str

@@ -19,16 +19,17 @@ import functools
 import logging
 import time
 from collections.abc import AsyncIterator
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 import numpy as np
 
+from cloud import Started
 from edge import CACHE_SKIPPED, CacheError, CacheHit, CacheKey, EmbedderError, Prepared, embedding_text
 from models import Chunk, EngineError, GenerationRequest, Usage
 
 from .errors import ClientGoneError, EdgeBusyError
-from .fallback import StreamPlan, no_start_error, plan_for, resilient, start
+from .fallback import no_start_error, plan_for, prime, resume, start
 from .limits import Reservation
 from .logs import log_request
 from .offload import off_loop, prompt_cost
@@ -38,23 +39,6 @@ from .routing import RequestContext, Routing
 from .telemetry import Trace
 
 log = logging.getLogger(__name__)
-
-
-@dataclass(slots=True)
-class RoutedStream:
-    """A started answer: its first chunk is already made, so nothing can fail before a byte is sent."""
-
-    first: Chunk
-    rest: AsyncIterator[Chunk]
-    routing: Routing
-
-    async def chunks(self) -> AsyncIterator[Chunk]:
-        try:
-            yield self.first
-            async for chunk in self.rest:
-                yield chunk
-        finally:
-            await self.rest.aclose()  # type: ignore[attr-defined] - its clean-up records the decision
 
 
 def prompt_text(req: GenerationRequest) -> str:
@@ -124,8 +108,7 @@ async def run(node: Node, gen: GenerationRequest, ctx: RequestContext, routing: 
             routing.ratelimit.update(node.limiter.token_headers(ctx.tenant))
         record.common["similarity"] = hit.similarity
         trace.first_token()
-        out = _respond(node, record, _replay(hit), store=None)
-        return RoutedStream(await anext(out), out, routing)
+        return RoutedStream(record, await prime(_replay(hit)))
     if hit is not None:
         record.common["cache"] = "miss"
         record.common["cache_refusal"] = "edge-answer-for-cloud-prompt"
@@ -141,7 +124,7 @@ async def run(node: Node, gen: GenerationRequest, ctx: RequestContext, routing: 
             record.reservation = node.limiter.reserve_tokens(ctx.tenant, edge.prompt_tokens + wanted)
             if record.reservation is not None:
                 routing.ratelimit.update(record.reservation.headers)
-        index, first, rest = await start(plan, gen)
+        started = await start(plan, gen)
     except EngineError as exc:
         record.failed(exc)
         error = no_start_error(plan, exc)
@@ -155,13 +138,11 @@ async def run(node: Node, gen: GenerationRequest, ctx: RequestContext, routing: 
         record.failed(ClientGoneError("the client closed the connection before the answer was ready"))
         raise
     trace.first_token()
-    routing.route = "edge" if plan.targets[index].name == "edge" else "cloud"
+    routing.route = "edge" if plan.attempts[-1].engine == "edge" else "cloud"
 
     # 6. the answer, stored before its last chunk goes out and recorded once the stream is closed
-    chunks = resilient(plan, gen, index, first, rest, features.prompt_tokens)
     store = _Store(key, embedding, ctx.cache) if cacheable and key is not None else None
-    out = _respond(node, record, chunks, store=store)
-    return RoutedStream(await anext(out), out, routing)
+    return RoutedStream(record, started, gen, features.prompt_tokens, store)
 
 
 # -- the steps ---------------------------------------------------------------------------------
@@ -256,21 +237,21 @@ class _Recorder:
         self, node: Node, trace: Trace, routing: Routing, ctx: RequestContext, key: CacheKey | None,
         embedding: np.ndarray | None, state: _State, common: dict[str, Any],
     ) -> None:
-        self._node, self._trace, self.routing, self.common = node, trace, routing, common
+        self.node, self._trace, self.routing, self.common = node, trace, routing, common
         self._ctx, self._key, self._embedding, self._state = ctx, key, embedding, state
         self.reservation: Reservation | None = None  # tokens taken from the tenant's rate
 
     def settle(self, used: int) -> None:
-        if self._node.limiter is not None and self.reservation is not None:
-            self._node.limiter.settle(self.reservation, used)
+        if self.node.limiter is not None and self.reservation is not None:
+            self.node.limiter.settle(self.reservation, used)
 
     def done(self, final: Chunk | None, error: str | None) -> None:
         routing = self.routing
         usage = final.usage if final is not None and final.usage else Usage(0, 0)
         if final is not None:
             self.settle(usage.prompt_tokens + usage.completion_tokens)
-        if error is None and self._ctx.response_id is not None and self._node.cache is not None:
-            self._node.cache.note_served(
+        if error is None and self._ctx.response_id is not None and self.node.cache is not None:
+            self.node.cache.note_served(
                 self._ctx.response_id, self._ctx.tenant, routing.route, routing.cache_hit, self._key, self._embedding
             )
         headers = routing.headers()
@@ -295,7 +276,7 @@ class _Recorder:
         first = self._trace.first_token_at
         if not self._ctx.stream or first is None:
             return
-        speed, state = self._node.speed, self._state
+        speed, state = self.node.speed, self._state
         seconds = first - state.decided_at
         if route == "edge":
             speed.edge.observe(state.edge, seconds)
@@ -312,45 +293,87 @@ class _Recorder:
 
     def _emit(self, **fields: Any) -> None:
         event = self._trace.event(**fields, **self.common)
-        self._node.telemetry.record(event)
+        self.node.telemetry.record(event)
         log_request(event)
 
 
-async def _respond(
-    node: Node, record: _Recorder, chunks: AsyncIterator[Chunk], *, store: _Store | None
-) -> AsyncIterator[Chunk]:
-    """Pass chunks through; before the last one goes out, store the answer (a request right after
-    it finds it); record the decision once the stream is closed, after the client has its end."""
-    parts: list[str] = []
-    final: Chunk | None = None
-    error: str | None = "client went away before the end"
-    try:
-        async for chunk in chunks:
-            parts.append(chunk.text)
-            if chunk.finish_reason is not None:
-                final, error = chunk, None
-                if store is not None:
-                    await _store(node, store, record.routing.plan, "".join(parts), chunk)
-            yield chunk
-            if final is not None:
-                return
-    except Exception as exc:
-        error = f"{type(exc).__name__}: {exc}"[:300]
-        raise
-    finally:
-        record.done(final, error)
-        await chunks.aclose()  # type: ignore[attr-defined] - the engines' own clean-up
+class RoutedStream:
+    """A started answer: its engine's first chunk is made, so nothing can fail before a byte is sent.
 
+    Iterated, it is the router's one layer of the stream: the engine's chunks passed on, a
+    stream that breaks mid-way continued on the next target (:func:`router.fallback.resume`),
+    the answer stored in the cache before its last chunk goes out (a request right after it finds
+    it). Closed (:meth:`aclose`, also at the iteration's end; read or not), it records the
+    decision once and stops the engine: after the client has its end.
+    """
 
-async def _store(node: Node, store: _Store, plan: StreamPlan | None, text: str, final: Chunk) -> None:
-    """Store a finished answer made by an engine (never a replayed hit)."""
-    tier = plan.attempts[-1].engine if plan is not None and plan.attempts else None
-    if tier not in ("edge", "cloud") or node.cache is None:
-        return
-    try:
-        await node.cache.store(
-            store.key, text, final.finish_reason or "stop", final.usage or Usage(0, 0), tier,
-            embedding=store.embedding, opt=store.opt, stop_word=final.stop_word,
-        )
-    except Exception:  # noqa: BLE001 - a failed cache write must not fail the answer
-        log.exception("cache store failed")
+    def __init__(
+        self, record: _Recorder, started: Started, gen: GenerationRequest | None = None, prompt_tokens: int = 0,
+        store: _Store | None = None,
+    ) -> None:
+        self.routing = record.routing
+        self._record, self._started, self._gen = record, started, gen
+        self._prompt_tokens, self._store = prompt_tokens, store
+        self._final: Chunk | None = None
+        self._error: str | None = "client went away before the end"
+        self._closed = False
+
+    async def __aiter__(self) -> AsyncIterator[Chunk]:
+        plan = self.routing.plan
+        sent: list[str] = []  # the text chunks out so far (one token each)
+        carried: int | None = None  # chunks sent before the latest break
+        chunk: Chunk | None = self._started.first
+        try:
+            while chunk is not None:
+                try:
+                    if chunk.finish_reason is not None:
+                        usage = chunk.usage or Usage(0, 0)
+                        if carried is not None:  # the original prompt; the chunks before and after the break
+                            usage = Usage(self._prompt_tokens, carried + usage.completion_tokens)
+                        self._final, self._error = replace(chunk, usage=usage), None
+                        if self._store is not None:
+                            await self._stored("".join(sent) + chunk.text, self._final)
+                        yield self._final
+                        return
+                    if chunk.text:
+                        sent.append(chunk.text)
+                        yield chunk
+                    chunk = await anext(self._started.rest, None)
+                except EngineError as exc:
+                    if plan is None or self._gen is None:
+                        raise
+                    await self._started.rest.aclose()  # type: ignore[attr-defined] - a member reads its body's end
+                    carried = len(sent)
+                    started = await resume(plan, self._gen, exc, sent)
+                    if started is None:  # max_tokens is spent: the answer ends here
+                        chunk = Chunk("", "length")
+                    else:
+                        self._started, chunk = started, started.first
+        except Exception as exc:
+            self._error = f"{type(exc).__name__}: {exc}"[:300]
+            raise
+        finally:
+            await self.aclose()
+
+    async def aclose(self) -> None:
+        if self._closed:
+            return
+        self._closed = True
+        try:
+            self._record.done(self._final, self._error)
+        finally:
+            await self._started.rest.aclose()  # type: ignore[attr-defined] - the engine's own clean-up
+
+    async def _stored(self, text: str, final: Chunk) -> None:
+        """Store a finished answer made by an engine (never a replayed hit)."""
+        store, node, plan = self._store, self._record.node, self.routing.plan
+        tier = plan.attempts[-1].engine if plan is not None and plan.attempts else None
+        if store is None or tier not in ("edge", "cloud") or node.cache is None:
+            return
+        try:
+            await node.cache.store(
+                store.key, text, final.finish_reason or "stop", final.usage or Usage(0, 0), tier,
+                embedding=store.embedding, opt=store.opt, stop_word=final.stop_word,
+            )
+        except Exception:  # noqa: BLE001 - a failed cache write must not fail the answer
+            log.exception("cache store failed")

@@ -21,8 +21,7 @@ from litestar import Request, Response
 from litestar.datastructures import State
 
 from edge import Embedder
-from models import GenerationRequest, Usage
-from models.ollama import NdjsonWriter
+from models import GenerationRequest, Usage, Writer
 from models.openai import ChunkWriter, ResponseWriter
 
 from . import choices
@@ -34,7 +33,7 @@ from .node import Node
 from .offload import off_loop
 from .routing import RequestContext, Routing
 from .schemas import ChatCompletionRequest, CompletionRequest, dump_extra
-from .streaming import EventStream, Last
+from .streaming import EventStream, Last, disconnected
 
 T = TypeVar("T")
 _TRUE = {"1", "true", "yes", "on"}
@@ -91,7 +90,6 @@ def _check_caps(node: Node, body: ChatCompletionRequest | CompletionRequest) -> 
         check_prompt(body.prompts(), node.settings.limits)
 
 
-Writer = ChunkWriter | ResponseWriter | NdjsonWriter
 # The writer of the API a request came in on, made once the request is read.
 MakeWriter = Callable[[ChatCompletionRequest | CompletionRequest, GenerationRequest], Writer]
 
@@ -149,9 +147,11 @@ async def respond(
     async def events() -> AsyncIterator[bytes]:
         out = [writer.opening(n)] + [writer.text(e, (), i) for i, e in enumerate(echoes) if e]
         usages: dict[int, Usage] = {}  # by choice index, as each ends
-        merged = choices.merge(routed)
+        # One choice is read straight from its stream (no layer between: issue 46); n are merged.
+        chunks: AsyncIterator[Any] = aiter(routed[0]) if n == 1 else choices.merge(routed)
         try:
-            async for index, chunk in merged:
+            async for item in chunks:
+                index, chunk = (0, item) if n == 1 else item
                 ended = False
                 if chunk.text:
                     out.append(writer.text(chunk.text, chunk.logprobs, index))
@@ -177,7 +177,7 @@ async def respond(
         except Exception as exc:  # noqa: BLE001 - headers are sent; the stream must end cleanly
             out.append(writer.error(f"generation failed: {exc}"))
         finally:
-            await merged.aclose()  # stops the engines when the stream ends early
+            await chunks.aclose()  # type: ignore[attr-defined] - stops the engines when the stream ends early
         yield Last(b"".join(out))
 
     headers = {**routing.headers(), REQUEST_ID_HEADER: rid, "cache-control": "no-cache", "x-accel-buffering": "no"}
@@ -202,13 +202,9 @@ async def embed_texts(
 
 
 async def _while_connected(request: Request[Any, Any, State], answer: Coroutine[Any, Any, T]) -> T:
-    """Route and collect a whole answer, but stop when the client goes away (as a stream does).
-
-    The body was read before; the next message on the connection is ``http.disconnect``, which
-    the server sends when the client closes it.
-    """
+    """Route and collect a whole answer, but stop when the client goes away (as a stream does)."""
     work = asyncio.ensure_future(answer)
-    gone = asyncio.ensure_future(_disconnected(request))
+    gone = asyncio.ensure_future(disconnected(request.receive))
     try:
         await asyncio.wait({work, gone}, return_when=asyncio.FIRST_COMPLETED)
     except BaseException:
@@ -222,10 +218,3 @@ async def _while_connected(request: Request[Any, Any, State], answer: Coroutine[
             await work
         raise ClientGoneError("the client closed the connection before the answer was ready")
     return work.result()
-
-
-async def _disconnected(request: Request[Any, Any, State]) -> None:
-    while True:
-        message = await request.receive()
-        if message["type"] == "http.disconnect":
-            return

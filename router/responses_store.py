@@ -42,6 +42,11 @@ class ResponsesSettings(BaseModel):
     db_file: str = "responses.db"
 
 
+# Named and ordered, each applied once (sqlite-utils records them, as the cache's are).
+MIGRATIONS = Migrations("edgeroute.responses")
+
+
+@MIGRATIONS(name="0001_responses")
 def _m0001_responses(db: sqlite_utils.Database) -> None:
     db["responses"].create(
         {"id": str, "tenant": str, "created_at": float, "response": str, "conversation": str},
@@ -52,20 +57,15 @@ def _m0001_responses(db: sqlite_utils.Database) -> None:
     db["responses"].create_index(["created_at"], if_not_exists=True)
 
 
+@MIGRATIONS(name="0002_input_items")
 def _m0002_input_items(db: sqlite_utils.Database) -> None:
     if "input_items" not in db["responses"].columns_dict:
         db["responses"].add_column("input_items", str, not_null_default="[]")
 
 
+@MIGRATIONS(name="0003_tenant_index")
 def _m0003_tenant_index(db: sqlite_utils.Database) -> None:
     db["responses"].create_index(["tenant", "created_at"], if_not_exists=True)
-
-
-# Named and ordered, each applied once (sqlite-utils records them, as the cache's are).
-MIGRATIONS = Migrations("edgeroute.responses")
-MIGRATIONS(name="0001_responses")(_m0001_responses)
-MIGRATIONS(name="0002_input_items")(_m0002_input_items)
-MIGRATIONS(name="0003_tenant_index")(_m0003_tenant_index)
 
 
 class ResponseStore:
@@ -86,14 +86,21 @@ class ResponseStore:
         except (sqlite3.Error, OSError) as exc:
             raise ResponseStoreError(f"cannot open the stored responses {path}: {exc}", code="store_unavailable") from exc
 
-    def _run(self, what: str, work: Callable[[], Any]) -> Any:
-        try:
-            with self._lock:
-                return work()
-        except sqlite3.Error as exc:
-            raise ResponseStoreError(f"cannot {what} a stored response: {exc}", code="store_unavailable") from exc
+    async def _run(self, what: str, work: Callable[[], Any]) -> Any:
+        """``work`` on a worker thread, one call at a time."""
 
-    def put_sync(
+        def locked() -> Any:
+            try:
+                with self._lock:
+                    return work()
+            except sqlite3.Error as exc:
+                raise ResponseStoreError(
+                    f"cannot {what} a stored response: {exc}", code="store_unavailable"
+                ) from exc
+
+        return await asyncio.to_thread(locked)
+
+    async def put(
         self, tenant: str, response: dict[str, Any], conversation: list[dict[str, Any]],
         input_items: list[dict[str, Any]] | None = None,
     ) -> None:
@@ -117,9 +124,9 @@ class ResponseStore:
                     self._last_prune = now
                     self._db.execute("DELETE FROM responses WHERE created_at < ?", [now - self._retention_s])
 
-        self._run("write", work)
+        await self._run("write", work)
 
-    def _read(self, tenant: str, response_id: str, columns: str) -> Any:
+    async def _read(self, tenant: str, response_id: str, columns: str) -> Any:
         """One row's ``columns`` (None: missing, expired or another tenant's)."""
 
         def work() -> Any:
@@ -128,40 +135,25 @@ class ResponseStore:
                 [response_id, tenant, time.time() - self._retention_s],
             ).fetchone()
 
-        return self._run("read", work)
+        return await self._run("read", work)
 
-    def get_sync(self, tenant: str, response_id: str) -> tuple[dict[str, Any], list[dict[str, Any]]] | None:
+    async def get(self, tenant: str, response_id: str) -> tuple[dict[str, Any], list[dict[str, Any]]] | None:
         """The response object and its conversation, or None (missing, expired or another tenant's)."""
-        row = self._read(tenant, response_id, "response, conversation")
+        row = await self._read(tenant, response_id, "response, conversation")
         return None if row is None else (json.loads(row[0]), json.loads(row[1]))
 
-    def input_items_sync(self, tenant: str, response_id: str) -> list[dict[str, Any]] | None:
+    async def input_items(self, tenant: str, response_id: str) -> list[dict[str, Any]] | None:
         """The request's own input items (not the earlier conversation), oldest first, or None."""
-        row = self._read(tenant, response_id, "input_items")
+        row = await self._read(tenant, response_id, "input_items")
         return None if row is None else list(json.loads(row[0]))
 
-    def delete_sync(self, tenant: str, response_id: str) -> bool:
+    async def delete(self, tenant: str, response_id: str) -> bool:
         def work() -> int:
             with self._db.atomic():
                 cursor = self._db.execute("DELETE FROM responses WHERE id = ? AND tenant = ?", [response_id, tenant])
                 return cursor.rowcount
 
-        return bool(self._run("delete", work))
-
-    async def put(
-        self, tenant: str, response: dict[str, Any], conversation: list[dict[str, Any]],
-        input_items: list[dict[str, Any]] | None = None,
-    ) -> None:
-        await asyncio.to_thread(self.put_sync, tenant, response, conversation, input_items)
-
-    async def input_items(self, tenant: str, response_id: str) -> list[dict[str, Any]] | None:
-        return await asyncio.to_thread(self.input_items_sync, tenant, response_id)
-
-    async def get(self, tenant: str, response_id: str) -> tuple[dict[str, Any], list[dict[str, Any]]] | None:
-        return await asyncio.to_thread(self.get_sync, tenant, response_id)
-
-    async def delete(self, tenant: str, response_id: str) -> bool:
-        return await asyncio.to_thread(self.delete_sync, tenant, response_id)
+        return bool(await self._run("delete", work))
 
     async def aclose(self) -> None:
         with self._lock:

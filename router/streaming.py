@@ -29,6 +29,15 @@ from litestar.types import Receive, Scope, Send
 log = logging.getLogger(__name__)
 
 
+async def disconnected(receive: Receive) -> None:
+    """Return when the client has gone away: the server's ``http.disconnect`` (the body was read
+    before, so it is the next message). The node's one watcher, for streamed answers and whole ones."""
+    while True:
+        message = await receive()
+        if message["type"] == "http.disconnect":
+            return
+
+
 class Last(bytes):
     """The stream's last piece: it goes out with the body's end."""
 
@@ -59,12 +68,9 @@ class _Send:
         ended = False
 
         async def watch() -> None:
-            while True:
-                message = await receive()
-                if message["type"] == "http.disconnect":
-                    if not ended:
-                        task.cancel()  # the client went away: the generation stops
-                    return
+            await disconnected(receive)
+            if not ended:
+                task.cancel()  # the client went away: the generation stops
 
         watcher = asyncio.ensure_future(watch())
         try:

@@ -24,7 +24,7 @@ from .errors import InvalidRequestError
 from .guards import BEARER, api_guard, rate_guard
 from .limits import check_messages, check_prompt
 from .node import Node
-from .offload import off_loop
+from .offload import off_loop, prompt_cost
 
 MAX_DETOKENIZE = 1_000_000
 
@@ -102,8 +102,7 @@ class TokenizerController(Controller):
             check_messages(list(data.messages), node.settings.limits)
             chat = tuple({"role": m.role, "content": m.text()} for m in data.messages)
             gen = GenerationRequest(params=SamplingParams(), messages=chat)
-            cost = sum(len(m["content"]) + 64 for m in chat)
-            tokens = await off_loop(cost, lambda: node.edge.prompt_tokens(gen))
+            tokens = await off_loop(prompt_cost(gen), lambda: node.edge.prompt_tokens(gen))
         else:
             text = data.content if data.content is not None else data.prompt or ""
             check_prompt([text], node.settings.limits)

@@ -4,36 +4,23 @@ from __future__ import annotations
 
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
-from typing import Any
 
-from litestar import Litestar, MediaType, Request, Response, Router, get
-from litestar.datastructures import CacheControlHeader, State
+from litestar import Litestar, get
+from litestar.datastructures import State
 from litestar.response import Redirect
-from litestar.static_files import create_static_files_router
 
+from models import EdgerouteError
+from models.openai import exception_handlers as openai_exception_handlers
 from router import ServerSettings
 
-from ..auth import PUBLIC, DashboardAuth, exception_handlers
-from ..login import AUTH_OPT, login_form, login_submit, logout
-from ..plugin import SECURITY_HEADERS, STATIC
+from ..auth import DashboardAuth
+from ..plugin import operator_router
 from .config import FleetSettings
 from .errors import PrometheusUnavailableError
 from .prom import Prometheus
 from .queries import FleetQueries
 from .reader import FleetReader
 from .routes import READER, TICK, FleetController
-
-
-def _unavailable(_: Request[Any, Any, Any], exc: PrometheusUnavailableError) -> Response[Any]:
-    error = {
-        "message": str(exc),
-        "type": "service_unavailable",
-        "param": None,
-        "code": "prometheus_unavailable",
-    }
-    return Response(
-        {"error": error}, status_code=503, media_type=MediaType.JSON, headers={"retry-after": "5"}
-    )
 
 
 def create_fleet_app(settings: FleetSettings, server: ServerSettings | None = None) -> Litestar:
@@ -47,23 +34,9 @@ def create_fleet_app(settings: FleetSettings, server: ServerSettings | None = No
         queries,
         max_age_s=settings.max_age_s,
     )
-    static = create_static_files_router(
-        path="/static",
-        directories=[STATIC],
-        name="fleet-static",
-        cache_control=CacheControlHeader(max_age=3600),
-        include_in_schema=False,
-        opt={PUBLIC: True},
-    )
-    fleet = Router(
-        path=base,
-        route_handlers=[FleetController, static, login_form, login_submit, logout],
-        guards=auth.guards(),
-        exception_handlers={**exception_handlers(), PrometheusUnavailableError: _unavailable},
-        opt={"dashboard_base": base, AUTH_OPT: auth},
-        response_headers=SECURITY_HEADERS,
-        include_in_schema=False,
-    )
+    # Prometheus unreachable: the JSON API's 503 in the OpenAI error shape the node's API uses.
+    handlers = {PrometheusUnavailableError: openai_exception_handlers()[EdgerouteError]}
+    fleet = operator_router(base, [FleetController], auth, name="fleet", handlers=handlers)
 
     @get("/", include_in_schema=False, sync_to_thread=False)
     def home() -> Redirect:

@@ -14,12 +14,13 @@ from router.telemetry import ROUTES
 
 from ..auth import PAGE
 from ..charts import share_bar
+from ..live import SSE_HEADERS
 from ..pages import links_of
 from ..panels import Links
 from ..render import render
 from .errors import PrometheusUnavailableError
 from .reader import FleetReader
-from .view import FleetView
+from .view import FleetView, MemberRow, NodeRow
 
 Req = Request[Any, Any, State]
 READER = "fleet_reader"
@@ -30,6 +31,14 @@ NAV = [("fleet", "Fleet", "/")]
 def reader_of(request: Req) -> FleetReader:
     reader: FleetReader = request.app.state[READER]
     return reader
+
+
+async def read_or_503(request: Req) -> FleetView:
+    """The fleet's view for the JSON API, which has no page to show Prometheus's error on: a 503."""
+    view = await reader_of(request).view()
+    if view.error is not None:
+        raise PrometheusUnavailableError(view.error)
+    return view
 
 
 def nodes_html(view: FleetView, links: Links) -> str:
@@ -84,22 +93,14 @@ class FleetController(Controller):
     @get("/events", name="fleet:events")
     async def events(self, request: Req) -> ServerSentEvent:
         """The nodes and members panels, re-rendered every ``tick_s`` from Prometheus."""
-        return ServerSentEvent(
-            fleet_stream(request), headers={"cache-control": "no-cache", "x-accel-buffering": "no"}
-        )
+        return ServerSentEvent(fleet_stream(request), headers=SSE_HEADERS)
 
     @get("/api/nodes", name="fleet:api-nodes", media_type=MediaType.JSON)
-    async def api_nodes(self, request: Req) -> list[dict[str, Any]]:
+    async def api_nodes(self, request: Req) -> list[NodeRow]:
         """Every node Prometheus scrapes, with its health and figures over the window."""
-        view = await reader_of(request).view()
-        if view.error is not None:
-            raise PrometheusUnavailableError(view.error)
-        return [n.as_json() for n in view.nodes]
+        return (await read_or_503(request)).nodes
 
     @get("/api/members", name="fleet:api-members", media_type=MediaType.JSON)
-    async def api_members(self, request: Req) -> list[dict[str, Any]]:
+    async def api_members(self, request: Req) -> list[MemberRow]:
         """Every vLLM pool member Prometheus scrapes, with its load."""
-        view = await reader_of(request).view()
-        if view.error is not None:
-            raise PrometheusUnavailableError(view.error)
-        return [m.as_json() for m in view.members]
+        return (await read_or_503(request)).members

@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
+from collections import defaultdict
 from collections.abc import Mapping, Sequence
-from dataclasses import asdict, dataclass, field
-from typing import Any
+from dataclasses import dataclass, field
 from urllib.parse import urlsplit
 
 from router.telemetry import ROUTES
@@ -51,9 +51,6 @@ class NodeRow:
     pool_healthy: int | None
     dashboard_url: str | None
 
-    def as_json(self) -> dict[str, Any]:
-        return asdict(self)
-
 
 @dataclass(frozen=True, slots=True)
 class MemberRow:
@@ -67,9 +64,6 @@ class MemberRow:
     kv_cache_usage: float | None
     requests_per_s: float | None
     ttft_p95_ms: float | None
-
-    def as_json(self) -> dict[str, Any]:
-        return asdict(self)
 
 
 @dataclass(frozen=True, slots=True)
@@ -175,38 +169,17 @@ def dashboard_url(scrape_url: str | None, path: str) -> str | None:
 
 def build_nodes(results: Results, scrape_urls: Mapping[str, str]) -> list[NodeRow]:
     """One row per node Prometheus scrapes (``up``), sorted by node name then instance."""
-    one = {
-        name: _by_instance(results.get(name, ()))
-        for name in (
-            "up",
-            "draining",
-            "requests_total",
-            "requests_per_s",
-            "misses",
-            "latency_p50",
-            "latency_p95",
-            "ttft_p50",
-            "ttft_p95",
-            "fallbacks",
-            "degraded",
-            "edge_running",
-            "edge_waiting",
-            "edge_capacity",
-            "pool_members",
-            "pool_healthy",
-        )
-    }
+    # One value per instance, by figure; a figure Prometheus returned nothing for reads as empty.
+    one: defaultdict[str, dict[str, float | None]] = defaultdict(dict)
+    one.update((name, _by_instance(samples)) for name, samples in results.items())
     info = {s.labels.get("instance", ""): s.labels for s in results.get("info", ())}
-    routes, routes_window = (
-        _per_label(results.get("routes", ()), "route"),
-        _per_label(results.get("routes_window", ()), "route"),
-    )
+    routes = _per_label(results.get("routes", ()), "route")
+    routes_window = _per_label(results.get("routes_window", ()), "route")
     hits = _per_label(results.get("hits", ()), "kind")
     spend = {
         s.labels.get("instance", ""): (s.labels.get("currency", ""), s.value)
         for s in results.get("spend", ())
     }
-    all_cloud = _by_instance(results.get("spend_all_cloud", ()))
 
     rows = []
     for instance, up_value in one["up"].items():
@@ -216,7 +189,7 @@ def build_nodes(results: Results, scrape_urls: Mapping[str, str]) -> list[NodeRo
         semantic = hits.get(instance, {}).get("semantic", 0.0)
         lookups = exact + semantic + (one["misses"].get(instance) or 0.0)
         currency, spent = spend.get(instance, ("", None))
-        cloud = all_cloud.get(instance)
+        cloud = one["spend_all_cloud"].get(instance)
         pool_members, pool_healthy = one["pool_members"].get(instance), one["pool_healthy"].get(instance)
         running, waiting, capacity = (
             one[k].get(instance) for k in ("edge_running", "edge_waiting", "edge_capacity")

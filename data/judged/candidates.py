@@ -12,7 +12,7 @@ import numpy as np
 
 from edge import CacheSettings, Embedder
 from edge.cache.keys import normalize_text
-from edge.cache.pairs import nearest_stored
+from edge.cache.judged import nearest_stored
 
 FLOOR = 0.80
 _embedder: list[Embedder] = []

@@ -3,9 +3,8 @@
 from .calibration import Calibration, sweep
 from .guards import REASONS as GUARD_REASONS
 from .guards import check as guard_check
-from .judged import Judged, load_judged, split_judged
+from .judged import Judged, Pair, load_judged, load_pairs, split_judged, split_pairs
 from .keys import CacheKey, embedding_text, exact_key, semantic_parts
-from .pairs import Pair, load_pairs, split_pairs
 from .service import SKIPPED, TIERS, CacheHit, Candidate, EdgeCache, Lookup
 from .verifier import Verifier
 from .warmup import WarmItem, read_warmup

@@ -7,6 +7,7 @@ answerable queries, so ``recall`` is the share of answerable queries served righ
 
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
@@ -38,29 +39,7 @@ class Calibration:
         return self.served / self.pairs if self.pairs else 0.0
 
     def as_dict(self) -> dict[str, Any]:
-        return {
-            "threshold": self.threshold,
-            "precision": self.precision,
-            "recall": self.recall,
-            "served": self.served,
-            "positives": self.positives,
-            "pairs": self.pairs,
-            "target_precision": self.target_precision,
-            "hit_rate": self.hit_rate,
-            "wrong_bound": self.wrong_bound,
-            "confidence": self.confidence,
-            "bound": self.bound,
-            "curve": self.curve,
-        }
-
-
-def wilson_lower(right: np.ndarray, served: np.ndarray, z: float) -> np.ndarray:
-    """Wilson score lower bound of a precision ``right / served`` (z = 0: the precision itself)."""
-    n = np.asarray(served, dtype=np.float64)
-    p = np.asarray(right, dtype=np.float64) / n
-    if z == 0.0:
-        return p
-    return (p + z * z / (2 * n) - z * np.sqrt(p * (1 - p) / n + z * z / (4 * n * n))) / (1 + z * z / n)
+        return {**dataclasses.asdict(self), "hit_rate": self.hit_rate}
 
 
 def wrong_rate_upper(wrong: np.ndarray, served: np.ndarray, confidence: float, bound: Bound = "wilson") -> np.ndarray:
@@ -77,7 +56,12 @@ def wrong_rate_upper(wrong: np.ndarray, served: np.ndarray, confidence: float, b
     k = np.asarray(wrong, dtype=np.float64)
     n = np.asarray(served, dtype=np.float64)
     if bound == "wilson":
-        return 1.0 - wilson_lower(n - k, n, float(norm.ppf(confidence)))
+        # The Wilson score lower bound of the right rate (z = 0: the rate itself), from 1.
+        z, p = float(norm.ppf(confidence)), (n - k) / n
+        if z == 0.0:
+            return 1.0 - p
+        margin = z * np.sqrt(p * (1 - p) / n + z * z / (4 * n * n))
+        return 1.0 - (p + z * z / (2 * n) - margin) / (1 + z * z / n)
     if bound == "clopper-pearson":
         with np.errstate(invalid="ignore", divide="ignore"):
             upper = beta.ppf(confidence, k + 1, np.maximum(n - k, 1e-300))

@@ -5,28 +5,46 @@ cache's next write: no fsync of its own on the request path). A rating (``POST /
 is stored on that decision. A semantic hit rated wrong vetoes its entry for that query and the
 query's near paraphrases (cosine >= ``feedback_veto_similarity``); an exact hit rated wrong
 deletes its entry (it is the stored answer to that very question). Ratings of semantic hits move
-the tenant's threshold (:mod:`edge.cache.budget`); each move is logged in ``budget_log``, which keeps
+the tenant's threshold (the error budget, below); each move is logged in ``budget_log``, which keeps
 each tenant's newest ``budget_log_rows``. Rating an answer again as it is already rated runs no
 rule and logs nothing (another note or rater is stored; the very same rating writes nothing).
+
+The error budget held online: a tenant's verifier threshold moved by the ratings of its hits.
+
+Each rated semantic hit is (the verifier's probability when it was served, right or wrong). At a
+threshold ``t`` the hits that would still be served are those with probability >= t; their wrong
+rate has the same one-sided upper confidence bound ``edgeroute cache calibrate`` uses
+(:func:`edge.cache.calibration.wrong_rate_upper`). The rule kept is the lowest threshold, never
+below the calibrated one, at which either no rated hit is wrong (the calibration still speaks
+for it) or the bound is within ``max_wrong_rate``: wrong ratings make it stricter, and it comes
+down again only when enough right ratings bring the bound back within the budget.
+
+The calibration replay counts too, as ``budget_prior_ratings`` ratings at its own wrong rate at
+that threshold divided by ``calibration_margin`` (out of sample the wrong rate ran up to about
+twice the replay's), so a tenant's first ratings are weighed with the replay's evidence rather
+than alone; its ratings outweigh the replay once there are more of them than the prior's weight.
 """
 
 from __future__ import annotations
 
 import logging
 import threading
+from collections.abc import Sequence
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Literal
 
 import numpy as np
 
 from ..config import CacheSettings
-from . import budget
+from .calibration import Bound, wrong_rate_upper
 from .index import DIM
 from .keys import CacheKey, semantic_parts
-from .served import Served
+from .results import Served
 from .store import CacheStore
 
 if TYPE_CHECKING:
     from .results import CacheHit
+    from .verifier import Verifier
 
 log = logging.getLogger(__name__)
 
@@ -46,16 +64,94 @@ def _record(row: tuple[Any, ...]) -> dict[str, Any]:
     }
 
 
+@dataclass(frozen=True, slots=True)
+class Rated:
+    """One rated semantic hit."""
+
+    probability: float
+    wrong: bool
+
+
+@dataclass(frozen=True, slots=True)
+class Prior:
+    """The calibration replay's word on the wrong rate at a threshold, worth ``weight`` ratings."""
+
+    scores: np.ndarray  # the replay's verifier probability per query (negative: refused before it)
+    wrong: np.ndarray  # True where the replay's pair was judged not servable
+    weight: float
+    margin: float  # calibration_margin: the share of the budget the replay itself had to meet
+
+    def at(self, threshold: float) -> tuple[float, float]:
+        """(pseudo ratings, pseudo wrong ones) at ``threshold``: Laplace-smoothed, scaled by 1 / margin."""
+        served = self.scores >= threshold
+        n, wrong = int(served.sum()), int((served & self.wrong).sum())
+        rate = min(1.0, (wrong + 1) / (n + 2) / self.margin)
+        return self.weight, self.weight * rate
+
+
+def prior_of(verifier: Verifier | None, s: CacheSettings) -> Prior | None:
+    """The prior the settings ask for, from the verifier's calibration replay (None: ratings alone)."""
+    if verifier is None or verifier.replay is None or s.budget_prior_ratings <= 0:
+        return None
+    replay = verifier.replay
+    return Prior(replay.scores, ~replay.servable, float(s.budget_prior_ratings), s.calibration_margin)
+
+
+@dataclass(frozen=True, slots=True)
+class Rule:
+    """The serving rule the ratings allow, and the estimate it rests on."""
+
+    threshold: float
+    rated: int  # rated hits at or above the threshold
+    wrong: int
+    bound: float | None  # over the ratings and the prior; None: no rated hit at or above it
+
+    @property
+    def estimate(self) -> float | None:
+        return self.wrong / self.rated if self.rated else None
+
+
+def estimate(
+    ratings: Sequence[Rated], threshold: float, confidence: float, bound: Bound, prior: Prior | None = None
+) -> Rule:
+    """The wrong rate of the rated hits at ``threshold`` and its upper confidence bound (with the prior's counts)."""
+    kept = [r for r in ratings if r.probability >= threshold]
+    wrong = sum(r.wrong for r in kept)
+    if not kept:
+        return Rule(threshold, 0, 0, None)
+    n, k = (0.0, 0.0) if prior is None else prior.at(threshold)
+    upper = float(wrong_rate_upper(np.array([wrong + k]), np.array([len(kept) + n]), confidence, bound)[0])
+    return Rule(threshold, len(kept), wrong, upper)
+
+
+def choose(
+    ratings: Sequence[Rated], base: float, max_wrong_rate: float, confidence: float, bound: Bound,
+    prior: Prior | None = None,
+) -> Rule:
+    """The lowest threshold >= ``base`` the ratings allow (see the module's docstring).
+
+    The candidates are ``base`` and, for each wrong-rated hit above it, the next float above its
+    probability (the served set changes only there); the highest of them has no wrong hit left,
+    so one always qualifies.
+    """
+    wrong_ps = sorted({r.probability for r in ratings if r.wrong and r.probability >= base})
+    for t in [base, *(float(np.nextafter(p, np.inf)) for p in wrong_ps)]:
+        rule = estimate(ratings, t, confidence, bound, prior)
+        if rule.wrong == 0 or (rule.bound is not None and rule.bound <= max_wrong_rate):
+            return rule
+    raise AssertionError("unreachable: the last candidate keeps no wrong hit")
+
+
 class Feedback:
     """The ratings of one cache file: the served log, each tenant's rule, the vetoes."""
 
     def __init__(
-        self, db: CacheStore, settings: CacheSettings, base: float, prior: budget.Prior | None = None
+        self, db: CacheStore, settings: CacheSettings, base: float, prior: Prior | None = None
     ) -> None:
         self.db, self.settings, self.base, self.prior = db, settings, base, prior
         self._pending: list[Served] = []
         self._lock = threading.Lock()
-        self.rules: dict[str, budget.Rule] = {}  # tenants with rated semantic hits
+        self.rules: dict[str, Rule] = {}  # tenants with rated semantic hits
         # (tenant, entry id) -> the query embeddings it was rated wrong for, one per row
         self.vetoes: dict[tuple[str, int], np.ndarray] = {}
         self._load()
@@ -142,8 +238,7 @@ class Feedback:
     def _move(self, tenant: str, now: float) -> None:
         """Recompute the tenant's rule from all its ratings; log it when the threshold moves."""
         s = self.settings
-        rule = budget.choose(self._ratings(tenant), self.base, s.max_wrong_rate, s.budget_confidence, s.budget_bound,
-                             self.prior)
+        rule = self._rule(tenant)
         before = self.threshold(tenant)
         self.rules[tenant] = rule
         if rule.threshold != before:
@@ -166,21 +261,23 @@ class Feedback:
                 "n/a" if rule.bound is None else f"{rule.bound:.3f}", s.max_wrong_rate,
             )
 
-    def _ratings(self, tenant: str) -> list[budget.Rated]:
+    def _ratings(self, tenant: str) -> list[Rated]:
         rows = self.db.write.execute(
             "SELECT probability, rating FROM served WHERE tenant = ? AND route = 'cache-semantic'"
             " AND rating IS NOT NULL AND probability IS NOT NULL",
             (tenant,),
         ).fetchall()
-        return [budget.Rated(float(p), r == "wrong") for p, r in rows]
+        return [Rated(float(p), r == "wrong") for p, r in rows]
+
+    def _rule(self, tenant: str) -> Rule:
+        s = self.settings
+        return choose(self._ratings(tenant), self.base, s.max_wrong_rate, s.budget_confidence, s.budget_bound, self.prior)
 
     def _load(self) -> None:
-        s = self.settings
         tenants = [r[0] for r in self.db.write.execute(
             "SELECT DISTINCT tenant FROM served WHERE route = 'cache-semantic' AND rating IS NOT NULL")]
         for t in tenants:
-            self.rules[t] = budget.choose(self._ratings(t), self.base, s.max_wrong_rate, s.budget_confidence, s.budget_bound,
-                                         self.prior)
+            self.rules[t] = self._rule(t)
             self._load_vetoes(t)
 
     def _load_vetoes(self, tenant: str) -> None:

@@ -52,10 +52,6 @@ class IvfIndex:
     def blobs(self) -> tuple[bytes, bytes]:
         return self.centroids.astype(np.float32).tobytes(), self.mean.astype(np.float32).tobytes()
 
-    @property
-    def n_buckets(self) -> int:
-        return int(self.centroids.shape[0])
-
     def buckets(self, vecs: np.ndarray) -> np.ndarray:
         """The bucket of each row of ``vecs``."""
         return np.argmax(np.atleast_2d(vecs) @ self.centroids.T, axis=1)

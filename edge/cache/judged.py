@@ -1,4 +1,9 @@
-"""The judged replay set: (query, nearest stored question) pairs a reader judged servable or not.
+"""Labeled question pairs: QQP's (``{"a", "b", "duplicate"}``) and the judged replay set.
+
+QQP's pairs are split train / held-out by a hash of the first question (20% held out), so a
+repeated question stays on one side.
+
+The judged replay set: (query, nearest stored question) pairs a reader judged servable or not.
 
 Kept in the source repository's ``data/judged/`` (its README says how it was made), not in the
 installed package: commands take ``--judged DIR``, and default to that folder when run from a
@@ -11,17 +16,95 @@ from __future__ import annotations
 
 import hashlib
 import json
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Literal
+from typing import Any, Literal, TypeVar
+
+import numpy as np
 
 from ..errors import CacheError
+
+T = TypeVar("T")
+HELDOUT_FRACTION = 0.2
 
 Part = Literal["train", "calibration", "test"]
 PARTS: tuple[Part, ...] = ("train", "calibration", "test")
 # Cumulative bounds of the query-hash fraction: 35% train, 25% calibration, 40% test.
 _BOUNDS = ((0.35, "train"), (0.60, "calibration"), (1.0, "test"))
+
+
+def read_jsonl(
+    path: Path, what: str, parse: Callable[[dict[str, Any]], T], expected: str = ""
+) -> Iterator[T]:
+    """``parse`` of each line of a JSONL file of ``what``; a malformed line is an error naming its
+    number (and the ``expected`` fields)."""
+    try:
+        fh = Path(path).open(encoding="utf-8")
+    except OSError as exc:
+        raise CacheError(f"cannot read {what} from {path}: {exc}") from exc
+    with fh:
+        for n, line in enumerate(fh, 1):
+            if not line.strip():
+                continue
+            try:
+                yield parse(json.loads(line))
+            except (ValueError, KeyError, TypeError) as exc:
+                raise CacheError(f"{path}:{n}: {expected}{exc}") from exc
+
+
+def _fraction(text: str) -> float:
+    """Where ``text`` (stripped, lowercased) falls in [0, 1), by its sha256: a fixed split."""
+    digest = hashlib.sha256(text.strip().lower().encode("utf-8")).digest()
+    return int.from_bytes(digest[:8], "big") / 2**64
+
+
+@dataclass(frozen=True, slots=True)
+class Pair:
+    a: str
+    b: str
+    duplicate: bool
+
+
+def load_pairs(path: Path) -> list[Pair]:
+    """Read a JSONL file of labeled pairs; a malformed line is an error naming its number."""
+
+    def parse(row: dict[str, Any]) -> Pair:
+        return Pair(str(row["a"]), str(row["b"]), bool(row["duplicate"]))
+
+    return list(read_jsonl(path, "pairs", parse, "expected {'a', 'b', 'duplicate'}: "))
+
+
+def is_heldout(pair: Pair) -> bool:
+    """Deterministic split on the first question's text, so a repeated question stays on one side."""
+    return _fraction(pair.a) < HELDOUT_FRACTION
+
+
+def split_pairs(pairs: list[Pair]) -> tuple[list[Pair], list[Pair]]:
+    """(train, held-out)."""
+    return [p for p in pairs if not is_heldout(p)], [p for p in pairs if is_heldout(p)]
+
+
+def nearest_stored(
+    queries: list[str], stored: list[str], query_vecs: np.ndarray, stored_vecs: np.ndarray, floor: float,
+    chunk: int = 1024,
+) -> Iterator[tuple[int, int, float]]:
+    """The replay the judged parts were drawn from: for each query, its nearest stored question.
+
+    Yields (query index, stored index, cosine) when the nearest stored question other than the
+    query's own text (ignoring case: that is an exact-cache hit) is at or above ``floor``. Vectors
+    are unit-length rows, so the dot product is the cosine.
+    """
+    for start in range(0, len(queries), chunk):
+        sims = query_vecs[start : start + chunk] @ stored_vecs.T
+        for j, row in enumerate(sims):
+            q = queries[start + j].lower()
+            for k in np.argsort(-row)[:3]:  # the same text in other cases is the query's own too
+                if stored[k].lower() == q:
+                    continue
+                if row[k] >= floor:
+                    yield start + j, int(k), float(row[k])
+                break
 
 
 @dataclass(frozen=True, slots=True)
@@ -39,8 +122,7 @@ class Judged:
 
 
 def part_of(query: str) -> Part:
-    digest = hashlib.sha256(query.strip().lower().encode("utf-8")).digest()
-    x = int.from_bytes(digest[:8], "big") / 2**64
+    x = _fraction(query)
     return next(name for bound, name in _BOUNDS if x < bound)  # type: ignore[return-value]
 
 
@@ -70,58 +152,45 @@ def load_judged(paths: Iterable[Path] | Path | None = None) -> list[Judged]:
         paths = sorted(paths.glob("*.jsonl")) if paths.is_dir() else [paths]
     out: dict[tuple[str, str], Judged] = {}
     for path in paths:
-        try:
-            lines = Path(path).read_text(encoding="utf-8").splitlines()
-        except OSError as exc:
-            raise CacheError(f"cannot read judged pairs from {path}: {exc}") from exc
-        for n, line in enumerate(lines, 1):
-            if not line.strip():
-                continue
-            try:
-                row = json.loads(line)
-                label = row.get("label")
-                item = Judged(
-                    id=str(row["id"]), query=str(row["query"]), stored=str(row["stored"]),
-                    cosine=float(row.get("cosine") or 0.0), servable=_bool(row["servable"]),
-                    qqp_label=None if label is None else bool(label),
-                )
-            except (ValueError, KeyError, TypeError) as exc:
-                raise CacheError(f"{path}:{n}: expected {{id, query, stored, servable}}: {exc}") from exc
+        for item in read_jsonl(path, "judged pairs", _judged, "expected {id, query, stored, servable}: "):
             out.setdefault((item.query, item.stored), item)
     return list(out.values())
 
 
-def train_extra_dir() -> Path:
-    """The train-split replay judged for training only (in a subdirectory, so ``load_judged`` of the
-    judged directory never reads it into the calibration or test parts)."""
-    return default_dir() / "train_extra"
+def _judged(row: dict[str, Any]) -> Judged:
+    label = row.get("label")
+    if not isinstance(row["servable"], bool):
+        raise TypeError(f"servable must be true or false, not {row['servable']!r}")
+    return Judged(
+        id=str(row["id"]), query=str(row["query"]), stored=str(row["stored"]),
+        cosine=float(row.get("cosine") or 0.0), servable=row["servable"],
+        qqp_label=None if label is None else bool(label),
+    )
 
 
 def load_train_extra(paths: Iterable[Path] | Path | None = None) -> list[Judged]:
-    """Judged pairs from QQP's train split: training data whatever their query hash says.
+    """Judged pairs from QQP's train split: training data whatever their query hash says (default:
+    ``train_extra/``, a subdirectory, so ``load_judged`` of the judged directory never reads it into
+    the calibration or test parts).
 
     They are not held-out pairs (their texts share nothing with the judged set), so they belong to no
     part; ``train`` adds them to the train part only. Pairs already in the judged set are dropped.
     """
-    extra = load_judged(train_extra_dir() if paths is None else paths)
+    extra = load_judged(default_dir() / "train_extra" if paths is None else paths)
     base = {(j.query, j.stored) for j in load_judged()} if paths is None else set()
     return [j for j in extra if (j.query, j.stored) not in base]
 
 
-def calibration_extra_dir() -> Path:
-    """The rest of the held-out replay, judged for calibration only (a subdirectory, like train_extra)."""
-    return default_dir() / "calibration_extra"
-
-
 def load_calibration_extra(paths: Iterable[Path] | Path | None = None) -> list[Judged]:
-    """Judged held-out replay pairs whose query is not in the judged set: calibration data only.
+    """Judged held-out replay pairs whose query is not in the judged set: calibration data only
+    (default: ``calibration_extra/``, the rest of the held-out replay, a subdirectory like train_extra).
 
     Their query hash would put some in the test part's range, but the test part is the judged set's
     own test queries, which these never repeat: they belong to no part, and ``calibration_items``
     adds them to the calibration part only (never training, never test).
     """
     if paths is None:
-        paths = calibration_extra_dir()
+        paths = default_dir() / "calibration_extra"
         if not paths.is_dir():
             return []
     return load_judged(paths)
@@ -141,9 +210,3 @@ def split_judged(items: Iterable[Judged]) -> dict[Part, list[Judged]]:
     for item in items:
         parts[item.part].append(item)
     return parts
-
-
-def _bool(value: object) -> bool:
-    if isinstance(value, bool):
-        return value
-    raise TypeError(f"servable must be true or false, not {value!r}")

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import math
 import unicodedata
 from collections.abc import Mapping
 from dataclasses import dataclass, field
@@ -61,6 +62,16 @@ def greedy_equivalent(params: SamplingParams) -> bool:
     )
 
 
+def skip_probability(params: SamplingParams, by_temperature: bool) -> float:
+    """GPTCache's: 1 / (1 + e^(1/T)) for a sampled request (0.12 at T = 0.5, 0.27 at 1), every one
+    from T = 2 on, none for a greedy (or greedy-equivalent: :func:`greedy_equivalent`) or
+    seeded one; 0 unless ``by_temperature``."""
+    t = params.temperature
+    if not by_temperature or params.deterministic or greedy_equivalent(params):
+        return 0.0
+    return 1.0 if t >= 2.0 else 1.0 / (1.0 + math.exp(1.0 / t))
+
+
 def _params(params: SamplingParams) -> dict[str, Any]:
     greedy = greedy_equivalent(params)
     # Greedy decoding ignores the sampler: temperature, top_p, top_k, min_p and the seed cannot
@@ -102,15 +113,16 @@ def _digest(obj: Any) -> str:
     return hashlib.sha256(blob.encode("utf-8")).hexdigest()
 
 
+def _scoped(key: CacheKey) -> dict[str, Any]:
+    """What both keys hash besides the text: tenant, model, parameters and extra fields."""
+    return {
+        "v": 1, "tenant": key.tenant, "model": key.model, "params": _params(key.params), "extra": dict(key.extra),
+    }
+
+
 def exact_key(key: CacheKey) -> str:
     """sha256 over tenant, model, normalized messages or prompt, parameters and extra fields."""
-    body: dict[str, Any] = {
-        "v": 1,
-        "tenant": key.tenant,
-        "model": key.model,
-        "params": _params(key.params),
-        "extra": dict(key.extra),
-    }
+    body = _scoped(key)
     if key.messages is not None:
         body["messages"] = _messages(key.messages)
     else:
@@ -156,17 +168,7 @@ def semantic_parts(key: CacheKey) -> SemanticParts:
         context = msgs[:last] + [["<turn>", ""]] + msgs[last + 1 :] if last >= 0 else msgs
     else:
         context = [["<prompt>", ""]]
-    scope = _digest(
-        {
-            "v": 1,
-            "tenant": key.tenant,
-            "model": key.model,
-            "params": _params(key.params),
-            "extra": dict(key.extra),
-            "context": context,
-        }
-    )
-    return SemanticParts(text=text, scope=scope)
+    return SemanticParts(text=text, scope=_digest({**_scoped(key), "context": context}))
 
 
 def request_record(key: CacheKey) -> dict[str, Any]:

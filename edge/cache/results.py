@@ -1,15 +1,50 @@
-"""What a lookup finds: a hit, the lookup's outcome, a judged candidate."""
+"""The cache's records: an entry as stored and as read back, what a lookup finds, an answer served."""
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Literal
+from typing import Any, Literal
 
 import numpy as np
 
 from models import Usage
 
-from .store import Entry
+
+@dataclass(frozen=True, slots=True)
+class Entry:
+    """One cached answer as read back."""
+
+    id: int
+    tenant: str
+    scope: str
+    prompt_text: str
+    answer: str
+    finish_reason: str
+    prompt_tokens: int
+    completion_tokens: int
+    tier: str
+    created: float
+    stop_word: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class NewEntry:
+    """One answer to store."""
+
+    tenant: str
+    exact_key: str
+    scope: str
+    scope_id: int
+    model: str
+    prompt_text: str
+    request: dict[str, Any]
+    answer: str
+    finish_reason: str
+    prompt_tokens: int
+    completion_tokens: int
+    tier: str
+    embedding: np.ndarray | None
+    stop_word: str | None = None  # the stop sequence that ended the answer
 
 
 @dataclass(frozen=True, slots=True)
@@ -23,6 +58,15 @@ class CacheHit:
     entry_id: int
     probability: float | None = None  # the verifier's, on a semantic hit it judged
     stop_word: str | None = None  # the stop sequence that ended the stored answer
+
+    @classmethod
+    def of(
+        cls, kind: Literal["exact", "semantic"], entry: Entry, similarity: float, probability: float | None = None
+    ) -> CacheHit:
+        """The hit that serves ``entry``."""
+        usage = Usage(entry.prompt_tokens, entry.completion_tokens)
+        return cls(kind, entry.answer, entry.finish_reason, usage, similarity, entry.tier, entry.id, probability,
+                   entry.stop_word)
 
 
 @dataclass(frozen=True, slots=True)
@@ -40,3 +84,24 @@ class Candidate:
     similarity: float
     refusal: str | None
     probability: float | None
+
+
+@dataclass(frozen=True, slots=True)
+class Served:
+    """One answer as it was served, noted with the cache's decision for a later rating."""
+
+    response_id: str
+    tenant: str
+    route: str
+    created: float
+    entry_id: int | None = None
+    query: str | None = None
+    similarity: float | None = None
+    probability: float | None = None
+    threshold: float | None = None
+    embedding: np.ndarray | None = field(default=None, repr=False)
+
+    def row(self) -> tuple[Any, ...]:
+        emb = None if self.embedding is None else np.asarray(self.embedding, dtype=np.float32).tobytes()
+        return (self.response_id, self.tenant, self.route, self.entry_id, self.query, self.similarity,
+                self.probability, self.threshold, emb, self.created)

@@ -1,8 +1,14 @@
-"""The cache as the request path uses it: policy, exact layer, semantic layer, guards, verifier, stats."""
+"""The cache as the request path uses it: policy, exact layer, semantic layer, guards, verifier, stats.
+
+A lookup asks the exact layer (the same request, normalized, asked before: one indexed read) and
+then the semantic layer (a question asked before in other words: the nearest neighbours of the
+prompt's embedding, judged by the similarity floor, the guards and the verifier).
+"""
 
 from __future__ import annotations
 
 import asyncio
+import functools
 import logging
 import random
 import time
@@ -10,7 +16,7 @@ from collections import Counter
 from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any
 
 import numpy as np
 
@@ -20,14 +26,14 @@ from .._fair import FairRunner
 from ..config import CacheSettings
 from ..embedder import Embedder
 from ..errors import CacheError
-from . import browse, budget, guards
-from .feedback import Feedback, Rating
-from .keys import CacheKey, embedding_text, exact_key, greedy_equivalent, request_record, semantic_parts
-from .layers import CacheLayer, ExactLayer, Probe, SemanticLayer
-from .results import CacheHit, Candidate, Lookup
-from .served import Served
-from .store import CacheStore, Entry, NewEntry
-from .verifier import Verifier
+from . import guards
+from .feedback import Feedback, Rating, prior_of
+from .keys import (
+    CacheKey, embedding_text, exact_key, greedy_equivalent, request_record, semantic_parts, skip_probability,
+)
+from .results import CacheHit, Candidate, Lookup, NewEntry
+from .store import CacheStore
+from .verifier import Verifier, calibrated_threshold
 
 log = logging.getLogger(__name__)
 
@@ -54,9 +60,9 @@ class EdgeCache:
         self.verifier = verifier if verifier is not None else (
             Verifier.shipped(self.settings.verifier_threads) if self.settings.verifier else None
         )
-        self.threshold = budget.calibrated_threshold(self.verifier, self.settings)
+        self.threshold = calibrated_threshold(self.verifier, self.settings)
         self._rng = random.Random()
-        self.feedback = Feedback(self.db, self.settings, self.threshold, budget.prior_of(self.verifier, self.settings))
+        self.feedback = Feedback(self.db, self.settings, self.threshold, prior_of(self.verifier, self.settings))
         # Reads and writes each get one thread (and one connection): WAL lets them overlap.
         # Lookups (index search, guards, verifier) one at a time, in turn across tenants.
         self._reader = FairRunner("cache-read")
@@ -66,13 +72,6 @@ class EdgeCache:
         self._touches: dict[int, tuple[float, int]] = {}
         self._last_flush = time.monotonic()
         self._closed = False
-        # Asked in this order by lookup(); the first that finds an answer serves it.
-        self.layers: list[CacheLayer] = [
-            ExactLayer(self.db),
-            SemanticLayer(
-                lambda text, tenant: self._embedder().embed(text, tenant), self._judge, self._reader, self._semantic_ok
-            ),
-        ]
 
     # -- policy ----------------------------------------------------------------------------
 
@@ -90,7 +89,7 @@ class EdgeCache:
 
     def skip_probability(self, key: CacheKey) -> float:
         """The chance this request's lookup is skipped (``skip_by_temperature``; 0 when unset)."""
-        return budget.skip_probability(key.params, self.settings.skip_by_temperature)
+        return skip_probability(key.params, self.settings.skip_by_temperature)
 
     def skips(self, key: CacheKey) -> bool:
         """Whether this lookup is skipped (its answer is still stored), drawn at ``skip_probability``."""
@@ -107,7 +106,7 @@ class EdgeCache:
         allow_tiers: Sequence[str] = ("edge", "cloud"),
         want_embedding: bool = False,
     ) -> Lookup:
-        """Ask the layers in order (exact, then semantic); the first that finds an answer serves it.
+        """Ask the exact layer, then the semantic one; the first that finds an answer serves it.
 
         ``want_embedding``: the caller routes on the prompt's embedding, so return one whatever
         happens: computed when not cacheable, and on an exact hit the one stored with the entry
@@ -121,21 +120,28 @@ class EdgeCache:
             self._count("skipped_temperature")
             emb = await self._embed_for_routing(key) if want_embedding else None
             return Lookup(None, emb, SKIPPED)
-        probe = Probe(key, self._min_created(), tiers, want_embedding)
-        for layer in self.layers:
-            found = await layer.find(probe)
-            if found is not None:
-                self._count(f"{layer.kind}_hits")
-                self._touch(found.entry.id)
-                hit = self._hit(layer.kind, found.entry, found.similarity, found.probability)
-                return Lookup(hit, probe.embedding, None)
-        if probe.refusal is not None:
-            self._count(f"refused_{probe.refusal}")
+        # Inline on the caller's thread (cheaper than a hop to the reader); with want_embedding the
+        # entry's stored embedding comes along, so routing scores the prompt without a model run.
+        entry = self.db.get_exact(exact_key(key), self._min_created(), tiers)
+        if entry is not None:
+            self._count("exact_hits")
+            self._touch(entry.id)
+            emb = self.db.stored_embedding(entry.id) if want_embedding else None
+            return Lookup(CacheHit.of("exact", entry, 1.0), emb, None)
+        emb, cands = await self.candidates(key, tiers)
+        accepted = next((c for c in cands if c.refusal is None), None)
+        if accepted is not None:
+            self._count("semantic_hits")
+            self._touch(accepted.entry.id)
+            hit = CacheHit.of("semantic", accepted.entry, accepted.similarity, accepted.probability)
+            return Lookup(hit, emb, None)
+        refusal = cands[0].refusal if cands else None  # why the nearest near-duplicate was refused
+        if refusal is not None:
+            self._count(f"refused_{refusal}")
         self._count("misses")
-        emb = probe.embedding
         if emb is None and want_embedding:
             emb = await self._embed_for_routing(key)
-        return Lookup(None, emb, probe.refusal)
+        return Lookup(None, emb, refusal)
 
     async def store(
         self,
@@ -165,17 +171,11 @@ class EdgeCache:
             completion_tokens=usage.completion_tokens, tier=tier,
             embedding=vec if self._semantic_ok(parts.text) else None, stop_word=stop_word,
         )
-        touches, counters = self._take_pending()
-        served = self.feedback.take()
-        self.counters["stores"] += 1
-        counters["stores"] += 1
-        loop = asyncio.get_running_loop()
-        try:
-            result = await loop.run_in_executor(self._writer, self._put, [new], touches, counters, served)
-        except BaseException:
-            self._restore_pending(touches, counters)
-            self.feedback.restore(served)
-            raise
+        self._count("stores")
+        s = self.settings
+        put = functools.partial(self.db.put, [new], now=self._clock(), max_entries=s.max_entries,
+                                min_created=self._min_created())
+        result = await self._with_pending(put)
         self._count("evictions", result["evicted"], pending=False)
         self._count("expirations", result["expired"], pending=False)
         return int(result["ids"][0])
@@ -200,15 +200,15 @@ class EdgeCache:
         }
 
     async def entries_per_tenant(self) -> dict[str, int]:
-        return await asyncio.to_thread(browse.entries_per_tenant, self.db)
+        return await asyncio.to_thread(self.db.entries_per_tenant)
 
     async def search(self, text: str, tenant: str | None = None, limit: int = 50) -> list[dict[str, Any]]:
         """Entries whose question or answer contains ``text`` (the dashboard's cache search)."""
-        return await asyncio.to_thread(browse.search, self.db, text, tenant, limit)
+        return await asyncio.to_thread(self.db.search_text, text, tenant, limit)
 
     async def delete(self, entry_id: int) -> bool:
         loop = asyncio.get_running_loop()
-        return await loop.run_in_executor(self._writer, browse.delete, self.db, entry_id)
+        return await loop.run_in_executor(self._writer, self.db.delete, entry_id)
 
     async def clear(self, tenant: str | None = None) -> int:
         loop = asyncio.get_running_loop()
@@ -216,16 +216,7 @@ class EdgeCache:
 
     async def flush(self) -> None:
         """Write pending hit recency and counters now."""
-        touches, counters = self._take_pending()
-        served = self.feedback.take()
-        if touches or counters or served:
-            loop = asyncio.get_running_loop()
-            try:
-                await loop.run_in_executor(self._writer, self.db.flush, touches, counters, served)
-            except BaseException:
-                self._restore_pending(touches, counters)
-                self.feedback.restore(served)
-                raise
+        await self._with_pending(self.db.flush)
 
     async def aclose(self) -> None:
         if self._closed:
@@ -238,14 +229,19 @@ class EdgeCache:
             await asyncio.to_thread(self._writer.shutdown, True)
             self.db.close()
 
-    async def candidates(self, key: CacheKey) -> tuple[np.ndarray | None, list[Candidate]]:
-        """The semantic layer's judgement of ``key`` without serving anything (benchmarks, debugging)."""
+    async def candidates(
+        self, key: CacheKey, tiers: Sequence[str] = TIERS
+    ) -> tuple[np.ndarray | None, list[Candidate]]:
+        """The semantic layer's judgement of ``key``, best first, on the reader thread: the lookup's,
+        and without serving anything for benchmarks and debugging. (None, []) for a text the
+        semantic layer does not take."""
         parts = semantic_parts(key)
         if not self._semantic_ok(parts.text):
             return None, []
         vec = await self._embedder().embed(parts.text, key.tenant)
         cands = await self._reader.run(
-            key.tenant, self._judge, key.tenant, parts.text, parts.scope, parts.scope_id, vec, self._min_created(), TIERS
+            key.tenant, self._judge, key.tenant, parts.text, parts.scope, parts.scope_id, vec, self._min_created(),
+            tiers,
         )
         return vec, cands
 
@@ -325,20 +321,6 @@ class EdgeCache:
                 refusals[i] = "verifier" if p < threshold else None
         return [Candidate(e, sim, r, p) for (e, sim), r, p in zip(near, refusals, probs, strict=True)]
 
-    def _put(
-        self, rows: list[NewEntry], touches: dict[int, tuple[float, int]], counters: dict[str, int],
-        served: list[Served],
-    ) -> dict[str, Any]:
-        return self.db.put(
-            rows,
-            now=self._clock(),
-            max_entries=self.settings.max_entries,
-            min_created=self._min_created(),
-            touches=touches,
-            counters=counters,
-            served=served,
-        )
-
     def _embedder(self) -> Embedder:
         if self.embedder is None:
             self.embedder = Embedder.load(self.settings)
@@ -354,14 +336,6 @@ class EdgeCache:
     def _min_created(self) -> float:
         ttl = self.settings.ttl_s
         return self._clock() - ttl if ttl else float("-inf")
-
-    def _hit(
-        self, kind: Literal["exact", "semantic"], entry: Entry, similarity: float, probability: float | None = None
-    ) -> CacheHit:
-        usage = Usage(entry.prompt_tokens, entry.completion_tokens)
-        return CacheHit(
-            kind, entry.answer, entry.finish_reason, usage, similarity, entry.tier, entry.id, probability, entry.stop_word
-        )
 
     def _count(self, name: str, n: int = 1, pending: bool = True) -> None:
         if n <= 0:
@@ -382,17 +356,25 @@ class EdgeCache:
             task = asyncio.get_running_loop().create_task(self.flush())
             task.add_done_callback(_log_failure)
 
-    def _take_pending(self) -> tuple[dict[int, tuple[float, int]], Counter[str]]:
+    async def _with_pending(self, write: Callable[..., Any]) -> Any:
+        """``write(touches=, counters=, served=)`` on the writer thread with what is pending (hit
+        recency, counters, served answers); put back to go with a later write if it fails."""
         touches, self._touches = self._touches, {}
         counters, self._unflushed = self._unflushed, Counter()
         self._last_flush = time.monotonic()
-        return touches, counters
-
-    def _restore_pending(self, touches: dict[int, tuple[float, int]], counters: Counter[str]) -> None:
-        for i, (ts, n) in touches.items():
-            old_ts, old_n = self._touches.get(i, (0.0, 0))
-            self._touches[i] = (max(ts, old_ts), n + old_n)
-        self._unflushed.update(counters)
+        served = self.feedback.take()
+        loop = asyncio.get_running_loop()
+        try:
+            return await loop.run_in_executor(
+                self._writer, functools.partial(write, touches=touches, counters=counters, served=served)
+            )
+        except BaseException:
+            for i, (ts, n) in touches.items():
+                old_ts, old_n = self._touches.get(i, (0.0, 0))
+                self._touches[i] = (max(ts, old_ts), n + old_n)
+            self._unflushed.update(counters)
+            self.feedback.restore(served)
+            raise
 
 
 def _log_failure(task: asyncio.Task[None]) -> None:

@@ -12,7 +12,7 @@ import contextlib
 import json
 import threading
 from collections.abc import Iterable, Iterator, Sequence
-from dataclasses import dataclass
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -22,52 +22,14 @@ import sqlite_utils
 
 from ..errors import CacheError
 from .index import DIM, IvfIndex
-from .migrations import migrate
-from .served import Served, insert_served
-from .sqlite import _translate, connect
+from .migrations import connect, migrate, translate
+from .results import Entry, NewEntry, Served
 
 SERVED_KEEP = 200_000  # answers remembered for a rating, at most (rated ones are kept)
 _ENTRY_COLS = (
     "id, tenant, scope, prompt_text, answer, finish_reason, prompt_tokens, completion_tokens, tier, created,"
     " stop_word"
 )
-
-
-@dataclass(frozen=True, slots=True)
-class Entry:
-    """One cached answer as read back."""
-
-    id: int
-    tenant: str
-    scope: str
-    prompt_text: str
-    answer: str
-    finish_reason: str
-    prompt_tokens: int
-    completion_tokens: int
-    tier: str
-    created: float
-    stop_word: str | None = None
-
-
-@dataclass(frozen=True, slots=True)
-class NewEntry:
-    """One answer to store."""
-
-    tenant: str
-    exact_key: str
-    scope: str
-    scope_id: int
-    model: str
-    prompt_text: str
-    request: dict[str, Any]
-    answer: str
-    finish_reason: str
-    prompt_tokens: int
-    completion_tokens: int
-    tier: str
-    embedding: np.ndarray | None
-    stop_word: str | None = None  # the stop sequence that ended the answer
 
 
 class CacheStore:
@@ -96,7 +58,7 @@ class CacheStore:
 
     def get_exact(self, exact_key: str, min_created: float, tiers: Sequence[str]) -> Entry | None:
         marks = ",".join("?" * len(tiers))
-        with _translate("exact lookup"), self._point_lock:
+        with translate("exact lookup"), self._point_lock:
             row = self.point.execute(
                 f"SELECT {_ENTRY_COLS} FROM entries WHERE exact_key = ? AND created >= ? AND tier IN ({marks})",
                 (exact_key, min_created, *tiers),
@@ -105,7 +67,7 @@ class CacheStore:
 
     def stored_embedding(self, entry_id: int) -> np.ndarray | None:
         """The embedding an entry was stored with (None for one too long for the semantic layer)."""
-        with _translate("embedding read"), self._point_lock:
+        with translate("embedding read"), self._point_lock:
             row = self.point.execute("SELECT embedding FROM entries WHERE id = ?", (entry_id,)).fetchone()
         if row is None or row[0] is None:
             return None
@@ -132,7 +94,7 @@ class CacheStore:
             "SELECT rowid FROM cache_vec WHERE code MATCH vec_bit(?) AND k = ? AND tenant = ? AND scope = ?"
             f" AND bucket IN ({','.join('?' * len(probes))})"
         )
-        with _translate("vector search"), self._read_lock:
+        with translate("vector search"), self._read_lock:
             ids = [r[0] for r in self.read.execute(sql, (code, probe_k, tenant, scope_id, *probes)).fetchall()]
             if not ids:
                 return []
@@ -156,7 +118,7 @@ class CacheStore:
         return [(Entry(*rows[i][:-1]), embs[i], float(sims[i])) for i in order]
 
     def stats(self) -> dict[str, Any]:
-        with _translate("stats"), self._read_lock:
+        with translate("stats"), self._read_lock:
             total = self.read.execute("SELECT count(*), coalesce(sum(hits), 0) FROM entries").fetchone()
             tiers = dict(self.read.execute("SELECT tier, count(*) FROM entries GROUP BY tier").fetchall())
             tenants = self.read.execute("SELECT count(DISTINCT tenant) FROM entries").fetchone()[0]
@@ -175,7 +137,7 @@ class CacheStore:
     def export(self, tenant: str | None = None) -> Iterator[dict[str, Any]]:
         where, args = ("WHERE tenant = ?", (tenant,)) if tenant is not None else ("", ())
         conn = connect(self.path)  # its own connection: a long export never holds the reader
-        with _translate("export"), contextlib.closing(conn):
+        with translate("export"), contextlib.closing(conn):
             cur = conn.execute(
                 "SELECT id, tenant, model, prompt_text, request, answer, finish_reason, stop_word, prompt_tokens,"
                 f" completion_tokens, tier, created, last_used, hits FROM entries {where} ORDER BY id",
@@ -202,81 +164,19 @@ class CacheStore:
     ) -> dict[str, Any]:
         """Insert or replace entries, apply pending touches, counters and served answers, expire and
         evict; one commit."""
-        stored: list[int] = []
-        with self._transaction("store"):
-            c = self.write
-            for e in entries:
-                old = c.execute("SELECT id FROM entries WHERE exact_key = ?", (e.exact_key,)).fetchone()
-                if old is not None:
-                    self._delete_ids([old[0]])
-                emb = None if e.embedding is None else np.asarray(e.embedding, dtype=np.float32)
-                bucket = None if emb is None else int(self.index.buckets(emb)[0])
-                cur = c.execute(
-                    "INSERT INTO entries (tenant, exact_key, scope, model, prompt_text, request, answer,"
-                    " finish_reason, prompt_tokens, completion_tokens, tier, created, last_used, hits,"
-                    " embedding, bucket, stop_word) VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,0,?,?,?)",
-                    (
-                        e.tenant, e.exact_key, e.scope, e.model, e.prompt_text,
-                        json.dumps(e.request, ensure_ascii=False, default=str), e.answer, e.finish_reason,
-                        e.prompt_tokens, e.completion_tokens, e.tier, now, now,
-                        None if emb is None else emb.tobytes(), bucket, e.stop_word,
-                    ),
-                )
-                rowid = int(cur.lastrowid)
-                if emb is not None:
-                    c.execute(
-                        "INSERT INTO cache_vec (rowid, tenant, bucket, code, scope) VALUES (?,?,?,vec_bit(?),?)",
-                        (rowid, e.tenant, bucket, self.index.codes(emb)[0].tobytes(), e.scope_id),
-                    )
-                stored.append(rowid)
-                self.count += 1 - (old is not None)
+        with self.transaction("store"):
+            stored = self._insert(list(entries), now)
             self._apply(touches, counters, served)
             expired = self._expire(min_created) if min_created is not None else 0
             evicted = self._evict(max_entries)
         return {"ids": stored, "expired": expired, "evicted": evicted}
 
     def put_bulk(self, rows: Sequence[NewEntry], embeddings: np.ndarray, *, now: float) -> int:
-        """Fast path for warm-up and benchmarks: many new entries, vectors precomputed, one commit.
-
-        Rows sharing an exact key (texts that normalize alike, e.g. differing in outer whitespace)
-        are one entry, the last one wins, as if they had been stored one after another.
-        """
+        """Fast path for warm-up and benchmarks: many new entries, vectors precomputed, one commit
+        (no expiry or eviction)."""
         embs = np.ascontiguousarray(embeddings, dtype=np.float32)
-        last = {r.exact_key: i for i, r in enumerate(rows)}
-        if len(last) < len(rows):
-            keep = sorted(last.values())
-            rows, embs = [rows[i] for i in keep], embs[keep]
-        buckets = self.index.buckets(embs) if len(rows) else np.zeros(0, dtype=np.int64)
-        codes = self.index.codes(embs) if len(rows) else np.zeros((0, 48), dtype=np.uint8)
-        with self._transaction("bulk store"):
-            c = self.write
-            start = c.execute("SELECT coalesce(max(id), 0) FROM entries").fetchone()[0] + 1
-            keys = [(r.exact_key,) for r in rows]
-            c.execute("CREATE TEMP TABLE IF NOT EXISTS _bulk_keys (k TEXT PRIMARY KEY)")
-            c.execute("DELETE FROM _bulk_keys")
-            c.executemany("INSERT OR IGNORE INTO _bulk_keys VALUES (?)", keys)
-            old = [r[0] for r in c.execute("SELECT id FROM entries WHERE exact_key IN (SELECT k FROM _bulk_keys)")]
-            self._delete_ids(old)
-            c.executemany(
-                "INSERT INTO entries (id, tenant, exact_key, scope, model, prompt_text, request, answer,"
-                " finish_reason, prompt_tokens, completion_tokens, tier, created, last_used, hits,"
-                " embedding, bucket, stop_word) VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,0,?,?,?)",
-                (
-                    (
-                        start + i, r.tenant, r.exact_key, r.scope, r.model, r.prompt_text,
-                        json.dumps(r.request, ensure_ascii=False, default=str), r.answer, r.finish_reason,
-                        r.prompt_tokens, r.completion_tokens, r.tier, now, now, embs[i].tobytes(),
-                        int(buckets[i]), r.stop_word,
-                    )
-                    for i, r in enumerate(rows)
-                ),
-            )
-            c.executemany(
-                "INSERT INTO cache_vec (rowid, tenant, bucket, code, scope) VALUES (?,?,?,vec_bit(?),?)",
-                ((start + i, r.tenant, int(buckets[i]), codes[i].tobytes(), r.scope_id) for i, r in enumerate(rows)),
-            )
-            self.count += len(rows) - len(old)
-        return len(rows)
+        with self.transaction("bulk store"):
+            return len(self._insert([replace(r, embedding=embs[i]) for i, r in enumerate(rows)], now))
 
     def flush(
         self,
@@ -287,17 +187,13 @@ class CacheStore:
         """Persist recency of hits (for LRU), counters and served answers without storing anything."""
         if not touches and not counters and not served:
             return
-        with self._transaction("flush"):
+        with self.transaction("flush"):
             self._apply(touches, counters, served)
-
-    def transaction(self, what: str) -> contextlib.AbstractContextManager[None]:
-        """One write transaction on the write connection (for the writer thread's other users)."""
-        return self._transaction(what)
 
     @contextlib.contextmanager
     def reading(self, what: str) -> Iterator[sqlite3.Connection]:
         """The read connection, held for a few reads (dashboard, metrics)."""
-        with _translate(what), self._read_lock:
+        with translate(what), self._read_lock:
             yield self.read
 
     def delete_ids(self, ids: Sequence[int]) -> None:
@@ -307,7 +203,7 @@ class CacheStore:
         self.count = max(0, self.count - before)
 
     def clear(self, tenant: str | None = None) -> int:
-        with self._transaction("clear"):
+        with self.transaction("clear"):
             if tenant is None:
                 n = self.write.execute("SELECT count(*) FROM entries").fetchone()[0]
                 self.write.execute("DELETE FROM entries")
@@ -320,6 +216,37 @@ class CacheStore:
         self.count = self._count()
         return n
 
+    def entries_per_tenant(self) -> dict[str, int]:
+        sql = "SELECT tenant, count(*) FROM entries GROUP BY tenant ORDER BY tenant"
+        with self.reading("entries per tenant") as conn:
+            return dict(conn.execute(sql).fetchall())
+
+    def search_text(self, text: str, tenant: str | None, limit: int) -> list[dict[str, Any]]:
+        """Entries whose question or answer contains ``text`` (case-insensitive), newest first."""
+        pattern = "%" + text.replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_") + "%"
+        sql = (
+            "SELECT id, tenant, model, prompt_text, answer, tier, hits, created FROM entries"
+            " WHERE (prompt_text LIKE ? ESCAPE '\\' OR answer LIKE ? ESCAPE '\\')"
+        )
+        args: list[Any] = [pattern, pattern]
+        if tenant:
+            sql += " AND tenant = ?"
+            args.append(tenant)
+        sql += " ORDER BY id DESC LIMIT ?"
+        args.append(int(limit))
+        with self.reading("search") as conn:
+            rows = conn.execute(sql, args).fetchall()
+        names = ("id", "tenant", "model", "prompt", "text", "tier", "hits", "created")
+        return [dict(zip(names, r, strict=True)) for r in rows]
+
+    def delete(self, entry_id: int) -> bool:
+        with self.transaction("delete"):
+            found = self.write.execute("SELECT 1 FROM entries WHERE id = ?", (entry_id,)).fetchone()
+            if found is not None:
+                self._delete_ids([entry_id])
+        self.count = self._count()
+        return found is not None
+
     def close(self) -> None:
         for conn in (getattr(self, "point", None), getattr(self, "read", None), self.write):
             if conn is not None:
@@ -329,9 +256,11 @@ class CacheStore:
     # -- internals -------------------------------------------------------------------------
 
     @contextlib.contextmanager
-    def _transaction(self, what: str) -> Iterator[None]:
-        # IMMEDIATE takes the write lock up front: no SQLITE_BUSY upgrade failure half-way.
-        with _translate(what):
+    def transaction(self, what: str) -> Iterator[None]:
+        """One write transaction on the write connection (the writer thread's).
+
+        IMMEDIATE takes the write lock up front: no SQLITE_BUSY upgrade failure half-way."""
+        with translate(what):
             self.write.execute("BEGIN IMMEDIATE")
             try:
                 yield
@@ -351,6 +280,50 @@ class CacheStore:
             self.write.execute(f"DELETE FROM cache_vec WHERE rowid IN ({marks})", part)
             self.write.execute(f"DELETE FROM entries WHERE id IN ({marks})", part)
 
+    def _insert(self, rows: list[NewEntry], now: float) -> list[int]:
+        """Insert ``rows`` (inside a transaction), replacing any entry with the same exact key; rows
+        sharing an exact key (texts that normalize alike) are one entry, the last one wins, as if
+        they had been stored one after another. Returns the new ids."""
+        last = {r.exact_key: i for i, r in enumerate(rows)}
+        rows = [rows[i] for i in sorted(last.values())]
+        embs = [None if r.embedding is None else np.asarray(r.embedding, dtype=np.float32) for r in rows]
+        vectors = [i for i, e in enumerate(embs) if e is not None]
+        stacked = np.stack([embs[i] for i in vectors]) if vectors else np.zeros((0, DIM), dtype=np.float32)
+        buckets: list[int | None] = [None] * len(rows)
+        for i, b in zip(vectors, self.index.buckets(stacked) if vectors else [], strict=True):
+            buckets[i] = int(b)
+        c = self.write
+        start = c.execute("SELECT coalesce(max(id), 0) FROM entries").fetchone()[0] + 1
+        c.execute("CREATE TEMP TABLE IF NOT EXISTS _new_keys (k TEXT PRIMARY KEY)")
+        c.execute("DELETE FROM _new_keys")
+        c.executemany("INSERT OR IGNORE INTO _new_keys VALUES (?)", [(r.exact_key,) for r in rows])
+        old = [r[0] for r in c.execute("SELECT id FROM entries WHERE exact_key IN (SELECT k FROM _new_keys)")]
+        self._delete_ids(old)
+        c.executemany(
+            "INSERT INTO entries (id, tenant, exact_key, scope, model, prompt_text, request, answer,"
+            " finish_reason, prompt_tokens, completion_tokens, tier, created, last_used, hits,"
+            " embedding, bucket, stop_word) VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,0,?,?,?)",
+            (
+                (
+                    start + i, r.tenant, r.exact_key, r.scope, r.model, r.prompt_text,
+                    json.dumps(r.request, ensure_ascii=False, default=str), r.answer, r.finish_reason,
+                    r.prompt_tokens, r.completion_tokens, r.tier, now, now,
+                    None if embs[i] is None else embs[i].tobytes(), buckets[i], r.stop_word,
+                )
+                for i, r in enumerate(rows)
+            ),
+        )
+        codes = self.index.codes(stacked) if vectors else []
+        c.executemany(
+            "INSERT INTO cache_vec (rowid, tenant, bucket, code, scope) VALUES (?,?,?,vec_bit(?),?)",
+            (
+                (start + i, rows[i].tenant, buckets[i], code.tobytes(), rows[i].scope_id)
+                for i, code in zip(vectors, codes, strict=True)
+            ),
+        )
+        self.count += len(rows) - len(old)
+        return [start + i for i in range(len(rows))]
+
     def _apply(
         self,
         touches: dict[int, tuple[float, int]] | None,
@@ -358,7 +331,11 @@ class CacheStore:
         served: list[Served] | None = None,
     ) -> None:
         if served:
-            insert_served(self.write, served)
+            self.write.executemany(
+                "INSERT INTO served (response_id, tenant, route, entry_id, query, similarity, probability, threshold,"
+                " embedding, created) VALUES (?,?,?,?,?,?,?,?,?,?)",
+                [r.row() for r in served],
+            )
             # Unrated answers beyond the newest SERVED_KEEP go (the TTL may be off): a bound on the file.
             self.write.execute(
                 "DELETE FROM served WHERE rating IS NULL AND id <= (SELECT max(id) FROM served) - ?", (SERVED_KEEP,)

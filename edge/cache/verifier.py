@@ -1,6 +1,6 @@
 """The verifier: may the stored answer of question E be served to a user asking Q?
 
-A MiniLM cross-encoder (``crossencoder.py``) scores the pair; Platt scaling fitted on the judged
+A MiniLM cross-encoder (:class:`CrossEncoder`) scores the pair; Platt scaling fitted on the judged
 calibration replay turns the score into a probability that serving is right. The threshold is not
 a shipped constant: it follows from the error budget (``cache.max_wrong_rate``) and the
 calibration replay stored with the model (the probability each calibration query's nearest
@@ -13,6 +13,8 @@ Files (``edge/cache/data``): ``verifier.onnx`` (INT8), ``verifier-tokenizer.json
 from __future__ import annotations
 
 import json
+import logging
+import threading
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from importlib import resources
@@ -21,15 +23,74 @@ from typing import Any
 
 import numpy as np
 
+from ..config import CacheSettings
+from ..embedder import onnx_session
 from ..errors import VerifierError
 from .calibration import Bound, Calibration, sweep
-from .crossencoder import CrossEncoder
+
+log = logging.getLogger(__name__)
 
 FORMAT = 2  # 1 was the logistic-regression + trees verifier over embeddings
 MODEL_FILE = "verifier.onnx"
 TOKENIZER_FILE = "verifier-tokenizer.json"
 META_FILE = "verifier.json"
-FILES = (MODEL_FILE, TOKENIZER_FILE, META_FILE)
+
+
+MAX_TOKENS = 64  # query + stored question; the questions a cache compares are short
+
+
+class CrossEncoder:
+    """The verifier's model at run time, in ONNX (INT8): raw scores (logits) of (query, stored)
+    pairs; larger means "the stored answer serves the query".
+
+    A cross-encoder reads the query and the stored question as one input (``[CLS] q [SEP] s [SEP]``),
+    so attention compares their words directly: "GATE" vs "GATE ME", "to Paris" vs "from Paris". One
+    call scores every candidate of a lookup in one batched model run.
+    """
+
+    def __init__(self, model: Path, tokenizer: Path, *, threads: int = 1, max_tokens: int = MAX_TOKENS) -> None:
+        from tokenizers import Tokenizer
+
+        try:
+            tok = Tokenizer.from_file(str(tokenizer))
+            # As for the embedder: no per-shape plans kept, the arena shrunk after each run, so
+            # batches of every size leave no memory behind.
+            self._session, self._run_options, self._inputs = onnx_session(model, threads)
+        except Exception as exc:  # onnxruntime and tokenizers raise their own base types
+            raise VerifierError(f"cannot load the verifier model {model}: {exc}") from exc
+        tok.enable_truncation(max_tokens, strategy="longest_first")
+        tok.enable_padding(pad_id=0, pad_token="[PAD]")  # to the longest pair of the batch
+        self._tokenizer = tok
+        self._lock = threading.Lock()  # the tokenizer's padding state is shared; runs are short
+        self.runs = 0
+
+    def logits(self, query: str, candidates: Sequence[str]) -> np.ndarray:
+        """Scores of ``query`` against each candidate, in one model run."""
+        return self.pair_logits([(query, c) for c in candidates])
+
+    def pair_logits(self, pairs: Sequence[tuple[str, str]]) -> np.ndarray:
+        """Scores of arbitrary (query, stored) pairs, in one model run."""
+        if not pairs:
+            return np.zeros(0, dtype=np.float32)
+        with self._lock:
+            enc = self._tokenizer.encode_batch([(q or " ", s or " ") for q, s in pairs])
+            self.runs += 1
+        feed: dict[str, Any] = {
+            "input_ids": np.asarray([e.ids for e in enc], dtype=np.int64),
+            "attention_mask": np.asarray([e.attention_mask for e in enc], dtype=np.int64),
+        }
+        if "token_type_ids" in self._inputs:
+            feed["token_type_ids"] = np.asarray([e.type_ids for e in enc], dtype=np.int64)
+        try:
+            out = self._session.run(None, feed, self._run_options)[0]
+        except Exception as exc:  # onnxruntime's errors have no common public base
+            raise VerifierError(f"the verifier model failed: {exc}") from exc
+        return np.asarray(out, dtype=np.float32).reshape(len(pairs))
+
+    def many_logits(self, pairs: Sequence[tuple[str, str]], batch: int = 64) -> np.ndarray:
+        """Scores of many pairs (training, calibration), in batches of ``batch``."""
+        parts = [self.pair_logits(pairs[i : i + batch]) for i in range(0, len(pairs), batch)]
+        return np.concatenate(parts) if parts else np.zeros(0, dtype=np.float32)
 
 
 @dataclass(frozen=True)
@@ -75,8 +136,6 @@ def operating_point(
     """The lowest threshold whose served hits on ``replay`` are wrong at most ``max_wrong_rate`` of
     the time with ``confidence`` (one-sided upper bound ``bound`` on the wrong rate; defaults: the
     settings' ``budget_confidence`` and ``budget_bound``)."""
-    from ..config import CacheSettings
-
     defaults = CacheSettings()
     return sweep(
         replay.scores, replay.servable, 1.0 - max_wrong_rate,
@@ -99,9 +158,6 @@ class Verifier:
         alongside): one batched model run."""
         cos = None if cosines is None else np.asarray(cosines, dtype=np.float64)
         return self.platt(self.model.logits(query, candidates), cos)
-
-    def probability(self, query: str, candidate: str, cosine: float | None = None) -> float:
-        return float(self.probabilities(query, [candidate], None if cosine is None else [cosine])[0])
 
     def operating_point(
         self, max_wrong_rate: float, confidence: float | None = None, bound: Bound | None = None
@@ -151,6 +207,29 @@ class Verifier:
             (Path(directory) / META_FILE).write_text(json.dumps(doc, indent=1) + "\n", encoding="utf-8")
         except OSError as exc:
             raise VerifierError(f"cannot write {directory / META_FILE}: {exc}") from exc
+
+
+def calibrated_threshold(verifier: Verifier | None, s: CacheSettings) -> float:
+    """The shipped rule: an explicit threshold, or the one meeting ``max_wrong_rate`` on the calibration replay."""
+    if verifier is None or not s.verifier:
+        return 1.0
+    if s.verifier_threshold is not None:
+        log.info("semantic cache: verifier threshold %.4f (set explicitly)", s.verifier_threshold)
+        return s.verifier_threshold
+    target = s.max_wrong_rate * s.calibration_margin
+    point = verifier.operating_point(target, s.budget_confidence, s.budget_bound)
+    if point.threshold is None:
+        log.warning("semantic cache: no verifier threshold keeps wrong hits under %.3f on the calibration "
+                    "replay; semantic hits are off", target)
+        return 1.01  # above any probability (and still a finite number for JSON stats)
+    log.info(
+        "semantic cache: verifier threshold %.4f for max_wrong_rate %.3f (the calibration replay held to %.3f) at "
+        "%.0f%% confidence (%s; calibration replay: %d queries, expected hit rate %.3f, precision %.3f, wrong-rate "
+        "bound %.3f, recall of answerable %.3f)",
+        point.threshold, s.max_wrong_rate, target, 100 * s.budget_confidence, s.budget_bound, point.pairs,
+        point.hit_rate, point.precision, point.wrong_bound, point.recall,
+    )
+    return point.threshold
 
 
 def fit_platt(logits: np.ndarray, labels: np.ndarray, cosines: np.ndarray | None = None) -> Platt:

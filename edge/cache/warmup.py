@@ -12,7 +12,6 @@ message; or "completion"), and the sampling parameters ``temperature`` (default 
 
 from __future__ import annotations
 
-import json
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -20,7 +19,7 @@ from typing import Any
 
 from models import SamplingParams
 
-from ..errors import CacheError
+from .judged import read_jsonl
 from .keys import CacheKey
 
 
@@ -32,18 +31,7 @@ class WarmItem:
 
 def read_warmup(path: Path) -> Iterator[WarmItem]:
     """Parse the file; a malformed line is an error naming its number."""
-    try:
-        fh = Path(path).open(encoding="utf-8")
-    except OSError as exc:
-        raise CacheError(f"cannot read warm-up file {path}: {exc}") from exc
-    with fh:
-        for n, line in enumerate(fh, 1):
-            if not line.strip():
-                continue
-            try:
-                yield _item(json.loads(line))
-            except (ValueError, KeyError, TypeError) as exc:
-                raise CacheError(f"{path}:{n}: {exc}") from exc
+    return read_jsonl(path, "warm-up pairs", _item)
 
 
 def _item(row: dict[str, Any]) -> WarmItem:

@@ -4,30 +4,17 @@
 
 from __future__ import annotations
 
-import json
 import time
 from collections.abc import Sequence
 from typing import Any
 
-from ..generation import TokenLogprob, Usage
+from ..generation import TokenLogprob, Usage, Writer
+from ..openai.logprobs import token_entries
+from ..openai.stream import sse
 
 
-def sse(body: dict[str, Any]) -> bytes:
-    return b"data: " + json.dumps(body, ensure_ascii=False).encode() + b"\n\n"
-
-
-def _entry(entry: TokenLogprob) -> dict[str, Any]:
-    # llama.cpp's entries carry the token id too; the engines' log probabilities do not keep it.
-    return {"token": entry.token, "logprob": entry.logprob, "bytes": list(entry.raw)}
-
-
-def probabilities(entries: Sequence[TokenLogprob]) -> list[dict[str, Any]]:
-    """``completion_probabilities``: each generated token with its most likely alternatives."""
-    return [{**_entry(e), "top_logprobs": [_entry(t) for t in e.top]} for e in entries]
-
-
-class LlamaCppWriter:
-    """One ``/completion`` answer (the same calls as :class:`~models.openai.stream.ChunkWriter`)."""
+class LlamaCppWriter(Writer):
+    """One ``/completion`` answer."""
 
     media_type = "text/event-stream"
 
@@ -61,12 +48,10 @@ class LlamaCppWriter:
                 "predicted_per_second": usage.completion_tokens / (predicted_ms / 1000) if predicted_ms > 0 else None,
             },
         }
+        # llama.cpp's entries carry the token id too; the engines' log probabilities do not keep it.
         if self.probs and entries is not None:  # a stream sent its tokens' with each piece
-            body["completion_probabilities"] = probabilities(entries)
+            body["completion_probabilities"] = token_entries(entries)
         return body
-
-    def opening(self, n: int = 1) -> bytes:
-        return b""
 
     def text(self, text: str, logprobs: Sequence[TokenLogprob] = (), index: int = 0) -> bytes:
         if self._first is None:
@@ -75,7 +60,7 @@ class LlamaCppWriter:
         self._text.append(text)
         body: dict[str, Any] = {"index": 0, "content": text, "tokens": [], "stop": False, "id_slot": -1, "tokens_predicted": self._predicted}
         if self.probs:
-            body["completion_probabilities"] = probabilities(logprobs)
+            body["completion_probabilities"] = token_entries(logprobs)
         return sse(body)
 
     def finish(

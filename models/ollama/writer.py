@@ -15,7 +15,8 @@ from collections.abc import Sequence
 from datetime import UTC, datetime
 from typing import Any, Literal
 
-from ..generation import TokenLogprob, Usage
+from ..generation import TokenLogprob, Usage, Writer
+from ..openai.logprobs import token_entries
 from ..openai.tools import ReplyStream, ToolUse
 
 Endpoint = Literal["chat", "generate"]
@@ -36,16 +37,8 @@ def line(body: dict[str, Any]) -> bytes:
     return json.dumps(body, ensure_ascii=False).encode() + b"\n"
 
 
-def _one(entry: TokenLogprob) -> dict[str, Any]:
-    return {"token": entry.token, "logprob": entry.logprob, "bytes": list(entry.raw)}
-
-
-def logprob_list(entries: Sequence[TokenLogprob]) -> list[dict[str, Any]]:
-    return [{**_one(e), "top_logprobs": [_one(t) for t in e.top]} for e in entries]
-
-
-class NdjsonWriter:
-    """One answer in Ollama's shape (the same calls as :class:`~models.openai.stream.ChunkWriter`)."""
+class NdjsonWriter(Writer):
+    """One answer in Ollama's shape."""
 
     media_type = MEDIA_TYPE
 
@@ -65,7 +58,7 @@ class NdjsonWriter:
         else:
             body["response"] = text
         if self.logprobs and entries:
-            body["logprobs"] = logprob_list(entries)
+            body["logprobs"] = token_entries(entries)
         return body
 
     def _done(self, body: dict[str, Any], finish_reason: str, usage: Usage) -> dict[str, Any]:
@@ -82,9 +75,6 @@ class NdjsonWriter:
             eval_duration=now - first,
         )
         return body
-
-    def opening(self, n: int = 1) -> bytes:
-        return b""
 
     def _called(self, text: str) -> dict[str, Any] | None:
         """The message of an answer that is a whole call, else None."""
@@ -136,10 +126,5 @@ class NdjsonWriter:
 
 def loaded(endpoint: Endpoint, model: str, unload: bool = False) -> dict[str, Any]:
     """The answer to an empty prompt or conversation: Ollama's way to load (or unload) a model."""
-    body: dict[str, Any] = {"model": model, "created_at": created_at()}
-    if endpoint == "chat":
-        body["message"] = {"role": "assistant", "content": ""}
-    else:
-        body["response"] = ""
-    body.update(done=True, done_reason="unload" if unload else "load")
-    return body
+    empty = NdjsonWriter(endpoint, model)._piece("")
+    return {**empty, "done": True, "done_reason": "unload" if unload else "load"}

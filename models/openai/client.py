@@ -89,30 +89,7 @@ def parse_event(data: str) -> Delta:
 
     Raises :class:`MalformedEventError` or :class:`ErrorEventError` (the member's own error event).
     """
-    obj = _object(data, "stream event")
-    choices = obj.get("choices")
-    if not isinstance(choices, list):
-        raise MalformedEventError(f"stream event without choices: {data[:80]!r}")
-    usage = _usage(obj.get("usage"))
-    if not choices:
-        return Delta("", None, usage)
-    choice = choices[0]
-    if not isinstance(choice, dict):
-        raise MalformedEventError(f"stream choice is not an object: {data[:80]!r}")
-    if "delta" in choice:
-        delta = choice["delta"]
-        if not isinstance(delta, dict):
-            raise MalformedEventError(f"stream delta is not an object: {data[:80]!r}")
-        text = delta.get("content")
-    else:
-        text = choice.get("text")
-    if text is not None and not isinstance(text, str):
-        raise MalformedEventError(f"stream text is not a string: {data[:80]!r}")
-    finish = choice.get("finish_reason")
-    return Delta(
-        text or "", finish if isinstance(finish, str) else None, usage, read_block(choice.get("logprobs")),
-        _stop_word(choice),
-    )
+    return _read(data, "stream event", "delta")
 
 
 def parse_whole(data: bytes) -> Delta:
@@ -121,19 +98,34 @@ def parse_whole(data: bytes) -> Delta:
     Raises :class:`MalformedEventError` when the body is not one, or :class:`ErrorEventError` when
     it is the member's own error object.
     """
-    obj = _object(data, "the answer")
+    return _read(data, "the answer", "message")
+
+
+def _read(data: str | bytes, what: str, key: str) -> Delta:
+    """The first choice of a chunk (its text under ``key`` "delta") or of a whole answer
+    ("message"), or of a text completion (``text``); a chunk may have none (the usage event)."""
+    obj = _object(data, what)
     choices = obj.get("choices")
-    if not isinstance(choices, list) or not choices or not isinstance(choices[0], dict):
-        raise MalformedEventError(f"an answer without a choice: {data[:80]!r}")
+    usage = _usage(obj.get("usage"))
+    if not isinstance(choices, list) or (not choices and key == "message"):
+        raise MalformedEventError(f"no choice in {what}: {data[:80]!r}")
+    if not choices:
+        return Delta("", None, usage)
     choice = choices[0]
-    message = choice.get("message")
-    text = message.get("content") if isinstance(message, dict) else choice.get("text")
+    if not isinstance(choice, dict):
+        raise MalformedEventError(f"a choice that is not an object in {what}: {data[:80]!r}")
+    if key in choice:
+        if not isinstance(choice[key], dict):
+            raise MalformedEventError(f"a {key} that is not an object in {what}: {data[:80]!r}")
+        text = choice[key].get("content")
+    else:
+        text = choice.get("text")
     if text is not None and not isinstance(text, str):
-        raise MalformedEventError(f"the answer's text is not a string: {data[:80]!r}")
+        raise MalformedEventError(f"text that is not a string in {what}: {data[:80]!r}")
     finish = choice.get("finish_reason")
     return Delta(
-        text or "", finish if isinstance(finish, str) else None, _usage(obj.get("usage")),
-        read_block(choice.get("logprobs")), _stop_word(choice),
+        text or "", finish if isinstance(finish, str) else None, usage, read_block(choice.get("logprobs")),
+        _stop_word(choice),
     )
 
 

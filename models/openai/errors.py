@@ -11,6 +11,7 @@ from litestar import MediaType, Request, Response
 from litestar.exceptions import HTTPException, SerializationException, ValidationException
 
 from ..errors import EdgerouteError, EngineUnavailableError
+from .stream import error_body
 
 log = logging.getLogger(__name__)
 
@@ -18,10 +19,6 @@ log = logging.getLogger(__name__)
 ExtraHeaders = Callable[[Request[Any, Any, Any], str], dict[str, str]]
 # Another API's error body for a request, from OpenAI's (the node's Ollama API: ``{"error": message}``).
 Reshape = Callable[[Request[Any, Any, Any], dict[str, Any]], dict[str, Any]]
-
-
-def error_body(message: str, err_type: str, param: str | None = None, code: str | None = None) -> dict[str, Any]:
-    return {"error": {"message": message, "type": err_type, "param": param, "code": code}}
 
 
 def http_status(exc: EdgerouteError) -> int:

@@ -10,13 +10,19 @@ from ..errors import MalformedEventError
 from ..generation import TokenLogprob
 
 
-def chat_block(entries: Sequence[TokenLogprob]) -> dict[str, Any]:
-    """``choices[].logprobs`` of a chat answer or chunk."""
+def token_entries(entries: Sequence[TokenLogprob]) -> list[dict[str, Any]]:
+    """Each generated token with its most likely alternatives: chat's ``logprobs.content``, and as
+    Ollama's ``logprobs`` and llama.cpp's ``completion_probabilities`` write them too."""
 
     def one(e: TokenLogprob) -> dict[str, Any]:
         return {"token": e.token, "logprob": e.logprob, "bytes": list(e.raw)}
 
-    return {"content": [{**one(e), "top_logprobs": [one(t) for t in e.top]} for e in entries], "refusal": None}
+    return [{**one(e), "top_logprobs": [one(t) for t in e.top]} for e in entries]
+
+
+def chat_block(entries: Sequence[TokenLogprob]) -> dict[str, Any]:
+    """``choices[].logprobs`` of a chat answer or chunk."""
+    return {"content": token_entries(entries), "refusal": None}
 
 
 def text_block(entries: Sequence[TokenLogprob], offset: int) -> dict[str, Any]:

@@ -10,31 +10,16 @@ from __future__ import annotations
 
 import json
 import time
-import uuid
 from collections.abc import Sequence
 from typing import Any
 
-from ..generation import TokenLogprob, Usage
+from ..generation import TokenLogprob, Usage, Writer
 from .logprobs import chat_block
-from .tools import ReplyStream, ToolUse
+from .tools import ReplyStream, ToolUse, new_id
 
 
-def _id(prefix: str) -> str:
-    return prefix + uuid.uuid4().hex[:24]
-
-
-def response_usage(usage: Usage) -> dict[str, Any]:
-    return {
-        "input_tokens": usage.prompt_tokens,
-        "input_tokens_details": {"cached_tokens": 0},
-        "output_tokens": usage.completion_tokens,
-        "output_tokens_details": {"reasoning_tokens": 0},
-        "total_tokens": usage.total_tokens,
-    }
-
-
-class ResponseWriter:
-    """One response in the Responses API's shape (same calls as :class:`~models.openai.stream.ChunkWriter`).
+class ResponseWriter(Writer):
+    """One response in the Responses API's shape.
 
     ``settings`` are the request's own (``instructions``, ``text``, ``tools`` ...), repeated in
     the response object as OpenAI does. A function call is answered as a ``function_call``
@@ -51,13 +36,13 @@ class ResponseWriter:
         self.settings = settings
         self.call = call
         self.logprobs = logprobs and call is None
-        self.rid = _id("resp_")
-        self.item_id = _id("msg_")
+        self.rid = new_id("resp_")
+        self.item_id = new_id("msg_")
         self.created = int(time.time())
         self._seq = 0
         self._text: list[str] = []
         self._entries: list[TokenLogprob] = []
-        self._call_id = "call_" + uuid.uuid4().hex[:24]
+        self._call_id = new_id("call_")
         self._reply = ReplyStream() if call is not None and call.auto else None
         self._opened = False  # the message item (``"auto"`` opens it late, or never)
         self.final: dict[str, Any] | None = None  # the finished response object, once there is one
@@ -74,7 +59,7 @@ class ResponseWriter:
             "incomplete_details": {"reason": "max_output_tokens"} if status == "incomplete" else None,
             "model": self.model,
             "output": output,
-            "usage": response_usage(usage) if usage is not None else None,
+            "usage": usage.responses() if usage is not None else None,
             **self.settings,
         }
 
@@ -110,7 +95,6 @@ class ResponseWriter:
         self, text: str, finish_reason: str, usage: Usage, logprobs: Sequence[TokenLogprob] = (),
         stop_word: str | None = None,
     ) -> dict[str, Any]:
-        """The non-streamed response object."""
         status = _status(finish_reason)
         self.final = self._response(status, self._output(text, status, logprobs), usage)
         return self.final

@@ -11,14 +11,13 @@ rules for both APIs, and an answer cached for one serves the other.
 
 from __future__ import annotations
 
-import uuid
 from collections.abc import Sequence
 from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Discriminator, Field, Tag, ValidationInfo, field_validator
 
 from .schemas import MAX_TOKENS_LIMIT
-from .tools import FunctionDef
+from .tools import FunctionDef, new_id
 
 # ``include`` asks for log probabilities of the output text with this entry.
 LOGPROBS_INCLUDE = "message.output_text.logprobs"
@@ -205,12 +204,12 @@ class ResponsesBody(BaseModel):
                 out.append(_message_item(item.role, parts, given))
             elif isinstance(item, FunctionCallItem):
                 out.append({
-                    "id": given or _item_id("fc_"), "type": "function_call", "status": "completed",
+                    "id": given or new_id("fc_"), "type": "function_call", "status": "completed",
                     "call_id": item.call_id, "name": item.name, "arguments": item.arguments,
                 })
             else:
                 out.append({
-                    "id": given or _item_id("fco_"), "type": "function_call_output", "status": "completed",
+                    "id": given or new_id("fco_"), "type": "function_call_output", "status": "completed",
                     "call_id": item.call_id, "output": item.text(),
                 })
         return out
@@ -267,12 +266,8 @@ class ResponsesBody(BaseModel):
         }
 
 
-def _item_id(prefix: str) -> str:
-    return prefix + uuid.uuid4().hex[:24]
-
-
 def _message_item(role: str, parts: list[dict[str, Any]], given: object = None) -> dict[str, Any]:
-    item_id = given if isinstance(given, str) else _item_id("msg_")
+    item_id = given if isinstance(given, str) else new_id("msg_")
     return {"id": item_id, "type": "message", "role": role, "status": "completed", "content": parts}
 
 

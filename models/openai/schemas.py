@@ -1,8 +1,5 @@
-"""The OpenAI request bodies, as the node's API and the member server both accept them.
-
-Each server subclasses these with its own extensions (the node's ``cache``/``private``, vLLM's
-``continue_final_message``); the fields OpenAI defines are written once, here.
-"""
+"""The OpenAI request bodies: the fields OpenAI defines (and the sampler extensions llama.cpp's
+server and vLLM read), written once here; the node's API adds its own (``router.schemas``)."""
 
 from __future__ import annotations
 

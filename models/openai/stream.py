@@ -4,15 +4,13 @@ from __future__ import annotations
 
 import json
 import time
-import uuid
 from collections.abc import Sequence
 from typing import Any, Literal
 
-from ..generation import GenerationRequest, TokenLogprob, Usage
-from .errors import error_body
+from ..generation import GenerationRequest, TokenLogprob, Usage, Writer
 from .logprobs import chat_block, text_block
 from .schemas import ChatBody, CompletionBody
-from .tools import ReplyStream, ToolUse
+from .tools import ReplyStream, ToolUse, new_id
 
 Kind = Literal["chat", "text"]
 # One choice of a whole answer: text, finish reason, log probabilities and (optionally) the stop word.
@@ -21,23 +19,15 @@ Answer = tuple[str, str, Sequence[TokenLogprob]] | tuple[str, str, Sequence[Toke
 DONE = b"data: [DONE]\n\n"
 
 
-def new_id(kind: Kind) -> str:
-    return ("chatcmpl-" if kind == "chat" else "cmpl-") + uuid.uuid4().hex[:24]
-
-
-def usage_dict(usage: Usage) -> dict[str, int]:
-    return {
-        "prompt_tokens": usage.prompt_tokens,
-        "completion_tokens": usage.completion_tokens,
-        "total_tokens": usage.total_tokens,
-    }
+def error_body(message: str, err_type: str, param: str | None = None, code: str | None = None) -> dict[str, Any]:
+    return {"error": {"message": message, "type": err_type, "param": param, "code": code}}
 
 
 def sse(body: dict[str, Any]) -> bytes:
     return b"data: " + json.dumps(body, ensure_ascii=False).encode() + b"\n\n"
 
 
-class ChunkWriter:
+class ChunkWriter(Writer):
     """One response in OpenAI's shape: its stream events, or the whole body when not streamed.
 
     A chat stream opens with the assistant's role and empty content, as OpenAI and vLLM do; with
@@ -70,7 +60,7 @@ class ChunkWriter:
         self.kind = kind
         self.model = model
         self.include_usage = include_usage
-        self.rid = rid or new_id(kind)
+        self.rid = rid or new_id("chatcmpl-" if kind == "chat" else "cmpl-")
         self.created = int(time.time())
         # Tools: the generated text is a call's JSON, sent as ``tool_calls`` (or, with
         # ``"auto"``, perhaps the envelope of a text reply).
@@ -90,7 +80,7 @@ class ChunkWriter:
             "choices": choices,
         }
         if self.include_usage:
-            body["usage"] = usage_dict(usage) if usage is not None else None
+            body["usage"] = usage.openai() if usage is not None else None
         return sse(body)
 
     def _block(self, text: str, entries: Sequence[TokenLogprob], index: int) -> dict[str, Any] | None:
@@ -177,14 +167,13 @@ class ChunkWriter:
         return out + DONE
 
     def error(self, message: str, err_type: str = "server_error", code: str | None = None) -> bytes:
-        """End a stream whose headers are already sent: an error event, then ``[DONE]``."""
+        # An error event, then ``[DONE]``.
         return sse(error_body(message, err_type, None, code)) + DONE
 
     def whole(
         self, text: str, finish_reason: str, usage: Usage, logprobs: Sequence[TokenLogprob] = (),
         stop_word: str | None = None,
     ) -> dict[str, Any]:
-        """The non-streamed response body."""
         return self.whole_choices([(text, finish_reason, logprobs, stop_word)], usage)
 
     def whole_choices(
@@ -197,7 +186,7 @@ class ChunkWriter:
             "created": self.created,
             "model": self.model,
             "choices": [self._whole_choice(i, *answer) for i, answer in enumerate(answers)],
-            "usage": usage_dict(usage),
+            "usage": usage.openai(),
             "system_fingerprint": None,
         }
 

@@ -188,8 +188,13 @@ class ReplyStream:
         return use.reply(self.text)[self._sent :]
 
 
+def new_id(prefix: str) -> str:
+    """A fresh id of an answer, an item or a call: ``prefix`` and 24 hex digits, as OpenAI's look."""
+    return prefix + uuid.uuid4().hex[:24]
+
+
 def _call(name: str, arguments: str) -> dict[str, Any]:
-    return {"id": "call_" + uuid.uuid4().hex[:24], "type": "function", "function": {"name": name, "arguments": arguments}}
+    return {"id": new_id("call_"), "type": "function", "function": {"name": name, "arguments": arguments}}
 
 
 def tool_use(tools: list[ToolDef] | None, choice: ToolChoice | None, reply_schema: str | None = None) -> ToolUse | None:

@@ -1,6 +1,6 @@
 """Telemetry of every routing decision: SQLite log, live event bus, Prometheus metrics."""
 
-from .aggregate import CostEstimate, Percentiles, RouteStats, SeriesPoint, Snapshot
+from .aggregate import Snapshot
 from .bus import EventBus, Subscription
 from .config import DashboardSettings, PriceSettings, TelemetrySettings
 from .errors import InvalidEventError, SubscriptionClosedError, TelemetryError
@@ -13,7 +13,6 @@ from .store import read_decisions
 
 __all__ = [
     "ROUTES",
-    "CostEstimate",
     "DashboardSettings",
     "DecisionEvent",
     "EdgeLoadView",
@@ -22,11 +21,8 @@ __all__ = [
     "InvalidEventError",
     "MemberStatusLike",
     "NodeInfo",
-    "Percentiles",
     "PoolView",
     "PriceSettings",
-    "RouteStats",
-    "SeriesPoint",
     "Snapshot",
     "Subscription",
     "SubscriptionClosedError",

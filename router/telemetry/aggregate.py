@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import bisect
 import math
 import threading
 import time
@@ -33,10 +34,8 @@ def percentile(sorted_values: Sequence[float], q: float) -> float | None:
 
 
 def bucket_index(latency_ms: float) -> int:
-    for i, edge in enumerate(LATENCY_EDGES_MS):
-        if latency_ms <= edge:
-            return i
-    return len(LATENCY_EDGES_MS)
+    """The histogram bucket of a latency: the first whose upper edge it does not pass."""
+    return bisect.bisect_left(LATENCY_EDGES_MS, latency_ms)
 
 
 @dataclass(frozen=True, slots=True)
@@ -232,6 +231,9 @@ class Aggregator:
         lookups = 0
         recent = 0
         rate_from = int(now) - self.rate_window_s
+        step = max(1, self.window_s // SERIES_POINTS)
+        first = int(now) - self.window_s + 1
+        points = [SeriesPoint(float(first + i * step), Counter()) for i in range(math.ceil(self.window_s / step))]
         for s in seconds:
             split.update(s.routes)
             reasons.update(s.reasons)
@@ -240,15 +242,8 @@ class Aggregator:
             # The current second is partial: count the rate over full seconds before it.
             if rate_from <= s.second < int(now):
                 recent += sum(s.routes.values())
-        step = max(1, self.window_s // SERIES_POINTS)
-        first = int(now) - self.window_s + 1
-        points = [SeriesPoint(float(first + i * step), {}) for i in range(math.ceil(self.window_s / step))]
-        for s in seconds:
-            idx = (s.second - first) // step
-            if 0 <= idx < len(points):
-                counts = points[idx].counts
-                for route, n in s.routes.items():
-                    counts[route] = counts.get(route, 0) + n
+            if 0 <= (idx := (s.second - first) // step) < len(points):
+                points[idx].counts.update(s.routes)
 
         routes = tuple(
             RouteStats(

@@ -56,10 +56,7 @@ class Subscription:
         assert isinstance(item, list)
         return item
 
-    def __aiter__(self) -> AsyncIterator[list[DecisionEvent]]:
-        return self._iterate()
-
-    async def _iterate(self) -> AsyncIterator[list[DecisionEvent]]:
+    async def __aiter__(self) -> AsyncIterator[list[DecisionEvent]]:
         while True:
             try:
                 batch = await self.get()
@@ -74,7 +71,7 @@ class Subscription:
     async def __aexit__(
         self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
     ) -> None:
-        self._bus._unsubscribe(self)
+        self._bus.unsubscribe(self)
 
 
 class EventBus:
@@ -119,9 +116,6 @@ class EventBus:
         return sub
 
     def unsubscribe(self, sub: Subscription) -> None:
-        self._unsubscribe(sub)
-
-    def _unsubscribe(self, sub: Subscription) -> None:
         if sub in self._subscribers:
             self._subscribers.remove(sub)
             self._dropped_gone += sub.dropped
@@ -150,7 +144,7 @@ class EventBus:
         self.flush()
         self._closed = True
         for sub in list(self._subscribers):
-            self._unsubscribe(sub)
+            self.unsubscribe(sub)
         if self._task is not None:
             self._task.cancel()
             with contextlib.suppress(asyncio.CancelledError):

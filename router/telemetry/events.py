@@ -69,10 +69,6 @@ class DecisionEvent:
             object.__setattr__(self, "cache", "hit")
 
     @property
-    def total_tokens(self) -> int:
-        return self.prompt_tokens + self.completion_tokens
-
-    @property
     def is_cache_hit(self) -> bool:
         return self.route.startswith("cache-")
 

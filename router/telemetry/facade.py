@@ -6,7 +6,6 @@ import asyncio
 import logging
 import time
 from collections import deque
-from collections.abc import Callable
 from pathlib import Path
 
 from .aggregate import Aggregator, Snapshot
@@ -28,9 +27,7 @@ class Telemetry:
     to SQLite happens later on the store's own thread.
     """
 
-    def __init__(
-        self, settings: TelemetrySettings, data_dir: Path, *, clock: Callable[[], float] = time.time
-    ) -> None:
+    def __init__(self, settings: TelemetrySettings, data_dir: Path) -> None:
         self.settings = settings
         self.db_path = data_dir / settings.db_file
         self.store: DecisionStore | None = None
@@ -44,7 +41,7 @@ class Telemetry:
             )
         self.bus = EventBus(settings.bus_interval_ms / 1000, settings.bus_queue)
         self.aggregator = Aggregator(
-            settings.prices, window_s=settings.window_s, rate_window_s=settings.rate_window_s, clock=clock
+            settings.prices, window_s=settings.window_s, rate_window_s=settings.rate_window_s
         )
         self.metrics = Metrics(self._counts, self.aggregator.cost)
         self._recent: deque[DecisionEvent] = deque(maxlen=settings.recent)

@@ -43,23 +43,19 @@ class _LiveCollector(Collector):
             yield from _cost_families(self._cost())
         if self.edge is not None:
             load = self.edge.load()
-            running = GaugeMetricFamily(
-                "edgeroute_edge_running", "Requests the edge engine is generating now"
-            )
-            running.add_metric([], load.running)
-            waiting = GaugeMetricFamily("edgeroute_edge_queue_depth", "Requests waiting in the edge queue")
-            waiting.add_metric([], load.waiting)
-            capacity = GaugeMetricFamily("edgeroute_edge_capacity", "Requests the edge engine runs at once")
-            capacity.add_metric([], load.capacity)
-            yield from (running, waiting, capacity)
+            for name, doc, value in (
+                ("edgeroute_edge_running", "Requests the edge engine is generating now", load.running),
+                ("edgeroute_edge_queue_depth", "Requests waiting in the edge queue", load.waiting),
+                ("edgeroute_edge_capacity", "Requests the edge engine runs at once", load.capacity),
+            ):
+                yield GaugeMetricFamily(name, doc, value=value)
             stats = getattr(self.edge, "stats", None)  # the llama.cpp engine's counters, if it has them
             if callable(stats):
-                reused = CounterMetricFamily(
+                yield CounterMetricFamily(
                     "edgeroute_edge_prefix_reused_tokens",
                     "Prompt tokens whose KV the edge reused from a slot instead of evaluating them",
+                    value=stats().prefix_reused_tokens,
                 )
-                reused.add_metric([], stats().prefix_reused_tokens)
-                yield reused
         if self.pool is not None:
             yield from _pool_families(self.pool)
         if self.budget is not None:
@@ -88,11 +84,9 @@ def _node_families(node: NodeInfo) -> Iterator[Metric]:
     info.add_metric(
         [node.name, node.edge_model, node.edge_model_version, node.version, node.dashboard_path], 1.0
     )
-    draining = GaugeMetricFamily(
-        "edgeroute_node_draining", "1 while the node drains (SIGTERM): it refuses new requests"
-    )
-    draining.add_metric([], 1.0 if node.draining else 0.0)
-    yield from (info, draining)
+    yield info
+    draining = "1 while the node drains (SIGTERM): it refuses new requests"
+    yield GaugeMetricFamily("edgeroute_node_draining", draining, value=node.draining)
 
 
 def _cost_families(cost: CostEstimate) -> Iterator[Metric]:
@@ -119,9 +113,11 @@ def _budget_families(view: BudgetView) -> Iterator[Metric]:
         "threshold": ("edgeroute_cache_verifier_threshold", "The tenant's verifier threshold, moved by its ratings"),
         "rated": ("edgeroute_cache_rated_hits", "Rated semantic hits at the tenant's threshold"),
     }
-    budget = GaugeMetricFamily("edgeroute_cache_max_wrong_rate", "The allowed share of wrong semantic hits (cache.max_wrong_rate)")
-    budget.add_metric([], view.max_wrong_rate)
-    yield budget
+    yield GaugeMetricFamily(
+        "edgeroute_cache_max_wrong_rate",
+        "The allowed share of wrong semantic hits (cache.max_wrong_rate)",
+        value=view.max_wrong_rate,
+    )
     families = {k: GaugeMetricFamily(n, h, labels=["tenant"]) for k, (n, h) in names.items()}
     for tenant, gauges in view.budget_gauges().items():
         for k, family in families.items():
@@ -129,6 +125,19 @@ def _budget_families(view: BudgetView) -> Iterator[Metric]:
             if value is not None:
                 family.add_metric([tenant], float(value))
     yield from families.values()
+
+
+# Per member: (metric, help, MemberStatusLike attribute, divisor to the unit); a None value is left out.
+_GAUGES: Final = (
+    ("edgeroute_pool_member_outstanding", "Requests in flight or queued at the member", "outstanding", 1),
+    ("edgeroute_pool_member_running", "Requests the member runs", "running", 1),
+    ("edgeroute_pool_member_waiting", "Requests queued at the member", "waiting", 1),
+    ("edgeroute_pool_member_failures", "Recent failures counted by the breaker", "failures", 1),
+    (
+        "edgeroute_pool_member_latency_p50_seconds", "Median request latency of the member", "latency_ms_p50", 1e3
+    ),
+    ("edgeroute_pool_member_ttft_p50_seconds", "Median TTFT of the member", "ttft_ms_p50", 1e3),
+)
 
 
 def _pool_families(pool: PoolView) -> Iterator[Metric]:
@@ -139,39 +148,19 @@ def _pool_families(pool: PoolView) -> Iterator[Metric]:
         "1 for the member's current circuit state",
         labels=["member", "state"],
     )
-    outstanding = GaugeMetricFamily(
-        "edgeroute_pool_member_outstanding", "Requests in flight or queued at the member", labels=["member"]
-    )
-    running = GaugeMetricFamily(
-        "edgeroute_pool_member_running", "Requests the member runs", labels=["member"]
-    )
-    waiting = GaugeMetricFamily(
-        "edgeroute_pool_member_waiting", "Requests queued at the member", labels=["member"]
-    )
-    failures = GaugeMetricFamily(
-        "edgeroute_pool_member_failures", "Recent failures counted by the breaker", labels=["member"]
-    )
-    latency = GaugeMetricFamily(
-        "edgeroute_pool_member_latency_p50_seconds", "Median request latency of the member", labels=["member"]
-    )
-    ttft = GaugeMetricFamily(
-        "edgeroute_pool_member_ttft_p50_seconds", "Median TTFT of the member", labels=["member"]
-    )
-    healthy = GaugeMetricFamily("edgeroute_pool_healthy_members", "Members able to take requests")
-    healthy.add_metric([], sum(1 for m in members if m.healthy))
+    gauges = [(GaugeMetricFamily(n, doc, labels=["member"]), attr, div) for n, doc, attr, div in _GAUGES]
+    healthy = sum(1 for m in members if m.healthy)
+    yield GaugeMetricFamily("edgeroute_pool_healthy_members", "Members able to take requests", value=healthy)
     for m in members:
         up.add_metric([m.name], 1.0 if m.healthy else 0.0)
         for state in CIRCUIT_STATES:
             circuit.add_metric([m.name, state], 1.0 if m.circuit == state else 0.0)
-        outstanding.add_metric([m.name], m.outstanding)
-        running.add_metric([m.name], m.running)
-        waiting.add_metric([m.name], m.waiting)
-        failures.add_metric([m.name], m.failures)
-        if m.latency_ms_p50 is not None:
-            latency.add_metric([m.name], m.latency_ms_p50 / 1000)
-        if m.ttft_ms_p50 is not None:
-            ttft.add_metric([m.name], m.ttft_ms_p50 / 1000)
-    yield from (healthy, up, circuit, outstanding, running, waiting, failures, latency, ttft)
+        for family, attr, div in gauges:
+            value = getattr(m, attr)
+            if value is not None:
+                family.add_metric([m.name], value / div)
+    yield from (up, circuit)
+    yield from (family for family, _, _ in gauges)
 
 
 class Metrics:

@@ -7,7 +7,6 @@ import logging
 import queue
 import threading
 import time
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Final
 
@@ -25,6 +24,12 @@ log = logging.getLogger(__name__)
 _PRUNE_EVERY_S: Final = 60.0
 
 
+# Named and ordered, each applied once (sqlite-utils records them, as the cache's and the
+# stored responses' are); append, never reorder.
+MIGRATIONS = Migrations("edgeroute.telemetry")
+
+
+@MIGRATIONS(name="0001_decisions")
 def _m0001_decisions(db: sqlite_utils.Database) -> None:
     db["decisions"].create(
         {
@@ -59,6 +64,7 @@ def _m0001_decisions(db: sqlite_utils.Database) -> None:
     db["decisions"].create_index(["request_id"], if_not_exists=True)
 
 
+@MIGRATIONS(name="0002_cache_outcome")
 def _m0002_cache_outcome(db: sqlite_utils.Database) -> None:
     columns = db["decisions"].columns_dict
     if "cache" not in columns:
@@ -67,19 +73,12 @@ def _m0002_cache_outcome(db: sqlite_utils.Database) -> None:
         db["decisions"].add_column("cache_refusal", str)
 
 
+@MIGRATIONS(name="0003_drop_old_runner_table")
 def _m0003_drop_old_runner_table(db: sqlite_utils.Database) -> None:
     # Before sqlite-utils' Migrations recorded them, a runner of our own kept the names here; the
     # first two steps are idempotent, so an old log simply runs them again.
     if db["_migrations"].exists():
         db["_migrations"].drop()
-
-
-# Named and ordered, each applied once (sqlite-utils records them, as the cache's and the
-# stored responses' are); append, never reorder.
-MIGRATIONS = Migrations("edgeroute.telemetry")
-MIGRATIONS(name="0001_decisions")(_m0001_decisions)
-MIGRATIONS(name="0002_cache_outcome")(_m0002_cache_outcome)
-MIGRATIONS(name="0003_drop_old_runner_table")(_m0003_drop_old_runner_table)
 
 
 def connect(path: Path) -> sqlite_utils.Database:
@@ -98,30 +97,19 @@ def connect(path: Path) -> sqlite_utils.Database:
     return db
 
 
-def _open_readonly(path: Path) -> sqlite3.Connection:
+def _query(path: Path, sql: str, params: tuple[Any, ...]) -> list[DecisionEvent]:
     if not path.is_file():
         raise TelemetryError(f"no telemetry log at {path}", code="telemetry_not_found")
     try:
         conn = sqlite3.connect(f"file:{path}?mode=ro", uri=True, timeout=5.0)
-    except sqlite3.Error as exc:
-        raise TelemetryError(
-            f"cannot open the telemetry log {path}: {exc}", code="telemetry_unavailable"
-        ) from exc
-    conn.row_factory = sqlite3.Row
-    return conn
-
-
-def _query(path: Path, sql: str, params: tuple[Any, ...]) -> list[DecisionEvent]:
-    conn = _open_readonly(path)
-    try:
-        rows = conn.execute(sql, params).fetchall()
+        try:
+            return [DecisionEvent.from_row(row) for row in sqlite_utils.Database(conn).query(sql, params)]
+        finally:
+            conn.close()
     except sqlite3.Error as exc:
         raise TelemetryError(
             f"cannot read the telemetry log {path}: {exc}", code="telemetry_unavailable"
         ) from exc
-    finally:
-        conn.close()
-    return [DecisionEvent.from_row(dict(row)) for row in rows]
 
 
 def read_decisions(db_path: Path | str, limit: int | None = None) -> list[DecisionEvent]:
@@ -139,11 +127,6 @@ def find_decision(db_path: Path | str, request_id: str) -> DecisionEvent | None:
         Path(db_path), "SELECT * FROM decisions WHERE request_id = ? ORDER BY id DESC LIMIT 1", (request_id,)
     )
     return found[0] if found else None
-
-
-@dataclass(slots=True)
-class _Flush:
-    done: threading.Event = field(default_factory=threading.Event)
 
 
 _STOP: Final = object()
@@ -194,7 +177,7 @@ class DecisionStore:
         try:
             loop = asyncio.get_running_loop()
         except RuntimeError:  # no loop (a script, a test): straight to the writer
-            self._queue.put(event)
+            self._queue.put([event])
             return
         self._held.append(event)
         if self._hand_over is None:
@@ -214,9 +197,9 @@ class DecisionStore:
         if self._closed:
             return
         self._release()
-        marker = _Flush()
+        marker = threading.Event()  # set once everything queued before it is written
         self._queue.put(marker)
-        await asyncio.to_thread(marker.done.wait)
+        await asyncio.to_thread(marker.wait)
 
     async def aclose(self) -> None:
         """Write what is queued, stop the writer thread, close the database."""
@@ -233,23 +216,18 @@ class DecisionStore:
         while not stop:
             item = self._queue.get()
             pending: list[DecisionEvent] = []
-            markers: list[_Flush] = []
+            marker: threading.Event | None = None
             deadline = time.monotonic() + self._interval
             while True:
                 if item is _STOP:
                     stop = True
                     break
-                if isinstance(item, _Flush):
-                    markers.append(item)
+                if isinstance(item, threading.Event):
+                    marker = item
                     break
-                if isinstance(item, list):
-                    pending.extend(item)
-                else:
-                    pending.append(item)
-                if len(pending) >= self._batch:
-                    break
+                pending.extend(item)
                 remaining = deadline - time.monotonic()
-                if remaining <= 0:
+                if len(pending) >= self._batch or remaining <= 0:
                     break
                 try:
                     item = self._queue.get(timeout=remaining)
@@ -257,8 +235,8 @@ class DecisionStore:
                     break
             for start in range(0, len(pending), self._batch):  # at most write_batch rows a transaction
                 self._write(pending[start : start + self._batch])
-            for marker in markers:
-                marker.done.set()
+            if marker is not None:
+                marker.set()
         # Anything queued behind the stop marker (put raced with close) is still written.
         rest: list[DecisionEvent] = []
         while True:
@@ -266,12 +244,10 @@ class DecisionStore:
                 item = self._queue.get_nowait()
             except queue.Empty:
                 break
-            if isinstance(item, DecisionEvent):
-                rest.append(item)
-            elif isinstance(item, list):
+            if isinstance(item, list):
                 rest.extend(item)
-            elif isinstance(item, _Flush):
-                item.done.set()
+            elif isinstance(item, threading.Event):
+                item.set()
         self._write(rest)
 
     def _write(self, events: list[DecisionEvent]) -> None:

@@ -8,7 +8,7 @@ from dataclasses import asdict, dataclass
 from typing import Any
 
 from ..errors import ConfigError
-from .replay import LoggedDecision
+from ..telemetry.events import DecisionEvent
 
 
 @dataclass(frozen=True, slots=True)
@@ -50,18 +50,17 @@ def threshold_for_share(scores: Sequence[float], share: float) -> Calibration:
     return Calibration(threshold=threshold, target_share=share, achieved_share=achieved, n=n)
 
 
-def logged_scores(records: Iterable[LoggedDecision]) -> list[float]:
+def logged_scores(records: Iterable[DecisionEvent]) -> list[float]:
     """Complexity scores of the logged requests the threshold governs.
 
     Only requests the router routed (edge or cloud, not cache hits or errors), that carried no hint,
     were not private and had a complexity score: for the others the threshold changes nothing.
     """
-    out: list[float] = []
-    for r in records:
-        if r.route not in ("edge", "cloud") or not r.features:
-            continue
-        f = r.features
-        if f.get("hint", "auto") != "auto" or f.get("private") or f.get("complexity") is None:
-            continue
-        out.append(float(f["complexity"]))
-    return out
+    return [
+        float(r.features["complexity"])
+        for r in records
+        if r.route in ("edge", "cloud")
+        and r.features.get("complexity") is not None
+        and r.features.get("hint", "auto") == "auto"
+        and not r.features.get("private")
+    ]

@@ -16,7 +16,7 @@ from models import EdgerouteError
 if TYPE_CHECKING:  # heavy modules load inside the commands that use them
     from edge.cache.calibration import Calibration
     from edge.cache.judged import Judged
-    from edge.cache.pairs import Pair
+    from edge.cache.judged import Pair
     from edge.embedder import Embedder
 
 JudgedOpt = Annotated[
@@ -142,15 +142,14 @@ def calibrate(
 
 def _refit_index(rows: list[Pair], embedder: Embedder, out_dir: Path, seed: int) -> None:
     """k-means centroids of the train questions' embeddings (new cache files copy them in)."""
-    import numpy as np
-
     from edge.cache import split_pairs
     from edge.cache.index import save_index, train_index
 
+    from .verifier import embed_all
+
     train_rows, _ = split_pairs(rows)
     texts = list(dict.fromkeys(t for p in train_rows for t in (p.a, p.b)))
-    vecs = np.concatenate([embedder.embed_batch(texts[i : i + 64]) for i in range(0, len(texts), 64)])
-    save_index(train_index(vecs, seed=seed), out_dir / "index.npz")
+    save_index(train_index(embed_all(embedder, texts), seed=seed), out_dir / "index.npz")
     typer.echo(f"refit the vector index on {len(texts)} train questions: {out_dir}/index.npz")
 
 
@@ -193,7 +192,7 @@ def train_verifier(
 
     from .verifier import PHASE1, PHASE2, train
 
-    settings = CacheSettings() if max_wrong_rate is None else CacheSettings(max_wrong_rate=max_wrong_rate)
+    settings = _budget_settings(max_wrong_rate, None, None)
     common = {"threads": threads} | ({"layers": layers} if layers else {}) | ({"batch": batch} if batch else {})
     phase1 = replace(PHASE1, seed=seed, **common, **({"steps": steps1} if steps1 else {}))
     phase2 = replace(PHASE2, seed=seed + 1, **common, **({"steps": steps2} if steps2 else {}),

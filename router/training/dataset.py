@@ -32,10 +32,7 @@ def is_held_out(text: str) -> bool:
 
 
 def select(prompts: Sequence[LabeledPrompt], split: Split) -> list[LabeledPrompt]:
-    if split == "all":
-        return list(prompts)
-    want_test = split == "test"
-    return [p for p in prompts if is_held_out(p.text) == want_test]
+    return [p for p in prompts if split == "all" or is_held_out(p.text) == (split == "test")]
 
 
 def load_prompts(path: Path | None = None, *, require_labels: bool = True) -> list[LabeledPrompt]:
@@ -46,14 +43,10 @@ def load_prompts(path: Path | None = None, *, require_labels: bool = True) -> li
         lines = path.read_text(encoding="utf-8").splitlines()
     except OSError as exc:
         raise ConfigError(f"cannot read prompt set {path}: {exc}", param="prompts") from exc
-    prompts: list[LabeledPrompt] = []
     if path.suffix != ".jsonl":
         prompts = [LabeledPrompt(line.strip(), None) for line in lines if line.strip()]
     else:
-        for n, line in enumerate(lines, 1):
-            if not line.strip():
-                continue
-            prompts.append(_parse(line, f"{path}:{n}"))
+        prompts = [_parse(line, f"{path}:{n}") for n, line in enumerate(lines, 1) if line.strip()]
     if not prompts:
         raise ConfigError(f"prompt set {path} is empty", param="prompts")
     if require_labels:

@@ -18,9 +18,9 @@ from models import EMBEDDING_DEFAULT, ModelError, default_models_dir, resolve
 EmbedFn = Callable[[Sequence[str]], np.ndarray]
 
 
-def default_model_dir(models_dir: Path | None = None) -> Path:
+def default_model_dir() -> Path:
     """The bundled all-MiniLM-L6-v2 directory."""
-    return resolve(EMBEDDING_DEFAULT, models_dir or default_models_dir()).path.parent
+    return resolve(EMBEDDING_DEFAULT, default_models_dir()).path.parent
 
 
 @functools.lru_cache(maxsize=2)
@@ -33,20 +33,16 @@ def _model(model_dir: str) -> Any:
         raise ModelError(f"cannot load the embedding model from {model_dir}: {exc}") from exc
 
 
-def embed_texts(texts: Sequence[str], *, model_dir: Path | None = None, batch_size: int = 64) -> np.ndarray:
+def embed_texts(texts: Sequence[str]) -> np.ndarray:
     """L2-normalised float32 embeddings, shape (len(texts), 384)."""
-    model = _model(str(model_dir or default_model_dir()))
+    model = _model(str(default_model_dir()))
     vectors = model.encode(
-        list(texts),
-        batch_size=batch_size,
-        normalize_embeddings=True,
-        convert_to_numpy=True,
-        show_progress_bar=False,
+        list(texts), batch_size=64, normalize_embeddings=True, convert_to_numpy=True, show_progress_bar=False
     )
     return np.asarray(vectors, dtype=np.float32)
 
 
-def count_tokens(texts: Sequence[str], *, model_dir: Path | None = None) -> list[int]:
+def count_tokens(texts: Sequence[str]) -> list[int]:
     """Token counts by the embedding model's tokenizer (a stand-in for the edge tokenizer offline)."""
-    tokenizer = _model(str(model_dir or default_model_dir())).tokenizer
+    tokenizer = _model(str(default_model_dir())).tokenizer
     return [len(ids) for ids in tokenizer(list(texts), add_special_tokens=False)["input_ids"]]

@@ -11,7 +11,7 @@ from typing import Any
 import numpy as np
 
 from ..policy.classifier import ComplexityClassifier
-from ..policy.features import Decision, Features, Policy
+from ..policy.features import Features, Policy
 from ..policy.privacy import PrivacyDetector
 from ..policy.rules import decide
 from .dataset import LabeledPrompt
@@ -67,21 +67,15 @@ def _features(tokens: int, complexity: float, state: NodeState) -> Features:
     )
 
 
-def _decide(
-    clf: ComplexityClassifier, policy: Policy, e: np.ndarray, tokens: int, state: NodeState
-) -> Decision:
-    return decide(policy, _features(tokens, clf.score(e), state))
-
-
 def time_decisions(
     clf: ComplexityClassifier,
     policy: Policy,
     embeddings: np.ndarray,
     tokens: Sequence[int],
     state: NodeState,
+    texts: Sequence[str],
     *,
     repeats: int = 20,
-    texts: Sequence[str] | None = None,
     privacy: PrivacyDetector | None = None,
 ) -> list[float]:
     """Per-request wall time in microseconds, ``repeats`` passes after a warm-up.
@@ -89,12 +83,11 @@ def time_decisions(
     What the node does for a decision beyond the embedding: the privacy rules on the prompt
     text (when ``privacy`` is given), the classifier score, the features and ``decide``.
     """
-    texts = texts if texts is not None else [""] * len(tokens)
 
     def one(e: np.ndarray, t: int, text: str) -> None:
         if privacy is not None:
             privacy.detect(text)
-        _decide(clf, policy, e, t, state)
+        decide(policy, _features(t, clf.score(e), state))
 
     for e, t, text in zip(embeddings, tokens, texts, strict=True):
         one(e, t, text)
@@ -126,7 +119,9 @@ def evaluate(
 ) -> EvalReport:
     """Decide every prompt as the node would with idle sides, and compare with the labels."""
     state = state or NodeState()
-    decisions = [_decide(clf, policy, e, t, state) for e, t in zip(embeddings, tokens, strict=True)]
+    decisions = [
+        decide(policy, _features(t, clf.score(e), state)) for e, t in zip(embeddings, tokens, strict=True)
+    ]
     confusion = {"edge->edge": 0, "edge->cloud": 0, "cloud->edge": 0, "cloud->cloud": 0}
     reasons: dict[str, int] = {}
     misrouted: list[dict[str, Any]] = []
@@ -151,9 +146,8 @@ def evaluate(
     correct = confusion["edge->edge"] + confusion["cloud->cloud"]
     sent_cloud = confusion["edge->cloud"] + confusion["cloud->cloud"]
     label_cloud = confusion["cloud->edge"] + confusion["cloud->cloud"]
-    samples = time_decisions(
-        clf, policy, embeddings, tokens, state, repeats=repeats, texts=[p.text for p in prompts], privacy=privacy
-    )
+    texts = [p.text for p in prompts]
+    samples = time_decisions(clf, policy, embeddings, tokens, state, texts, repeats=repeats, privacy=privacy)
     return EvalReport(
         policy=policy.name,
         threshold=threshold,

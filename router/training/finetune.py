@@ -18,7 +18,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from edge.cache.crossencoder import MAX_TOKENS
+from edge.cache.verifier import MAX_TOKENS
 from edge.cache.verifier import MODEL_FILE, TOKENIZER_FILE
 from edge.errors import VerifierError
 
@@ -54,24 +54,15 @@ class FinetuneConfig:
     mix: tuple[tuple[str, float], ...] = (("qqp", 0.45), ("generated", 0.35), ("judged", 0.20))
 
 
-def base_model_dir() -> Path:
-    from models import default_models_dir
-    from models.registry import EMBEDDING_DEFAULT, resolve
-
-    return resolve(EMBEDDING_DEFAULT, default_models_dir()).path.parent
-
-
 def finetune(
     examples: Sequence[Example],
     cfg: FinetuneConfig,
     out_dir: Path,
     progress: Callable[[int, float], None] | None = None,
     init: Path | None = None,
-    checkpoint_every: int = 0,
 ) -> dict[str, Any]:
     """Train on ``examples`` from ``init`` (default: the bundled MiniLM, truncated to ``cfg.layers``)
-    and save the model (transformers format) into ``out_dir``; with ``checkpoint_every``, also into
-    ``out_dir/step-N`` every that many steps."""
+    and save the model (transformers format) into ``out_dir``."""
     import torch
     from transformers import AutoModelForSequenceClassification, AutoTokenizer
     from transformers import logging as hf_logging
@@ -79,7 +70,9 @@ def finetune(
     torch.set_num_threads(cfg.threads)
     torch.manual_seed(cfg.seed)
     hf_logging.set_verbosity_error()  # "some weights were not used": the dropped layers, on purpose
-    source = init or base_model_dir()
+    from .embed import default_model_dir
+
+    source = init or default_model_dir()
     tok = AutoTokenizer.from_pretrained(source)
     model = AutoModelForSequenceClassification.from_pretrained(source, num_labels=1, num_hidden_layers=cfg.layers)
     # The word-embedding table (30k x 384) stays MiniLM's: updating it costs most of a CPU step
@@ -130,9 +123,6 @@ def finetune(
         running = 0.98 * running + 0.02 * loss.item() if step else loss.item()
         if progress is not None:
             progress(step + 1, running)
-        if checkpoint_every and (step + 1) % checkpoint_every == 0 and step + 1 < cfg.steps:
-            model.save_pretrained(out_dir / f"step-{step + 1}")
-            tok.save_pretrained(out_dir / f"step-{step + 1}")
     model.eval()
     out_dir.mkdir(parents=True, exist_ok=True)
     model.save_pretrained(out_dir)

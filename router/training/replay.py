@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 import statistics
 from collections.abc import Iterable, Sequence
 from dataclasses import asdict, dataclass, field
@@ -14,58 +13,26 @@ from ..policy.features import Features, Policy, Target, features_from_dict
 from ..policy.rules import decide
 from ..telemetry.config import PriceSettings
 from ..telemetry.errors import TelemetryError
+from ..telemetry.events import DecisionEvent
 from ..telemetry.store import read_decisions
 
-@dataclass(frozen=True, slots=True)
-class LoggedDecision:
-    """The fields of one telemetry ``decisions`` row that replay needs."""
 
-    route: str  # cache-exact | cache-semantic | edge | cloud | error
-    reason: str = ""
-    latency_ms: float = 0.0
-    ttft_ms: float | None = None
-    prompt_tokens: int = 0
-    completion_tokens: int = 0
-    features: dict[str, Any] | None = None
-    fallback: str | None = None
-
-    @property
-    def decided(self) -> Target | None:
-        """Where the policy sent it (before any fallback), or None when no policy decision ran it."""
-        if self.route not in ("edge", "cloud"):
-            return None
-        if self.fallback:
-            return "edge" if self.fallback.split("->", 1)[0].strip() == "edge" else "cloud"
-        return "edge" if self.route == "edge" else "cloud"
-
-    @classmethod
-    def of(cls, record: Any) -> LoggedDecision:
-        """From a telemetry ``DecisionEvent``, a row dict, or anything with those attribute names."""
-        get = record.get if isinstance(record, dict) else lambda k, d=None: getattr(record, k, d)
-        feats = get("features")
-        if isinstance(feats, str):
-            try:
-                feats = json.loads(feats) if feats else None
-            except ValueError:
-                feats = None
-        return cls(
-            route=str(get("route", "")),
-            reason=str(get("reason", "") or ""),
-            latency_ms=float(get("latency_ms", 0.0) or 0.0),
-            ttft_ms=None if get("ttft_ms") is None else float(get("ttft_ms")),
-            prompt_tokens=int(get("prompt_tokens", 0) or 0),
-            completion_tokens=int(get("completion_tokens", 0) or 0),
-            features=feats if isinstance(feats, dict) else None,
-            fallback=get("fallback") or None,
-        )
+def first_hop(event: DecisionEvent) -> Target | None:
+    """Where the policy sent a logged request (before any fallback), or None when no policy
+    decision ran it (a cache hit, an error)."""
+    if event.route not in ("edge", "cloud"):
+        return None
+    if event.fallback:
+        return "edge" if event.fallback.split("->", 1)[0].strip() == "edge" else "cloud"
+    return "edge" if event.route == "edge" else "cloud"
 
 
-def read_decisions_db(db_path: Path, limit: int | None = None) -> list[LoggedDecision]:
+def read_decisions_db(db_path: Path, limit: int | None = None) -> list[DecisionEvent]:
     """The newest ``limit`` (default all) rows of telemetry's ``decisions`` table, oldest first."""
     if not Path(db_path).is_file():
         raise ConfigError(f"no telemetry database at {db_path}; serve some traffic first", param="db")
     try:
-        return [LoggedDecision.of(event) for event in read_decisions(db_path, limit)]
+        return read_decisions(db_path, limit)
     except TelemetryError as exc:
         raise ConfigError(f"cannot read decisions from {db_path}: {exc.message}", param="db") from exc
 
@@ -85,7 +52,7 @@ class _LatencyModel:
         return self.ttft_ms + completion_tokens * self.ms_per_token
 
 
-def _latency_models(records: Sequence[LoggedDecision]) -> dict[str, _LatencyModel]:
+def _latency_models(records: Sequence[DecisionEvent]) -> dict[str, _LatencyModel]:
     models: dict[str, _LatencyModel] = {}
     for route in ("edge", "cloud"):
         # Requests that fell back spent time on both sides, so they would distort either model.
@@ -149,10 +116,12 @@ def _side(targets: Sequence[str], latencies: Sequence[float], costs: Sequence[fl
     )
 
 
-def replay(records: Iterable[Any], policy: Policy, prices: PriceSettings = FLAT_PRICES) -> ReplayReport:
+def replay(
+    records: Iterable[DecisionEvent], policy: Policy, prices: PriceSettings = FLAT_PRICES
+) -> ReplayReport:
     """Re-decide every routed record with ``policy``; changed requests get an estimated latency and
     the cost at ``prices`` (the dashboard's cost model)."""
-    logged = [r if isinstance(r, LoggedDecision) else LoggedDecision.of(r) for r in records]
+    logged = list(records)
     models = _latency_models(logged)
     before_t: list[str] = []
     after_t: list[str] = []
@@ -163,7 +132,7 @@ def replay(records: Iterable[Any], policy: Policy, prices: PriceSettings = FLAT_
     reasons: dict[str, int] = {}
     skipped = unestimated = 0
     for r in logged:
-        old = r.decided
+        old = first_hop(r)
         if old is None:
             continue
         try:
@@ -207,28 +176,17 @@ def format_report(report: ReplayReport, threshold: float) -> str:
     """The table ``edgeroute router replay`` prints."""
     a, b = report.logged, report.replay
     rows = [
-        ("edge requests", f"{a.edge}", f"{b.edge}", f"{b.edge - a.edge:+d}"),
-        ("cloud requests", f"{a.cloud}", f"{b.cloud}", f"{b.cloud - a.cloud:+d}"),
-        (
-            "cloud share",
-            f"{a.cloud_share:.1%}",
-            f"{b.cloud_share:.1%}",
-            f"{(b.cloud_share - a.cloud_share) * 100:+.1f} pp",
-        ),
-        (
-            "latency mean ms",
-            f"{a.latency_ms_mean:.1f}",
-            f"{b.latency_ms_mean:.1f}",
-            f"{b.latency_ms_mean - a.latency_ms_mean:+.1f}",
-        ),
-        (
-            "latency p50 ms",
-            f"{a.latency_ms_p50:.1f}",
-            f"{b.latency_ms_p50:.1f}",
-            f"{b.latency_ms_p50 - a.latency_ms_p50:+.1f}",
-        ),
-        ("cost", f"{a.cost:.4f}", f"{b.cost:.4f}", f"{b.cost - a.cost:+.4f}"),
+        (name, f"{x:{fmt}}", f"{y:{fmt}}", f"{y - x:+{fmt}}")
+        for name, x, y, fmt in (
+            ("edge requests", a.edge, b.edge, "d"),
+            ("cloud requests", a.cloud, b.cloud, "d"),
+            ("latency mean ms", a.latency_ms_mean, b.latency_ms_mean, ".1f"),
+            ("latency p50 ms", a.latency_ms_p50, b.latency_ms_p50, ".1f"),
+            ("cost", a.cost, b.cost, ".4f"),
+        )
     ]
+    change = f"{(b.cloud_share - a.cloud_share) * 100:+.1f} pp"
+    rows.insert(2, ("cloud share", f"{a.cloud_share:.1%}", f"{b.cloud_share:.1%}", change))
     lines = [
         f"replay at complexity threshold {threshold:g}: {report.replayed} of {report.total} logged requests "
         f"re-decided ({report.skipped} without usable features skipped; cache hits and errors unchanged)",

@@ -13,7 +13,7 @@ import numpy as np
 
 from ..errors import ConfigError
 from ..policy.classifier import SHIPPED_WEIGHTS, ComplexityClassifier
-from .dataset import SHIPPED_PROMPTS, LabeledPrompt, is_held_out, load_prompts
+from .dataset import SHIPPED_PROMPTS, is_held_out, load_prompts
 from .embed import EmbedFn
 
 C_GRID = (0.3, 1.0, 3.0, 10.0, 30.0)
@@ -59,17 +59,13 @@ def fit(
     return clf, best_c, best_acc
 
 
-def _labels(prompts: Sequence[LabeledPrompt]) -> np.ndarray:
-    return np.array([p.label == "cloud" for p in prompts], dtype=np.int64)
-
-
 def train(embed: EmbedFn, prompts_path: Path | None = None, out: Path | None = None) -> TrainReport:
     """Embed the labeled set, fit on its train split, report held-out accuracy, write the weights."""
     prompts_path = Path(prompts_path) if prompts_path is not None else SHIPPED_PROMPTS
     out = Path(out) if out is not None else SHIPPED_WEIGHTS
     prompts = load_prompts(prompts_path)
     held_out = np.array([is_held_out(p.text) for p in prompts])
-    y = _labels(prompts)
+    y = np.array([p.label == "cloud" for p in prompts], dtype=np.int64)
 
     t0 = time.perf_counter()
     x = embed([p.text for p in prompts])
@@ -96,13 +92,8 @@ def train(embed: EmbedFn, prompts_path: Path | None = None, out: Path | None = N
         embed_s=round(embed_s, 2),
         fit_s=round(fit_s, 2),
     )
-    meta = {
-        "prompts_sha256": hashlib.sha256(prompts_path.read_bytes()).hexdigest(),
-        "n_train": report.n_train,
-        "n_test": report.n_test,
-        "C": c,
-        "cv_accuracy": report.cv_accuracy,
-        "test_accuracy": report.test_accuracy,
+    meta = {"prompts_sha256": hashlib.sha256(prompts_path.read_bytes()).hexdigest()} | {
+        k: getattr(report, k) for k in ("n_train", "n_test", "C", "cv_accuracy", "test_accuracy")
     }
     ComplexityClassifier(clf.coef, clf.intercept, clf.threshold, clf.embedding_model, meta).save(out)
     return report

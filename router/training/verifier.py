@@ -20,9 +20,9 @@ import numpy as np
 
 from edge.cache import guards
 from edge.cache.calibration import Calibration
-from edge.cache.crossencoder import CrossEncoder
+from edge.cache.verifier import CrossEncoder
 from edge.cache.judged import Judged, calibration_items, split_judged
-from edge.cache.pairs import Pair, split_pairs
+from edge.cache.judged import Pair, split_pairs
 from edge.cache.rewrites import generate
 from edge.cache.verifier import MODEL_FILE, TOKENIZER_FILE, Platt, Replay, Verifier, fit_platt, operating_point
 from edge.config import CacheSettings
@@ -33,8 +33,6 @@ from .finetune import Example, FinetuneConfig, export_onnx, finetune
 Progress = Callable[[int, float], None]
 
 
-# Calibrate on the cross-encoder's score and the embedding cosine together (see Platt).
-USE_COSINE = True
 MAX_PAIR_CHARS = 240  # a cache's questions are short; long QQP pairs would pad every batch to 64 tokens
 
 # Phase 1 learns "same question" from QQP and the generated pairs (a constant learning rate: any
@@ -62,13 +60,15 @@ def build_examples(
     return out
 
 
-def cosines(embedder: Embedder, items: Sequence[tuple[str, str]], batch: int = 64) -> np.ndarray:
+def embed_all(embedder: Embedder, texts: Sequence[str], batch: int = 64) -> np.ndarray:
+    """The embeddings of ``texts`` (at least one), ``batch`` at a time."""
+    return np.concatenate([embedder.embed_batch(texts[i : i + batch]) for i in range(0, len(texts), batch)])
+
+
+def cosines(embedder: Embedder, items: Sequence[tuple[str, str]]) -> np.ndarray:
     """Cosine of each (query, stored) pair with the cache's own embedder."""
     texts = list(dict.fromkeys(t for pair in items for t in pair))
-    vecs: dict[str, np.ndarray] = {}
-    for i in range(0, len(texts), batch):
-        part = texts[i : i + batch]
-        vecs.update(zip(part, embedder.embed_batch(part), strict=True))
+    vecs = dict(zip(texts, embed_all(embedder, texts), strict=True)) if texts else {}
     return np.asarray([float(vecs[q] @ vecs[s]) for q, s in items])
 
 
@@ -97,11 +97,11 @@ def score_replay(
     return ReplayScores(logits, np.asarray(cos, dtype=np.float64), np.asarray([j.servable for j in items], dtype=bool))
 
 
-def calibrate(verifier: Verifier, scores: ReplayScores, with_cosine: bool = USE_COSINE) -> Verifier:
-    """Fit Platt scaling on the pairs the verifier scored; attach the calibration replay."""
+def calibrate(verifier: Verifier, scores: ReplayScores) -> Verifier:
+    """Fit Platt scaling on the pairs the verifier scored, on the cross-encoder's score and the
+    embedding cosine together (see Platt); attach the calibration replay."""
     seen = ~np.isnan(scores.logits)
-    cos = scores.cosines[seen] if with_cosine else None
-    platt = fit_platt(scores.logits[seen], scores.servable[seen], cos)
+    platt = fit_platt(scores.logits[seen], scores.servable[seen], scores.cosines[seen])
     return replace(verifier, platt=platt, replay=scores.replay(platt))
 
 

@@ -173,7 +173,7 @@ async def test_pool_retries_a_failure_before_the_first_token_on_another_member()
     events: list[PoolEvent] = []
     pool = CloudPool(PS, members=[broken.settings("broken"), good.settings("good")], on_event=events.append)
     try:
-        stream = pool.stream(REQ)
+        stream = await pool.open(REQ)
         done = await collect(stream)
         assert (done.text, done.finish_reason, done.usage) == ("Hello wor", "length", Usage(0, 2))
         # The stream itself says who answered and who failed before it.

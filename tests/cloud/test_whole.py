@@ -38,7 +38,7 @@ async def test_a_whole_answer_is_one_chunk_with_the_streamed_text(which: str, re
     async with CloudPool(settings(), members=[ms], on_event=events.append) as pool:
         streamed: list[Chunk] = [c async for c in pool.stream(greedy())]
         events.clear()
-        whole = pool.stream(greedy(), whole=True)
+        whole = await pool.open(greedy(), whole=True)
         chunks: list[Chunk] = [c async for c in whole]
         assert whole.member == ms.name and whole.failed == []
         assert pool.status()[0].outstanding == 0
@@ -69,7 +69,7 @@ async def test_a_5xx_before_the_whole_answer_moves_to_another_member(llama: Serv
         on_event=events.append,
     )
     try:
-        whole = pool.stream(greedy(4), whole=True)
+        whole = await pool.open(greedy(4), whole=True)
         (answer,) = [c async for c in whole]
         assert answer.text and answer.finish_reason == "length"
         assert (whole.member, whole.failed) == ("llama", ["broken"])
@@ -118,7 +118,7 @@ async def test_a_member_cut_before_its_whole_answer_is_a_failure_before_output(l
         on_event=events.append,
     )
     try:
-        whole = pool.stream(greedy(4), whole=True)
+        whole = await pool.open(greedy(4), whole=True)
         (answer,) = [c async for c in whole]
         assert answer.text
         assert (whole.member, whole.failed) == ("llama", ["dying"])

@@ -8,14 +8,15 @@ import re
 
 import httpx
 import pytest
+from litestar.serialization import encode_json
 from litestar.testing import TestClient
 
 from dashboard.fleet import FleetSettings, PrometheusUnavailableError, create_fleet_app
 from dashboard.fleet.prom import Prometheus, Sample
 from dashboard.fleet.queries import FleetQueries
 from dashboard.fleet.view import FleetView, build_members, build_nodes, dashboard_url
-from router import ServerSettings
 from loadtest.servers import free_port
+from router import ServerSettings
 
 A, B, C = "10.0.0.1:8080", "10.0.0.2:8080", "10.0.0.3:8080"
 
@@ -82,7 +83,8 @@ def test_nodes_health_rates_and_spend() -> None:
     assert a.dashboard_url == "https://10.0.0.1:8080/dashboard"
     assert b.dashboard_url is None  # the node serves no dashboard
     assert (a.pool_members, a.pool_healthy) == (2, 0)
-    json.dumps([r.as_json() for r in rows])  # the API's body
+    body = json.loads(encode_json(rows))  # the API's body, as Litestar encodes it
+    assert body[0]["instance"] == rows[0].instance and body[0]["degraded_reasons"] == rows[0].degraded_reasons
 
 
 def test_fleet_totals() -> None:
@@ -228,6 +230,7 @@ def test_prometheus_down_is_a_503_and_a_notice() -> None:
         answer = client.get("/fleet/api/nodes", headers=op)
         assert answer.status_code == 503
         assert answer.json()["error"]["code"] == "prometheus_unavailable"
+        assert (answer.json()["error"]["type"], answer.headers["retry-after"]) == ("service_unavailable", "5")
         assert "did not answer: ConnectError" in answer.json()["error"]["message"]
         page = client.get("/fleet", headers=op)
         assert page.status_code == 200

@@ -184,11 +184,11 @@ async def test_one_slot_runs_requests_one_at_a_time_with_the_same_answers(engine
         assert [c.text for c in results] == [c.text for c in batched]
         stats = single.stats()
         assert (stats.running, stats.completed, stats.slots) == (0, 5, 1)
-        assert single.expected_wait_s() == 0.0  # a slot is free
+        assert single.prepare(chat("Hi")).wait_s == 0.0  # a slot is free
         busy = single.stream(chat("Write a long story about a ship.", max_tokens=400))
         await anext(busy)
         # The one slot is taken: a newcomer waits about one mean request time.
-        assert single.expected_wait_s() == pytest.approx(single.stats().mean_request_s)
+        assert single.prepare(chat("Hi")).wait_s == pytest.approx(single.stats().mean_request_s)
         await busy.aclose()
     finally:
         await single.aclose()

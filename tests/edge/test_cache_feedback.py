@@ -11,7 +11,7 @@ import pytest
 from cache_helpers import chat, embedder  # noqa: F401  (module-scoped fixture)
 
 from edge import CacheSettings, EdgeCache, Embedder
-from edge.cache import budget
+from edge.cache import feedback
 from edge.cache.calibration import wrong_rate_upper
 from models import Usage
 
@@ -105,23 +105,23 @@ async def test_wrong_ratings_raise_the_tenant_threshold_and_it_survives_a_restar
 
 def test_the_rule_is_stricter_on_wrong_ratings_and_looser_only_with_enough_right_ones() -> None:
     conf, kind, budget_ = 0.8413, "wilson", 0.05
-    R = budget.Rated
-    assert budget.choose([], 0.9, budget_, conf, kind).threshold == 0.9  # no ratings: the calibrated rule
+    R = feedback.Rated
+    assert feedback.choose([], 0.9, budget_, conf, kind).threshold == 0.9  # no ratings: the calibrated rule
     right_only = [R(0.95, False)] * 3
-    assert budget.choose(right_only, 0.9, budget_, conf, kind).threshold == 0.9
+    assert feedback.choose(right_only, 0.9, budget_, conf, kind).threshold == 0.9
     one_wrong = [*right_only, R(0.93, True)]
-    rule = budget.choose(one_wrong, 0.9, budget_, conf, kind)
+    rule = feedback.choose(one_wrong, 0.9, budget_, conf, kind)
     assert rule.threshold == float(np.nextafter(0.93, np.inf)) and (rule.rated, rule.wrong) == (3, 0)
     # Enough right ratings at or above the wrong one bring the bound within the budget: back to 0.9.
     many = [*[R(0.95, False)] * 70, R(0.93, True)]
     upper = float(wrong_rate_upper(np.array([1]), np.array([71]), conf, kind)[0])
     assert upper <= budget_
-    rule = budget.choose(many, 0.9, budget_, conf, kind)
+    rule = feedback.choose(many, 0.9, budget_, conf, kind)
     assert (rule.threshold, rule.rated, rule.wrong, rule.bound) == (0.9, 71, 1, pytest.approx(upper))
     few = [*[R(0.95, False)] * 10, R(0.93, True)]
-    assert budget.choose(few, 0.9, budget_, conf, kind).threshold > 0.93
+    assert feedback.choose(few, 0.9, budget_, conf, kind).threshold > 0.93
     # A wrong rating below the rule in force does not move it.
-    assert budget.choose([R(0.85, True)], 0.9, budget_, conf, kind).threshold == 0.9
+    assert feedback.choose([R(0.85, True)], 0.9, budget_, conf, kind).threshold == 0.9
 
 
 def test_the_calibration_prior_counts_as_ratings_at_its_out_of_sample_rate() -> None:
@@ -129,40 +129,40 @@ def test_the_calibration_prior_counts_as_ratings_at_its_out_of_sample_rate() -> 
     # rate is (1 + 1) / (100 + 2) / 0.5 and it weighs 150 ratings.
     scores = np.array([0.95] * 99 + [0.91] + [-1.0] * 100)
     wrong = np.array([False] * 99 + [True] + [True] * 100)
-    prior = budget.Prior(scores, wrong, 150.0, 0.5)
+    prior = feedback.Prior(scores, wrong, 150.0, 0.5)
     assert prior.at(0.9) == (150.0, pytest.approx(150 * 2 / 102 / 0.5))
     assert prior.at(0.93) == (150.0, pytest.approx(150 * 1 / 101 / 0.5))  # only the 99 right ones
     assert prior.at(0.99) == (150.0, pytest.approx(150 * 0.5 / 0.5))  # nothing served: 1 / 2, capped at 1
 
     conf, kind, budget_ = 0.8413, "wilson", 0.05
-    R = budget.Rated
-    low = budget.Prior(np.array([0.95] * 258), np.array([False] * 253 + [True] * 5), 150.0, 0.6)
+    R = feedback.Rated
+    low = feedback.Prior(np.array([0.95] * 258), np.array([False] * 253 + [True] * 5), 150.0, 0.6)
     one_wrong = [*[R(0.95, False)] * 46, R(0.93, True)]
     # Without the prior one wrong among 47 moves the rule above it; with it the base holds, and
     # the bound is over both: 1 + 150 * 6 / 260 / 0.6 wrong of 47 + 150.
-    assert budget.choose(one_wrong, 0.9, budget_, conf, kind).threshold == float(np.nextafter(0.93, np.inf))
-    rule = budget.choose(one_wrong, 0.9, budget_, conf, kind, low)
+    assert feedback.choose(one_wrong, 0.9, budget_, conf, kind).threshold == float(np.nextafter(0.93, np.inf))
+    rule = feedback.choose(one_wrong, 0.9, budget_, conf, kind, low)
     pooled = float(wrong_rate_upper(np.array([1 + 150 * 6 / 260 / 0.6]), np.array([197.0]), conf, kind)[0])
     assert (rule.threshold, rule.rated, rule.wrong, rule.bound) == (0.9, 47, 1, pytest.approx(pooled))
     assert pooled <= budget_
     # More wrong ratings than the prior can carry: stricter again, up to where one wrong is left.
     three_wrong = [*[R(0.95, False)] * 46, R(0.93, True), R(0.94, True), R(0.92, True)]
-    rule = budget.choose(three_wrong, 0.9, budget_, conf, kind, low)
+    rule = feedback.choose(three_wrong, 0.9, budget_, conf, kind, low)
     assert (rule.threshold, rule.rated, rule.wrong) == (float(np.nextafter(0.93, np.inf)), 47, 1)
     # A tenant's own wrong rate above the budget outweighs the prior once it has the ratings.
     many = [*[R(0.95, False)] * 280, *[R(0.93, True)] * 20]
-    assert budget.choose(many, 0.9, budget_, conf, kind, low).threshold == float(np.nextafter(0.93, np.inf))
+    assert feedback.choose(many, 0.9, budget_, conf, kind, low).threshold == float(np.nextafter(0.93, np.inf))
 
 
 def test_the_prior_comes_from_the_shipped_replay_unless_switched_off() -> None:
     from edge.cache import Verifier
 
     verifier = Verifier.shipped()
-    prior = budget.prior_of(verifier, CacheSettings())
+    prior = feedback.prior_of(verifier, CacheSettings())
     assert prior is not None and prior.weight == 150.0 and prior.margin == 0.6
     assert len(prior.scores) == len(verifier.replay.scores) == 2012
-    assert budget.prior_of(verifier, CacheSettings(budget_prior_ratings=0)) is None
-    assert budget.prior_of(None, CacheSettings()) is None
+    assert feedback.prior_of(verifier, CacheSettings(budget_prior_ratings=0)) is None
+    assert feedback.prior_of(None, CacheSettings()) is None
 
 
 def _log_rows(cache: EdgeCache, tenant: str = "t1") -> list[tuple[float, float, str]]:

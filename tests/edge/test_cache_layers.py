@@ -1,4 +1,4 @@
-"""The cache as an ordered list of layers behind one small interface."""
+"""A lookup asks the exact layer, then the semantic one; the first that finds an answer serves it."""
 
 from __future__ import annotations
 
@@ -8,7 +8,6 @@ import pytest
 from cache_helpers import chat, embedder  # noqa: F401  (module-scoped fixture)
 
 from edge import CacheSettings, EdgeCache, Embedder
-from edge.cache.layers import ExactLayer, Found, Probe, SemanticLayer
 from models import Usage
 
 
@@ -19,32 +18,13 @@ async def cache(tmp_path: Path, embedder: Embedder) -> EdgeCache:  # noqa: F811
     await c.aclose()
 
 
-class Recorder:
-    """A layer that finds nothing and notes what it was asked."""
-
-    kind = "exact"
-
-    def __init__(self) -> None:
-        self.asked: list[str] = []
-
-    async def find(self, probe: Probe) -> Found | None:
-        self.asked.append(probe.key.messages[-1]["content"] if probe.key.messages else "")
-        return None
-
-
-async def test_layers_are_exact_then_semantic(cache: EdgeCache) -> None:
-    assert [type(layer) for layer in cache.layers] == [ExactLayer, SemanticLayer]
-    assert [layer.kind for layer in cache.layers] == ["exact", "semantic"]
-
-
-async def test_layers_are_asked_in_order_until_one_finds(cache: EdgeCache) -> None:
+async def test_the_exact_layer_answers_before_the_semantic_one_is_asked(cache: EdgeCache) -> None:
     await cache.store(chat("How do I turn on dark mode?"), "Settings > Display.", "stop", Usage(7, 3), "edge")
-    before, after = Recorder(), Recorder()
-    cache.layers = [before, *cache.layers, after]
+    runs = cache.embedder.runs
     look = await cache.lookup(chat("How do I turn on dark mode?"))
     assert look.hit is not None and look.hit.kind == "exact"
-    assert (before.asked, after.asked) == (["How do I turn on dark mode?"], [])
+    assert look.embedding is None and cache.embedder.runs == runs  # the semantic layer was not asked
     miss = await cache.lookup(chat("What is the boiling point of water at sea level?"))
     assert miss.hit is None and miss.embedding is not None  # the semantic layer left its embedding
-    assert after.asked == ["What is the boiling point of water at sea level?"]
+    assert cache.embedder.runs == runs + 1
     assert cache.counters["exact_hits"] == 1 and cache.counters["misses"] == 1

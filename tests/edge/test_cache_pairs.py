@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from edge.cache.pairs import nearest_stored
+from edge.cache.judged import nearest_stored
 
 
 def unit(*rows: list[float]) -> np.ndarray:

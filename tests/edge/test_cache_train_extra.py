@@ -6,7 +6,7 @@ import json
 from pathlib import Path
 
 from edge.cache import load_judged, split_judged
-from edge.cache.judged import load_calibration_extra, load_train_extra, train_extra_dir
+from edge.cache.judged import default_dir, load_calibration_extra, load_train_extra
 
 
 def test_the_shipped_judged_directory_does_not_read_the_train_extra_pairs() -> None:
@@ -17,7 +17,7 @@ def test_the_shipped_judged_directory_does_not_read_the_train_extra_pairs() -> N
     assert len(extra) == 1600 and sum(j.servable for j in extra) == 978
     texts = {t for j in shipped for t in (j.query.lower(), j.stored.lower())}
     assert not any(j.query.lower() in texts or j.stored.lower() in texts for j in extra)
-    assert (train_extra_dir() / "train_extra.jsonl").is_file()
+    assert (default_dir() / "train_extra" / "train_extra.jsonl").is_file()
 
 
 def test_a_train_extra_file_keeps_every_pair_whatever_its_query_hash(tmp_path: Path) -> None:
@@ -34,7 +34,7 @@ def test_a_train_extra_file_keeps_every_pair_whatever_its_query_hash(tmp_path: P
 
 
 def test_train_extra_2_is_opt_in_and_shares_no_text_with_the_judged_calibration_or_first_extra_parts() -> None:
-    folder = train_extra_dir().parent / "train_extra_2"
+    folder = default_dir() / "train_extra_2"
     second = load_train_extra(folder)
     assert len(second) == 7200 and sum(j.servable for j in second) == 4285
     assert {j.id[0] for j in second} == {"u", "v", "w"}
@@ -46,17 +46,17 @@ def test_train_extra_2_is_opt_in_and_shares_no_text_with_the_judged_calibration_
 
 
 def test_train_extra_hard_is_opt_in_and_shares_no_text_with_the_judged_or_calibration_parts() -> None:
-    hard = load_train_extra(train_extra_dir().parent / "train_extra_hard")
+    hard = load_train_extra(default_dir() / "train_extra_hard")
     assert len(hard) == 2400 and sum(j.servable for j in hard) == 1925
     assert {j.id[0] for j in hard} == {"h"}
-    judged_before = [*load_train_extra(), *load_train_extra(train_extra_dir().parent / "train_extra_2")]
+    judged_before = [*load_train_extra(), *load_train_extra(default_dir() / "train_extra_2")]
     assert not {(j.query, j.stored) for j in hard} & {(j.query, j.stored) for j in judged_before}
     texts = {t.lower() for j in [*load_judged(), *load_calibration_extra()] for t in (j.query, j.stored)}
     assert not any(j.query.lower() in texts or j.stored.lower() in texts for j in hard)
 
 
 def test_the_assistant_part_is_opt_in_and_shares_no_text_with_the_benchmark_or_judged_sets() -> None:
-    assistant = load_train_extra(train_extra_dir().parent / "train_extra_assistant")
+    assistant = load_train_extra(default_dir() / "train_extra_assistant")
     assert len(assistant) == 1711 and sum(j.servable for j in assistant) == 673
     assert not {(j.query, j.stored) for j in assistant} & {(j.query, j.stored) for j in load_train_extra()}
 
@@ -90,7 +90,7 @@ def test_the_unseen_qqp_sample_shares_no_text_with_any_other_judged_set_and_each
     assert {j.id[0] for j in read} == {"u"}
     stored_set, asked_set = set(stored), set(asked)
     assert all(j.query in asked_set and j.stored in stored_set for j in read)
-    root = train_extra_dir().parent
+    root = default_dir()
     others = [*load_judged(), *load_train_extra(), *load_calibration_extra(),
               *(j for d in ("train_extra_2", "train_extra_hard", "train_extra_assistant") for j in load_train_extra(root / d))]
     texts = {t.lower() for j in others for t in (j.query, j.stored)}

@@ -13,7 +13,7 @@ from edge import CacheSettings, Embedder, VerifierError
 from edge.cache import Verifier, load_judged, split_judged, sweep
 from edge.cache.index import IvfIndex
 from edge.cache.judged import part_of
-from edge.cache.pairs import Pair, is_heldout, load_pairs
+from edge.cache.judged import Pair, is_heldout, load_pairs
 from edge.cache.rewrites import CATEGORIES, generate
 from edge.cache.calibration import wrong_rate_upper
 from edge.cache.verifier import META_FILE, Platt, Replay, fit_platt, operating_point
@@ -39,7 +39,7 @@ def test_batched_scores_equal_per_pair_scores(verifier: Verifier) -> None:
              "What is the best laptop under 500 dollars?"]
     cos = [0.97, 0.93, 0.2]
     batched = verifier.probabilities(query, cands, cos)
-    single = np.array([verifier.probability(query, c, x) for c, x in zip(cands, cos, strict=True)])
+    single = np.array([float(verifier.probabilities(query, [c], [x])[0]) for c, x in zip(cands, cos, strict=True)])
     assert verifier.model.runs >= 4 and batched.shape == (3,)
     # Same model, same pairs: only INT8 activation scaling differs with the batch (see finetune.py).
     np.testing.assert_allclose(batched, single, atol=0.02)
@@ -49,15 +49,15 @@ def test_batched_scores_equal_per_pair_scores(verifier: Verifier) -> None:
 def test_paraphrase_is_accepted_and_changed_specifics_are_refused(
     verifier: Verifier, embedder: Embedder  # noqa: F811
 ) -> None:
-    from edge.cache.budget import calibrated_threshold
+    from edge.cache.verifier import calibrated_threshold
 
     threshold = calibrated_threshold(verifier, CacheSettings())  # the shipped rule
     assert threshold < 1.0
     q = "How do I reset my password?"
     para = "how can I reset my password"
-    assert verifier.probability(para, q, _cos(embedder, para, q)) >= threshold
+    assert verifier.probabilities(para, [q], [_cos(embedder, para, q)])[0] >= threshold
     for changed in ("How do I reset my password on Android?", "How do I reset my PIN?"):
-        assert verifier.probability(changed, q, _cos(embedder, changed, q)) < threshold, changed
+        assert verifier.probabilities(changed, [q], [_cos(embedder, changed, q)])[0] < threshold, changed
 
 
 def test_shipped_calibration_meets_the_default_budget(verifier: Verifier) -> None:

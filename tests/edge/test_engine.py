@@ -33,7 +33,7 @@ async def test_greedy_generation_is_repeatable_and_counts_tokens(engine: LlamaEn
     second = await collect(engine.stream(req))
     assert first.text == second.text
     assert first.text.strip() != ""
-    assert first.usage.prompt_tokens == engine.count_prompt_tokens(req)
+    assert first.usage.prompt_tokens == engine.prepare(req).prompt_tokens
     assert 1 <= first.usage.completion_tokens <= 24
     if first.finish_reason == "length":
         assert first.usage.completion_tokens == 24
@@ -42,10 +42,10 @@ async def test_greedy_generation_is_repeatable_and_counts_tokens(engine: LlamaEn
 def test_remembered_prompt_counts_match_a_fresh_tokenization(engine: LlamaEngine) -> None:
     texts = [f"What is {n} plus {n}?" for n in range(40)]
     fresh = [len(engine.prompt_tokens(chat(t))) for t in texts]
-    assert [engine.count_prompt_tokens(chat(t)) for t in texts] == fresh  # first time: counted
-    assert [engine.count_prompt_tokens(chat(t)) for t in texts] == fresh  # again: remembered
+    assert [engine.prepare(chat(t)).prompt_tokens for t in texts] == fresh  # first time: counted
+    assert [engine.prepare(chat(t)).prompt_tokens for t in texts] == fresh  # again: remembered
     raw = GenerationRequest(params=SamplingParams(), prompt=texts[0])  # no template, BOS added
-    assert engine.count_prompt_tokens(raw) == len(engine.prompt_tokens(raw)) != fresh[0]
+    assert engine.prepare(raw).prompt_tokens == len(engine.prompt_tokens(raw)) != fresh[0]
 
 
 async def test_max_tokens_bounds_the_answer(engine: LlamaEngine) -> None:
@@ -127,7 +127,7 @@ def test_the_length_bound_never_exceeds_the_real_count(engine: LlamaEngine) -> N
     texts = ["Hi", "a" * 5000, "supercalifragilistic " * 300, "数字 " * 400, "<|im_start|>" * 50, "#" * 8000]
     for text in texts:
         req = chat(text)
-        assert engine.min_prompt_tokens(req) <= engine.count_prompt_tokens(req)
+        assert engine.min_prompt_tokens(req) <= len(engine.prompt_tokens(req))
     assert engine.min_prompt_tokens(chat("x" * 320_000)) == 320_000 // 81  # this vocabulary's longest piece
 
 
@@ -136,7 +136,7 @@ async def test_a_prepared_prompt_is_admitted_with_the_tokens_counted_before(
 ) -> None:
     req = chat("Count these words once.", max_tokens=4)
     prepared = engine.prepare(req)
-    assert prepared.prompt_tokens == engine.count_prompt_tokens(req) == len(engine.prompt_tokens(req))
+    assert prepared.prompt_tokens == len(engine.prompt_tokens(req))
     assert list(prepared.tokens or ()) == engine.prompt_tokens(req)
     assert prepared.too_long is None and prepared.n_ctx == 1024
     assert (prepared.queue.running, prepared.queue.waiting, prepared.queue.capacity) == (0, 0, 8)

@@ -160,8 +160,8 @@ def test_a_whole_answer_body_asks_for_no_stream_and_is_read_whole() -> None:
     [
         (b"{not json", "invalid JSON in the answer"),
         (b"[1]", "the answer is not an object"),
-        (b'{"choices": []}', "an answer without a choice"),
-        (b'{"choices": [{"message": {"content": 3}}]}', "the answer's text is not a string"),
+        (b'{"choices": []}', "no choice in the answer"),
+        (b'{"choices": [{"message": {"content": 3}}]}', "text that is not a string in the answer"),
     ],
 )
 def test_malformed_whole_answers(data: bytes, error: str) -> None:

@@ -1,14 +1,19 @@
 """Fallback logic around the engine boundary, with scripted engines (the real-member tests are in
-test_routing_integration)."""
+test_hybrid*.py): :func:`router.fallback.start` and the router's stream, :class:`router.pipeline.RoutedStream`,
+which continues a broken stream by :func:`router.fallback.resume`."""
 
 from __future__ import annotations
 
 from collections.abc import AsyncIterator
+from types import SimpleNamespace
+from typing import Any
 
 import pytest
 
 from models import Chunk, EngineLoad, EngineUnavailableError, GenerationRequest, SamplingParams, StreamBrokenError, Usage, collect
-from router.fallback import Attempt, StreamPlan, resilient, start
+from router.fallback import Attempt, StreamPlan, start
+from router.pipeline import RoutedStream
+from router.routing import Routing
 
 
 class Broken(StreamBrokenError):
@@ -49,9 +54,19 @@ class Scripted:
 REQ = GenerationRequest(params=SamplingParams(temperature=0), messages=({"role": "user", "content": "q"},))
 
 
+def routed(plan: StreamPlan, started: Any, req: GenerationRequest = REQ, prompt_tokens: int = 7) -> RoutedStream:
+    """The router's stream of ``started``, its decision record kept in ``.records`` (no node here)."""
+    records: list[tuple[Chunk | None, str | None]] = []
+    record = SimpleNamespace(routing=Routing(plan=plan), done=lambda final, error: records.append((final, error)))
+    stream = RoutedStream(record, started, req, prompt_tokens)  # type: ignore[arg-type]
+    stream.records = records  # type: ignore[attr-defined]
+    return stream
+
+
 async def run(plan: StreamPlan) -> tuple[list[Chunk], StreamPlan]:
-    index, first, stream = await start(plan, REQ)
-    chunks = [c async for c in resilient(plan, REQ, index, first, stream, prompt_tokens=7)]
+    stream = routed(plan, await start(plan, REQ))
+    chunks = [c async for c in stream]
+    assert stream.records == [(chunks[-1], None)]  # type: ignore[attr-defined] - recorded once, as answered
     return chunks, plan
 
 
@@ -98,9 +113,11 @@ async def test_every_target_down_raises_the_last_error() -> None:
 
 async def test_break_with_no_target_left_propagates() -> None:
     plan = StreamPlan([Scripted("cloud", ["a", "b"], fail_at=1)])
-    index, first, stream = await start(plan, REQ)
+    stream = routed(plan, await start(plan, REQ))
     with pytest.raises(Broken):
-        await collect(resilient(plan, REQ, index, first, stream, prompt_tokens=1))
+        await collect(stream)
+    ((final, error),) = stream.records  # type: ignore[attr-defined]
+    assert final is None and error is not None and error.startswith("Broken: cloud cut after 1 chunks")
 
 
 def test_member_hops_count_before_the_cloud_attempt_that_answered() -> None:
@@ -121,8 +138,7 @@ async def test_a_continuation_asks_only_for_what_max_tokens_has_left() -> None:
     cloud = Scripted("cloud", ["a ", "b ", "c ", "d "], fail_at=3)
     edge = Scripted("edge", ["e ", "f "])
     plan = StreamPlan([cloud, edge])
-    index, first, stream = await start(plan, req)
-    chunks = [c async for c in resilient(plan, req, index, first, stream, prompt_tokens=7)]
+    chunks = [c async for c in routed(plan, await start(plan, req), req)]
     assert edge.requests[0].params.max_tokens == 2  # 5 asked, 3 already sent
     assert edge.requests[0].params.temperature == 0
     assert chunks[-1].usage == Usage(prompt_tokens=7, completion_tokens=5)
@@ -133,8 +149,7 @@ async def test_a_break_after_max_tokens_chunks_finishes_with_length_and_no_conti
     cloud = Scripted("cloud", ["a ", "b ", "c "], fail_at=2)
     edge = Scripted("edge", ["never"])
     plan = StreamPlan([cloud, edge])
-    index, first, stream = await start(plan, req)
-    chunks = [c async for c in resilient(plan, req, index, first, stream, prompt_tokens=3)]
+    chunks = [c async for c in routed(plan, await start(plan, req), req, prompt_tokens=3)]
     assert [c.text for c in chunks] == ["a ", "b ", ""]
     assert (chunks[-1].finish_reason, chunks[-1].usage) == ("length", Usage(prompt_tokens=3, completion_tokens=2))
     assert edge.requests == []

@@ -6,7 +6,6 @@ import dataclasses
 import json
 import math
 from pathlib import Path
-from types import SimpleNamespace
 from typing import Any
 
 import pysqlite3 as sqlite3
@@ -17,8 +16,8 @@ from edgeroute.cli import app
 from router.errors import ConfigError
 from router.policy import Features, RoutingSettings, build_policy, features_to_dict
 from router.training.calibrate import logged_scores, threshold_for_share
-from router.telemetry import PriceSettings
-from router.training.replay import LoggedDecision, read_decisions_db, replay
+from router.telemetry import DecisionEvent, PriceSettings
+from router.training.replay import first_hop, read_decisions_db, replay
 
 TEN = [0.9, 0.8, 0.7, 0.6, 0.5, 0.4, 0.3, 0.2, 0.1, 0.0]
 
@@ -89,6 +88,11 @@ def rec(
     }
 
 
+def event(row: dict[str, Any]) -> DecisionEvent:
+    """The decision as the telemetry log gives it back."""
+    return DecisionEvent.from_row({"ts": 0.0, "request_id": "r", "tenant": "default", "model": "auto", **row})
+
+
 # Edge latency model: median TTFT 60 ms, median 11 ms/token; cloud: 250 ms TTFT, 9 ms/token.
 LOG = [
     rec("edge", 400, 50, 20, 35, complexity=0.2),
@@ -99,6 +103,7 @@ LOG = [
     rec("edge", 600, None, 5, 10),  # routed, but its features were not logged
     rec("edge", 300, 60, 30, 20, complexity=0.9, private=True),
 ]
+EVENTS = [event(r) for r in LOG]
 
 
 def hybrid(threshold: float) -> Any:
@@ -106,7 +111,7 @@ def hybrid(threshold: float) -> Any:
 
 
 def test_replay_with_a_lower_threshold_moves_traffic_to_the_cloud() -> None:
-    report = replay(LOG, hybrid(0.3), PriceSettings(edge_per_1k=0.0, cloud_prompt_per_1k=0.002, cloud_completion_per_1k=0.002))
+    report = replay(EVENTS, hybrid(0.3), PriceSettings(edge_per_1k=0.0, cloud_prompt_per_1k=0.002, cloud_completion_per_1k=0.002))
     assert (report.total, report.replayed, report.skipped) == (7, 5, 1)
     assert (report.changed, report.edge_to_cloud, report.cloud_to_edge, report.unestimated) == (1, 1, 0, 0)
     assert (report.logged.edge, report.logged.cloud) == (3, 2)
@@ -121,14 +126,14 @@ def test_replay_with_a_lower_threshold_moves_traffic_to_the_cloud() -> None:
 
 
 def test_replay_with_a_higher_threshold_moves_traffic_to_the_edge() -> None:
-    report = replay(LOG, hybrid(0.7))
+    report = replay(EVENTS, hybrid(0.7))
     assert (report.changed, report.edge_to_cloud, report.cloud_to_edge) == (1, 0, 1)
     assert report.replay.latency_ms_mean == pytest.approx((400 + 500 + 1000 + 500 + 300) / 5)  # 60 + 40 * 11
     assert report.replay.cost == pytest.approx(0.0003)
 
 
 def test_replay_without_traffic_on_the_new_route_keeps_the_logged_latency() -> None:
-    only_edge = [rec("edge", 500, 100, 10, 40, complexity=0.4)]
+    only_edge = [event(rec("edge", 500, 100, 10, 40, complexity=0.4))]
     report = replay(only_edge, hybrid(0.3))
     assert (report.changed, report.unestimated, report.replay.latency_ms_mean) == (1, 1, 500.0)
 
@@ -144,20 +149,12 @@ def test_replay_without_traffic_on_the_new_route_keeps_the_logged_latency() -> N
         ("error", None, None),
     ],
 )
-def test_logged_decision_is_the_first_hop(route: str, fallback: str | None, decided: str | None) -> None:
-    assert LoggedDecision(route=route, fallback=fallback).decided == decided
-
-
-def test_logged_decision_from_an_event_object() -> None:
-    event = SimpleNamespace(**rec("cloud", 700, 300, 60, 40, complexity=0.6))
-    d = LoggedDecision.of(event)
-    assert (d.route, d.latency_ms, d.ttft_ms, d.completion_tokens) == ("cloud", 700.0, 300.0, 40)
-    assert d.features is not None and d.features["complexity"] == 0.6
+def test_a_logged_decision_was_decided_at_its_first_hop(route: str, fallback: str | None, decided: str | None) -> None:
+    assert first_hop(event(rec(route, 1, None, 0, 0) | {"fallback": fallback})) == decided
 
 
 def test_logged_scores_keep_only_what_the_threshold_governs() -> None:
-    records = [LoggedDecision.of(r) for r in LOG]
-    records.append(LoggedDecision.of(rec("cloud", 900, 90, 10, 10, complexity=0.7, hint="cloud")))
+    records = [*EVENTS, event(rec("cloud", 900, 90, 10, 10, complexity=0.7, hint="cloud"))]
     assert logged_scores(records) == [0.2, 0.4, 0.8, 0.6]
 
 

@@ -165,32 +165,32 @@ def test_stored_responses_outlive_the_node(tmp_path: Path) -> None:
         assert openai.OpenAI(base_url=base + "/v1", api_key="x").responses.retrieve(done.id).output_text == done.output_text
 
 
-def test_the_store_keeps_tenants_apart_expires_old_rows_and_records_its_migrations(tmp_path: Path) -> None:
+async def test_the_store_keeps_tenants_apart_expires_old_rows_and_records_its_migrations(tmp_path: Path) -> None:
     store = ResponseStore(tmp_path / "r.db", ResponsesSettings(retention_days=1))
     response = {"id": "resp_1", "output": []}
-    store.put_sync("a", response, [{"role": "user", "content": "hi"}])
-    assert store.get_sync("a", "resp_1") == (response, [{"role": "user", "content": "hi"}])
-    assert store.get_sync("b", "resp_1") is None and not store.delete_sync("b", "resp_1")
+    await store.put("a", response, [{"role": "user", "content": "hi"}])
+    assert await store.get("a", "resp_1") == (response, [{"role": "user", "content": "hi"}])
+    assert await store.get("b", "resp_1") is None and not await store.delete("b", "resp_1")
     store._db.execute("UPDATE responses SET created_at = created_at - 2 * 86400")  # two days old
-    assert store.get_sync("a", "resp_1") is None
+    assert await store.get("a", "resp_1") is None
     assert [m.name for m in responses_store.MIGRATIONS.applied(store._db)] == ["0001_responses", "0002_input_items", "0003_tenant_index"]
 
 
-def test_a_tenant_keeps_its_newest_responses_up_to_the_cap_and_no_other_tenant_s_go(tmp_path: Path) -> None:
+async def test_a_tenant_keeps_its_newest_responses_up_to_the_cap_and_no_other_tenant_s_go(tmp_path: Path) -> None:
     store = ResponseStore(tmp_path / "r.db", ResponsesSettings(max_per_tenant=3))
-    store.put_sync("b", {"id": "resp_b", "output": []}, [])
+    await store.put("b", {"id": "resp_b", "output": []}, [])
     for i in range(5):
-        store.put_sync("a", {"id": f"resp_{i}", "output": []}, [])
-    kept = [i for i in range(5) if store.get_sync("a", f"resp_{i}") is not None]
+        await store.put("a", {"id": f"resp_{i}", "output": []}, [])
+    kept = [i for i in range(5) if await store.get("a", f"resp_{i}") is not None]
     assert kept == [2, 3, 4]
-    assert store.get_sync("b", "resp_b") is not None
+    assert await store.get("b", "resp_b") is not None
 
 
-def test_a_database_of_the_first_migration_is_upgraded_in_place(tmp_path: Path) -> None:
+async def test_a_database_of_the_first_migration_is_upgraded_in_place(tmp_path: Path) -> None:
     db = sqlite_utils.Database(tmp_path / "r.db")
     responses_store.MIGRATIONS.apply(db, stop_before="0002_input_items")
     db["responses"].insert({"id": "resp_old", "tenant": "a", "created_at": 4e9, "response": "{}", "conversation": "[]"})
     db.conn.close()
     store = ResponseStore(tmp_path / "r.db", ResponsesSettings())
-    assert store.input_items_sync("a", "resp_old") == [] and store.get_sync("a", "resp_old") == ({}, [])
+    assert await store.input_items("a", "resp_old") == [] and await store.get("a", "resp_old") == ({}, [])
     assert [m.name for m in responses_store.MIGRATIONS.applied(store._db)] == ["0001_responses", "0002_input_items", "0003_tenant_index"]

@@ -13,7 +13,7 @@ from pathlib import Path
 import numpy as np
 from edge import CacheSettings, Embedder
 from edge.cache import load_pairs, split_pairs, Verifier
-from edge.cache.pairs import nearest_stored
+from edge.cache.judged import nearest_stored
 from edge.cache.keys import normalize_text
 from edge.cache.judged import Judged, load_judged, load_train_extra, load_calibration_extra
 from router.training.verifier import score_replay
