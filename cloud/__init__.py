@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-from pathlib import Path
-
 from models import register_step
 
 from .client import Member
@@ -24,6 +22,7 @@ from .events import MemberStatus, PoolEvent
 from .local import LocalMember
 from .pool import CloudPool, Started
 from .runtime import open_pool
+from .twin import prepare_twin
 
 __all__ = [
     "CloudError",
@@ -50,16 +49,10 @@ __all__ = [
 ]
 
 
-def _prepare_twin(models_dir: Path, progress: bool) -> None:
-    from .twin import prepare_twin
-
-    prepare_twin(models_dir, progress)
-
-
 def register_prepare_steps() -> None:
     """Add the cloud's step to `edgeroute models prepare`: build the local member's fp32 twin.
 
     Explicit (the caller runs it before :func:`models.prepare`) so importing ``cloud`` changes no
     global state; idempotent. torch is imported only when the step runs.
     """
-    register_step(_prepare_twin)
+    register_step(prepare_twin)

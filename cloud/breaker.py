@@ -53,11 +53,8 @@ class CircuitBreaker:
             return True, None
         if not self.available():
             return False, None
-        transition: Transition | None = None
-        if self.state == "open":
-            self.state = "half-open"
-            transition = "half_open"
-        self._probing = True
+        transition: Transition | None = "half_open" if self.state == "open" else None
+        self.state, self._probing = "half-open", True
         return True, transition
 
     def success(self) -> Transition | None:

@@ -12,7 +12,7 @@ from models import EDGE_DEFAULT
 # The member's weights in vLLM. "auto" picks bfloat16 only where the CPU computes it natively
 # (AVX-512 BF16 or AMX): elsewhere vLLM emulates it, and on an AVX2-only VM 8 streams decoded at
 # half the float32 rate with first tokens 4-5x later. On CUDA, "auto" leaves the choice to vLLM.
-MemberDtype = Literal["auto", "float32", "bfloat16", "float16"]
+MemberDtype = Literal["auto", "bfloat16", "float16", "float32"]
 
 
 class MemberSettings(BaseModel):
@@ -34,7 +34,7 @@ class MemberSettings(BaseModel):
     @property
     def root_url(self) -> str:
         """The server root, where `/health` and `/metrics` live (base_url without its `/v1`)."""
-        return self.base_url[: -len("/v1")] if self.base_url.endswith("/v1") else self.base_url
+        return self.base_url.removesuffix("/v1")
 
 
 class PoolSettings(BaseModel):
@@ -120,7 +120,7 @@ class MemberServerSettings(BaseModel):
     kv_cache_gib: int = Field(1, ge=1, description="KV cache space in GiB (CPU: VLLM_CPU_KVCACHE_SPACE)")
     max_num_seqs: int | None = Field(None, ge=1, description="sequences decoded together (vLLM's default if unset)")
     threads: int | None = Field(
-        None, ge=1, description="CPU: threads of a one-rank member (OMP_NUM_THREADS; default: every core)"
+        None, ge=1, description="CPU: threads of each rank (OMP_NUM_THREADS; default: every core)"
     )
     eager: bool | None = Field(
         None,
@@ -129,6 +129,7 @@ class MemberServerSettings(BaseModel):
     )
     api_key: str | None = None
     vllm_python: Path | None = Field(None, description="the Python of vLLM's environment (default: .venv-vllm)")
+    models_dir: Path | None = Field(None, description="prepared models (default: the user's models cache)")
     vllm_args: tuple[str, ...] = Field((), description="more arguments for vLLM's server, passed as they are")
     startup_timeout_s: float = Field(600.0, gt=0, description="how long vLLM may take to load and compile")
     health_interval_s: float = Field(5.0, gt=0, description="how often the supervisor checks /health")

@@ -2,12 +2,8 @@
 
 from __future__ import annotations
 
-from models.errors import (
-    EdgerouteError,
-    EngineError,
-    EngineUnavailableError,
-    RequestRejectedError,
-)
+from models.errors import EdgerouteError, EngineError, EngineUnavailableError
+
 # A member's stream that breaks after its first token raises the one the router catches.
 from models.errors import StreamBrokenError as StreamBrokenError
 
@@ -84,13 +80,9 @@ class TruncatedStreamError(StreamFaultError):
 # -- the member (vLLM, launched and supervised here) -------------------------------------------
 
 
-class MemberServerError(CloudError):
-    """Base of the member launcher's errors."""
-
-
-class WeightsError(MemberServerError):
+class WeightsError(CloudError):
     """The full-precision twin could not be prepared."""
 
 
-class VllmUnavailableError(MemberServerError):
+class VllmUnavailableError(CloudError):
     """vLLM cannot run here: its environment is missing, or the CPU lacks what its build needs."""

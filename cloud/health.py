@@ -18,23 +18,15 @@ KV_USAGE = ("vllm:kv_cache_usage_perc", "vllm:gpu_cache_usage_perc")
 
 
 @dataclass(frozen=True, slots=True)
-class Load:
-    """vLLM's load gauges, summed over their labels (engines)."""
-
-    running: int
-    waiting: int
-    kv_usage: float | None = None  # None: the member does not publish it
-
-
-@dataclass(frozen=True, slots=True)
 class Scrape:
-    """The member's own load numbers, and how many of them were this node's requests at the time."""
+    """vLLM's load gauges, summed over their labels (engines), and how many of the requests were
+    this node's at the time."""
 
     running: int
     waiting: int
     ours: int
     at: float
-    kv_usage: float | None = None
+    kv_usage: float | None = None  # None: the member does not publish it
 
 
 @dataclass(frozen=True, slots=True)
@@ -44,28 +36,24 @@ class Probe:
     scrape: Scrape | None = None
 
 
-def parse_load(text: str) -> Load | None:
+def parse_load(text: str, ours: int) -> Scrape | None:
     """vLLM's gauges in a `/metrics` text, or None when the member publishes neither request gauge."""
-    running = waiting = 0.0
+    requests: dict[str, float] = {}
     kv: list[float] = []
-    seen = False
     try:
         for family in text_string_to_metric_families(text):
             values = [s.value for s in family.samples if s.name == family.name]
             if family.name in (RUNNING, WAITING):
-                seen = True
-                if family.name == RUNNING:
-                    running += sum(values)
-                else:
-                    waiting += sum(values)
+                requests[family.name] = requests.get(family.name, 0.0) + sum(values)
             elif family.name in KV_USAGE and not kv:
                 kv = values
     except ValueError:
         return None
-    if not seen:
+    if not requests:
         return None
     # Several engines (data parallel) each publish their share: the fullest one bounds admission.
-    return Load(int(running), int(waiting), max(kv) if kv else None)
+    running, waiting = int(requests.get(RUNNING, 0)), int(requests.get(WAITING, 0))
+    return Scrape(running, waiting, ours, time.monotonic(), max(kv) if kv else None)
 
 
 async def probe(
@@ -86,13 +74,8 @@ async def probe(
                 return Probe(False, "/v1/models is not a model list")
             if model not in ids:
                 return Probe(False, f"model {model!r} is not served (serves {ids})")
-            ours = outstanding
             metrics = await client.request("GET", f"{root_url}/metrics")
-            scrape = None
-            if metrics.status_code == 200:
-                load = parse_load(metrics.text)
-                if load is not None:
-                    scrape = Scrape(load.running, load.waiting, ours, time.monotonic(), load.kv_usage)
+            scrape = parse_load(metrics.text, outstanding) if metrics.status_code == 200 else None
             return Probe(True, None, scrape)
     except TimeoutError:
         # A busy single-slot server (llama.cpp's) may hold probes behind a running request.

@@ -1,6 +1,6 @@
 """The node's own pool member: vLLM's server on the edge model's full-precision twin, started as a
-child process of the node, restarted with backoff when it dies, and stopped with every process it
-made (its own process group; it also goes by itself if the node disappears)."""
+child process of the node, restarted with backoff when it dies or hangs, and stopped with every
+process it made (its own process group; it also goes by itself if the node disappears)."""
 
 from __future__ import annotations
 
@@ -8,17 +8,16 @@ import asyncio
 import logging
 import os
 import secrets
-from collections.abc import Sequence
+import threading
 from pathlib import Path
 
-from models import EDGE_DEFAULT, EdgerouteError, default_models_dir
+from models import EDGE_DEFAULT, EdgerouteError
 
 from .config import MemberDtype, MemberServerSettings, MemberSettings
 from .errors import LocalMemberError
-from .member.launcher import launch
+from .member.launcher import Launch, launch
 from .member.process import ServerProcess, free_port
-from .member.supervisor import died_because
-from .twin import ensure_twin
+from .member.supervisor import Supervisor
 
 __all__ = ["LocalMember", "ServerProcess", "free_port"]
 
@@ -40,7 +39,6 @@ class LocalMember(ServerProcess):
         host: str = "127.0.0.1",
         port: int | None = None,
         models_dir: Path | None = None,
-        extra_args: Sequence[str] = (),
         log_path: Path | None = None,
         startup_timeout_s: float = 600.0,
         restart: bool = False,
@@ -49,7 +47,6 @@ class LocalMember(ServerProcess):
         self.model = model
         self.host = host
         self.port = port or free_port(host)
-        self.models_dir = models_dir or default_models_dir()
         # A key of its own for every node that starts it: any other process on the host that calls
         # the member directly would go around the node's tenant keys, limits, caps and cache.
         self.api_key = secrets.token_urlsafe(32)
@@ -62,11 +59,12 @@ class LocalMember(ServerProcess):
             dtype=dtype,
             kv_cache_gib=kv_cache_gib,
             threads=threads,
-            vllm_args=tuple(extra_args),
+            models_dir=models_dir,
             startup_timeout_s=startup_timeout_s,
             api_key=self.api_key,
         )
         self.chosen = ""  # "bfloat16 on AMD EPYC (avx2 avx512f avx512_bf16)", once prepared
+        self.launch: Launch | None = None
         super().__init__(
             [],
             f"http://{host}:{self.port}/health",
@@ -75,33 +73,28 @@ class LocalMember(ServerProcess):
             label=f"the local vLLM member ({model})",
         )
         self.restart_on_exit = restart
-        self._supervisor: asyncio.Task[None] | None = None
-        self._stopping = False
+        self._supervisor: Supervisor | None = None
 
-    def prepare(self) -> None:
+    def prepare(self) -> Launch:
         """Resolve the model (making its twin if needed) and the vLLM command; raises LocalMemberError."""
-        if self.argv:
-            return
+        if self.launch is not None:
+            return self.launch
         try:
-            start = launch(self.member_settings, ensure_twin(self.model, self.models_dir), os.getpid())
+            start = launch(self.member_settings, os.getpid())
         except EdgerouteError as exc:
             raise LocalMemberError(f"{self.label}: {exc.message}", code=exc.code) from exc
         for warning in start.warnings:
-            log.warning("local member %s: %s", self.name, warning)
+            self._say(warning)
         self.chosen = f"{start.dtype} on {start.cpu}" if start.cpu else start.dtype
         if start.device == "cpu":
             threads = self.member_settings.threads
             self.chosen += f", {threads} thread(s)" if threads else ", a thread per core"
-        self.argv, self.env = start.argv, start.env
+        self.argv, self.env, self.launch = start.argv, start.env, start
+        return start
 
     def spawn(self) -> None:
         self.prepare()
         super().spawn()
-
-    def _failed_to_start(self, why: str) -> LocalMemberError:
-        if self.proc is not None and self.proc.returncode is not None:
-            why = f"{why} (vLLM {died_because(self.proc.returncode)})"
-        return super()._failed_to_start(why)
 
     @property
     def settings(self) -> MemberSettings:
@@ -111,9 +104,9 @@ class LocalMember(ServerProcess):
         )
 
     async def start(self) -> MemberSettings:
-        """Start the member and wait until it serves (model loaded on every rank)."""
-        self._stopping = False
-        await asyncio.to_thread(self.prepare)  # a missing twin is made here: tens of seconds
+        """Start the member and wait until it serves (model loaded on every rank); with ``restart``,
+        a supervisor thread (`cloud serve`'s) then restarts it whenever it dies or hangs."""
+        start = await asyncio.to_thread(self.prepare)  # a missing twin is made here: tens of seconds
         self.spawn()
         try:
             await asyncio.to_thread(self.wait_ready)
@@ -121,35 +114,15 @@ class LocalMember(ServerProcess):
             self.kill()
             raise
         if self.restart_on_exit and self._supervisor is None:
-            self._supervisor = asyncio.create_task(self._supervise(), name=f"supervise-{self.name}")
+            self._supervisor = Supervisor(self.member_settings, start, server=self, say=self._say)
+            keep_up = self._supervisor.keep_up
+            threading.Thread(target=keep_up, name=f"supervise-{self.name}", daemon=True).start()
         return self.settings
 
-    async def _supervise(self) -> None:
-        """Restart the member when it exits on its own (e.g. it was killed, or a rank died)."""
-        backoff = 1.0
-        while not self._stopping:
-            await asyncio.sleep(0.5)
-            if self._stopping or self.alive():
-                continue
-            code = self.proc.returncode if self.proc is not None else None
-            log.warning("local member %s %s; restarting in %.0fs", self.name, died_because(code), backoff)
-            self.kill()  # what is left of its process group (engine core, ranks) holds the port
-            await asyncio.sleep(backoff)
-            if self._stopping:
-                return
-            try:
-                self.spawn()
-                await asyncio.to_thread(self.wait_ready)
-                backoff = 1.0
-            except LocalMemberError as exc:
-                log.error("local member %s failed to restart: %s", self.name, exc.message)
-                backoff = min(backoff * 2, 60.0)
+    def _say(self, line: str) -> None:
+        log.warning("local member %s: %s", self.name, line)
 
     async def aclose(self, timeout_s: float = 10.0) -> None:
         """Stop supervising and stop the member (SIGTERM, then SIGKILL)."""
-        self._stopping = True
-        if self._supervisor is not None:
-            self._supervisor.cancel()
-            await asyncio.gather(self._supervisor, return_exceptions=True)
-            self._supervisor = None
-        await asyncio.to_thread(self.stop, timeout_s)
+        supervisor, self._supervisor = self._supervisor, None
+        await asyncio.to_thread(self.stop if supervisor is None else supervisor.stop, timeout_s)

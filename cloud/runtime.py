@@ -31,10 +31,11 @@ async def open_pool(
 
     Without configured members and with ``settings.local_member`` on, a local member (vLLM's server
     on the full-precision twin of ``settings.local_model``, ``settings.local_tensor_parallel``
-    ranks) is started as a child process and supervised (restarted if it dies). ``wait_for_local`` holds startup until it
-    serves; otherwise it joins the pool when ready. Its CPU threads: ``settings.local_threads``, else
-    ``local_threads`` (the caller's share of the cores), else every core. A local member that cannot start is logged and
-    the pool stays empty: every request then raises :class:`PoolUnavailableError` (edge-only node).
+    ranks) is started as a child process and supervised (restarted if it dies or hangs).
+    ``wait_for_local`` holds startup until it serves; otherwise it joins the pool when ready. Its CPU
+    threads: ``settings.local_threads``, else ``local_threads`` (the caller's share of the cores),
+    else every core. A local member that cannot start is logged and the pool stays empty: every
+    request then raises :class:`PoolUnavailableError` (edge-only node).
     """
     pool = CloudPool(settings, on_event=on_event)
     local: LocalMember | None = None

@@ -18,7 +18,6 @@ import json
 import logging
 import os
 import shutil
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -31,12 +30,6 @@ log = logging.getLogger(__name__)
 _MARKER = ".edgeroute-twin"
 # Bumped when the twin's files change, so a twin made by an older version is made again.
 _FORMAT = "2"
-
-
-def twin_dir(alias: str, models_dir: Path) -> Path:
-    """Where the fp32 twin of ``alias`` lives (``<alias>-fp32``, from versions with another
-    tokenizer, is left alone: a process of such a version may still be serving it)."""
-    return Path(models_dir) / f"{alias}-twin"
 
 
 def _stamp(sha256: str) -> str:
@@ -61,7 +54,9 @@ def ensure_twin(model: str, models_dir: Path) -> Path:
         raise WeightsError(
             f"{model!r} is an embedding model; a member serves a generative model", param="model"
         )
-    target = twin_dir(spec.alias, models_dir)
+    # ``<alias>-fp32``, from versions with another tokenizer, is left alone: a process of such a
+    # version may still be serving it.
+    target = Path(models_dir) / f"{spec.alias}-twin"
     if _complete(target, spec.sha256):
         return target
     lock_path = target.parent / f".{target.name}.lock"
@@ -109,42 +104,15 @@ def _convert(gguf: Path, target: Path, sha256: str) -> None:
         raise WeightsError(f"could not move the fp32 twin into {target}: {exc}") from exc
 
 
-@dataclass(frozen=True, slots=True)
-class TokenizerMeta:
-    """What the GGUF says about its tokenizer (``tokenizer.ggml.*``)."""
-
-    pre: str
-    add_bos: bool
-    bos_id: int | None
-    eos_id: int | None
-    pad_id: int | None
-    unk_id: int | None
+# What a GGUF says about its tokenizer (``tokenizer.ggml.<key>``) that the twin's must say too.
+_META_KEYS = ("pre", "add_bos_token", "bos_token_id", "eos_token_id", "padding_token_id", "unknown_token_id")
 
 
-def _gguf_tokenizer_meta(gguf: Path) -> TokenizerMeta:
+def _gguf_tokenizer_meta(gguf: Path) -> dict[str, Any]:
     from gguf import GGUFReader
 
     fields = GGUFReader(gguf).fields
-
-    def value(key: str) -> Any:
-        field = fields.get(f"tokenizer.ggml.{key}")
-        if field is None or not field.data:
-            return None
-        part = field.parts[field.data[0]]
-        return bytes(part).decode() if part.dtype.kind == "u" and part.dtype.itemsize == 1 else part.tolist()[0]
-
-    def token(key: str) -> int | None:
-        v = value(key)
-        return None if v is None else int(v)
-
-    return TokenizerMeta(
-        pre=str(value("pre") or ""),
-        add_bos=bool(value("add_bos_token")),
-        bos_id=token("bos_token_id"),
-        eos_id=token("eos_token_id"),
-        pad_id=token("padding_token_id"),
-        unk_id=token("unknown_token_id"),
-    )
+    return {key: f.contents() for key in _META_KEYS if (f := fields.get(f"tokenizer.ggml.{key}")) is not None}
 
 
 # llama.cpp's pre-tokenizers of a GPT-2 style (byte-level BPE) vocabulary, as `tokenizers` steps:
@@ -153,7 +121,7 @@ _DIGITS: dict[str, Any] = {"type": "Digits", "individual_digits": True}
 _BYTE_LEVEL: dict[str, Any] = {"type": "ByteLevel", "add_prefix_space": False, "trim_offsets": True, "use_regex": True}
 
 
-def fix_tokenizer(directory: Path, meta: TokenizerMeta) -> None:
+def fix_tokenizer(directory: Path, meta: dict[str, Any]) -> None:
     """Rewrite a converted byte-level BPE tokenizer in ``directory`` as the GGUF describes it:
     byte-level pre-tokenizer and decoder, the GGUF's special tokens, BOS added only if it says so,
     loaded as a plain tokenizers-backed tokenizer (no class that rebuilds it its own way)."""
@@ -161,42 +129,37 @@ def fix_tokenizer(directory: Path, meta: TokenizerMeta) -> None:
     spec = json.loads(path.read_text())
     if spec.get("model", {}).get("type") != "BPE":
         return  # a SentencePiece-style vocabulary: its converted tokenizer is already right
-    steps = [_DIGITS, _BYTE_LEVEL] if meta.pre == "smollm" else [_BYTE_LEVEL]
+    steps = [_DIGITS, _BYTE_LEVEL] if meta.get("pre") == "smollm" else [_BYTE_LEVEL]
     spec["normalizer"] = None
     spec["model"]["byte_fallback"] = False  # bytes are tokens of their own in a byte-level vocabulary
     spec["pre_tokenizer"] = steps[0] if len(steps) == 1 else {"type": "Sequence", "pretokenizers": steps}
     spec["decoder"] = {"type": "ByteLevel", "add_prefix_space": True, "trim_offsets": True, "use_regex": True}
-    if not meta.add_bos:  # the converted one prepends a BOS whatever the GGUF says
+    add_bos = bool(meta.get("add_bos_token"))
+    if not add_bos:  # the converted one prepends a BOS whatever the GGUF says
         spec["post_processor"] = {"type": "ByteLevel", "add_prefix_space": True, "trim_offsets": False, "use_regex": True}
     path.write_text(json.dumps(spec, ensure_ascii=False))
 
     vocab = {i: t for t, i in spec["model"]["vocab"].items()}
     vocab.update({t["id"]: t["content"] for t in spec.get("added_tokens", [])})
-
-    def name(token_id: int | None) -> str | None:
-        return None if token_id is None else vocab.get(token_id)
+    special = {
+        f"{role}_token": vocab[meta[f"{key}_token_id"]]
+        for role, key in (("bos", "bos"), ("eos", "eos"), ("unk", "unknown"), ("pad", "padding"))
+        if meta.get(f"{key}_token_id") in vocab
+    }
 
     config_path = directory / "tokenizer_config.json"
     config = json.loads(config_path.read_text())
     for key in ("legacy", "add_prefix_space", "model_type", "bos_token_id", "eos_token_id", "unk_token_id", "pad_token_id"):
         config.pop(key, None)
-    special = {
-        "bos_token": name(meta.bos_id),
-        "eos_token": name(meta.eos_id),
-        "unk_token": name(meta.unk_id),
-        "pad_token": name(meta.pad_id),
-    }
-    config.update({k: v for k, v in special.items() if v is not None})
+    config.update(special)
     config.update(
         tokenizer_class="PreTrainedTokenizerFast",
-        add_bos_token=meta.add_bos,
+        add_bos_token=add_bos,
         add_eos_token=False,
         clean_up_tokenization_spaces=False,
     )
     config_path.write_text(json.dumps(config, indent=2, ensure_ascii=False))
-    (directory / "special_tokens_map.json").write_text(
-        json.dumps({k: v for k, v in special.items() if v is not None}, indent=2, ensure_ascii=False)
-    )
+    (directory / "special_tokens_map.json").write_text(json.dumps(special, indent=2, ensure_ascii=False))
 
 
 def prepare_twin(models_dir: Path, progress: bool) -> None:

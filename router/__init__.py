@@ -3,7 +3,7 @@
 from .app import create_api_app
 from .errors import AuthenticationError, ConfigError, InvalidRequestError, NoCapacityError, RouterError
 from .node import Node
-from .routing import RequestContext
+from .record import RequestContext
 from .settings import ServerSettings, Settings, is_loopback, load_settings
 
 __all__ = [

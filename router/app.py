@@ -23,7 +23,7 @@ from .guards import BEARER, REQUEST_ID_HEADER
 from .llamacpp_api import LlamaCppController
 from .node import open_node
 from .ollama_api import OllamaController
-from .routing import Routing
+from .record import RequestRecord
 from .responses_api import ResponsesController
 from .settings import Settings
 from .tokens import TokenizerController
@@ -33,8 +33,8 @@ def _route_headers(request: Request[Any, Any, Any], reason: str) -> dict[str, st
     """On the API an error is a route too: the headers come from what the pipeline had decided."""
     if not request.url.path.startswith(("/v1/", "/api/")):
         return {}
-    routing = request.state.get("routing")
-    headers = (routing if isinstance(routing, Routing) else Routing()).error_headers(reason)
+    record = request.state.get("record")
+    headers = (record if isinstance(record, RequestRecord) else RequestRecord()).error_headers(reason)
     rid = request.state.get("request_id")
     if rid:
         headers[REQUEST_ID_HEADER] = rid

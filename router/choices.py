@@ -14,31 +14,25 @@ import dataclasses
 from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from typing import TypeVar
 
-from models import Chunk, Completion, GenerationRequest, Usage, collect
+from models import Chunk, Completion, Usage, collect
 
 from . import pipeline
 from .node import Node
 from .pipeline import RoutedStream
-from .routing import RequestContext, Routing
+from .record import RequestRecord
 
 T = TypeVar("T")
 MAX_CHOICES = 8  # each choice takes an edge slot or a member's: a bound like the caps of a request
 
 
-@dataclasses.dataclass(frozen=True, slots=True)
-class Choice:
-    gen: GenerationRequest
-    ctx: RequestContext
-    routing: Routing
-
-
-def fan_out(
-    gen: GenerationRequest, ctx: RequestContext, routing: Routing, n: int, prompts: Sequence[str] = ()
-) -> list[Choice]:
-    """The ``n`` generations of a request, or of each of its ``prompts`` (a text completion's),
-    prompt by prompt: choice ``p * n + i`` is prompt ``p``'s ``i``-th (``routing`` is choice 0's:
-    the response's headers). Each prompt's first choice may come from the cache."""
-    choices = [Choice(gen, ctx, routing)]
+def fan_out(record: RequestRecord, n: int, prompts: Sequence[str] = ()) -> list[RequestRecord]:
+    """The records of the ``n`` generations of ``record``'s request, or of each of its ``prompts``
+    (a text completion's), prompt by prompt: choice ``p * n + i`` is prompt ``p``'s ``i``-th
+    (``record`` is choice 0's: the response's headers). Each prompt's first choice may come from
+    the cache."""
+    gen, ctx = record.gen, record.ctx
+    assert gen is not None  # set by router.respond
+    records = [record]
     for index in range(1, n * max(len(prompts), 1)):
         p, i = divmod(index, n)
         seed = gen.params.seed
@@ -47,9 +41,8 @@ def fan_out(
         choice_gen = dataclasses.replace(gen, params=params, request_id=f"{gen.request_id}-{index}")
         if prompts:
             choice_gen = dataclasses.replace(choice_gen, prompt=prompts[p])
-        choice_ctx = ctx if i == 0 else dataclasses.replace(ctx, cache=False)
-        choices.append(Choice(choice_gen, choice_ctx, Routing()))
-    return choices
+        records.append(RequestRecord(choice_gen, ctx if i == 0 else dataclasses.replace(ctx, cache=False)))
+    return records
 
 
 def total_usage(usages: Sequence[Usage], n: int = 0) -> Usage:
@@ -77,18 +70,18 @@ async def _all(work: Sequence[Callable[[], Awaitable[T]]], undo: Callable[[T], A
         raise
 
 
-async def whole(node: Node, choices: Sequence[Choice]) -> list[Completion]:
+async def whole(node: Node, records: Sequence[RequestRecord]) -> list[Completion]:
     """Every choice's whole answer."""
 
-    async def one(c: Choice) -> Completion:
-        return await collect(await pipeline.run(node, c.gen, c.ctx, c.routing))
+    async def one(r: RequestRecord) -> Completion:
+        return await collect(await pipeline.run(node, r))
 
-    return await _all([lambda c=c: one(c) for c in choices])  # type: ignore[misc]
+    return await _all([lambda r=r: one(r) for r in records])  # type: ignore[misc]
 
 
-async def start(node: Node, choices: Sequence[Choice]) -> list[RoutedStream]:
+async def start(node: Node, records: Sequence[RequestRecord]) -> list[RoutedStream]:
     """Every choice started (its first chunk made); none is left running if one cannot start."""
-    runs = [lambda c=c: pipeline.run(node, c.gen, c.ctx, c.routing) for c in choices]
+    runs = [lambda r=r: pipeline.run(node, r) for r in records]
     return await _all(runs, RoutedStream.aclose)  # type: ignore[arg-type]
 
 

@@ -21,7 +21,6 @@ from . import openapi
 from .guards import BEARER, api_guard, rate_guard
 from .errors import FeedbackNotFoundError, FeedbackUnavailableError
 from .node import Node
-from .routing import Routing
 
 
 class FeedbackRequest(BaseModel):
@@ -81,8 +80,7 @@ class FeedbackController(Controller):
             raise FeedbackUnavailableError(f"the rating could not be stored: {exc}", code="feedback_unavailable") from exc
         if record is None:
             raise _unknown(data.id)
-        routing: Routing = request.state.routing  # made by rate_guard
-        return Response(record, headers=routing.ratelimit)
+        return Response(record, headers=request.state.record.ratelimit)  # the request record (rate_guard)
 
 
 def _unknown(answer_id: str) -> FeedbackNotFoundError:

@@ -13,7 +13,7 @@ from litestar.handlers.base import BaseRouteHandler
 from models.openai import api_key_guard
 
 from .node import Node
-from .routing import Routing
+from .record import RequestRecord
 
 # A client's own request id is kept when it looks like one (it goes into logs and upstream headers).
 _REQUEST_ID = re.compile(r"[A-Za-z0-9._:-]{1,128}")
@@ -33,14 +33,13 @@ async def rate_guard(connection: ASGIConnection[Any, Any, Any, Any], _: BaseRout
     """The tenant's requests per minute, before the body is parsed: a refusal (429) costs the
     node as little as it can, and the tenant is known from its key.
 
-    Also puts the request's :class:`Routing` on its state (the error handler reads the route and
-    the ``x-ratelimit-*`` headers from there).
+    Also puts the request's :class:`~router.record.RequestRecord` on its state (the error handler
+    reads the route and the ``x-ratelimit-*`` headers from there).
     """
-    routing = Routing()
-    connection.state.routing = routing
+    record = connection.state.record = RequestRecord()
     node: Node = connection.app.state.node
     if node.limiter is not None:
-        routing.ratelimit.update(node.limiter.admit_request(connection.state.get("tenant", "default")))
+        record.ratelimit.update(node.limiter.admit_request(connection.state.get("tenant", "default")))
 
 
 async def api_guard(connection: ASGIConnection[Any, Any, Any, Any], handler: BaseRouteHandler) -> None:

@@ -20,7 +20,6 @@ import logging
 import time
 from collections.abc import AsyncIterator
 from dataclasses import dataclass, replace
-from typing import Any
 
 import numpy as np
 
@@ -35,8 +34,7 @@ from .logs import log_request
 from .offload import off_loop, prompt_cost
 from .node import Node
 from .policy import Features, Hint, SpeedModels, decide
-from .routing import RequestContext, Routing
-from .telemetry import Trace
+from .record import RequestRecord
 
 log = logging.getLogger(__name__)
 
@@ -48,33 +46,34 @@ def prompt_text(req: GenerationRequest) -> str:
     return "\n".join(m["content"] for m in req.messages if m["role"] in ("user", "system", "developer"))
 
 
-async def run(node: Node, gen: GenerationRequest, ctx: RequestContext, routing: Routing) -> RoutedStream:
-    """Route ``gen`` and start it; failures before the first chunk raise here, before any byte."""
+async def run(node: Node, record: RequestRecord) -> RoutedStream:
+    """Route and start ``record``'s request; failures before the first chunk raise here, before any byte."""
+    gen, ctx = record.gen, record.ctx
+    assert gen is not None  # set by router.choices.fan_out
     # 1. the hint and the privacy rules
     hint = _hint(node, gen.model)
-    text = prompt_text(gen)
+    record.prompt = prompt_text(gen)
     cost = prompt_cost(gen)
-    private = await off_loop(cost, functools.partial(node.privacy.detect, text, flag=ctx.private)) is not None
-    trace = Trace(gen.request_id, ctx.tenant, gen.model, prompt=text, stream=ctx.stream, private=private)
-    routing.hybrid = node.pool is not None
+    detect = functools.partial(node.privacy.detect, record.prompt, flag=ctx.private)
+    private = record.private = await off_loop(cost, detect) is not None
+    record.ts, record.started = time.time(), time.perf_counter()  # the request's clock
+    record.hybrid = node.pool is not None
     wants_complexity = node.pool is not None and hint == "auto" and not private and node.policy.uses_complexity
 
     # 2. the cache
     key: CacheKey | None = None
     hit: CacheHit | None = None
-    refusal: str | None = None
     embedding: np.ndarray | None = None
-    cacheable = False
     if node.cache is not None:
         key = CacheKey(ctx.tenant, gen.model, gen.messages, gen.prompt, gen.params, ctx.extra)
-        cacheable = node.cache.cacheable(key, opt=ctx.cache)
-        if cacheable:
+        record.cache = "off"
+        if node.cache.cacheable(key, opt=ctx.cache):
             try:
                 lookup = await node.cache.lookup(key, opt=ctx.cache, want_embedding=wants_complexity)
-                hit, refusal, embedding = lookup.hit, lookup.refusal, lookup.embedding
+                hit, record.cache_refusal, embedding = lookup.hit, lookup.refusal, lookup.embedding
             except (CacheError, EmbedderError):
                 log.exception("cache lookup failed; treated as a miss")
-        routing.cache = "off" if not cacheable else "skipped" if refusal == CACHE_SKIPPED else "miss"
+            record.cache = "skipped" if record.cache_refusal == CACHE_SKIPPED else "miss"
     # When an edge answer is on offer the complexity score must be known, or a complex prompt
     # would be served the edge's answer. An exact hit brings the embedding stored with it; only
     # an entry stored without one (a prompt too long for the semantic layer) costs a model run.
@@ -90,59 +89,49 @@ async def run(node: Node, gen: GenerationRequest, ctx: RequestContext, routing: 
     else:
         # Tokenized once: the edge starts from these tokens if it answers.
         edge = await off_loop(cost, functools.partial(node.edge.prepare, gen))
-    features, state = _features(node, gen, hint, private, embedding, edge, trace.started)
-    decision = decide(node.policy, features)
-    routing.decision = decision
-    routing.complexity = features.complexity
-    record = _Recorder(node, trace, routing, ctx, key, embedding, state, {
-        "features": features,
-        "complexity": features.complexity,
-        "cache": None if not cacheable else ("hit" if hit else "miss"),
-        "cache_refusal": refusal,
-    })
+    features, state = _features(node, gen, hint, private, embedding, edge, record.started)
+    record.features = features
+    decision = record.decision = decide(node.policy, features)
+    recorder = _Recorder(node, record, key, embedding, state)
 
     # 4. a cache hit, unless it is the edge's answer to a prompt now bound for the cloud
     if hit is not None and not (hit.tier == "edge" and decision.target == "cloud"):
-        routing.route, routing.cache_hit = f"cache-{hit.kind}", hit
+        record.route, record.cache_hit = f"cache-{hit.kind}", hit
         if node.limiter is not None:  # nothing reserved: the tokens left as they stand
-            routing.ratelimit.update(node.limiter.token_headers(ctx.tenant))
-        record.common["similarity"] = hit.similarity
-        trace.first_token()
-        return RoutedStream(record, await prime(_replay(hit)))
+            record.ratelimit.update(node.limiter.token_headers(ctx.tenant))
+        record.first_token()
+        return RoutedStream(recorder, await prime(_replay(hit)))
     if hit is not None:
-        record.common["cache"] = "miss"
-        record.common["cache_refusal"] = "edge-answer-for-cloud-prompt"
+        record.cache_refusal = "edge-answer-for-cloud-prompt"
 
     # 5. the targets, started with fallback
-    plan = plan_for(edge, node.pool, decision, features, whole=not ctx.stream)
-    routing.plan = plan
+    plan = record.plan = plan_for(edge, node.pool, decision, features, whole=not ctx.stream)
     try:
         if plan.targets[0] is edge and edge.too_long is not None:
             raise edge.too_long  # refused before anything is queued
         if node.limiter is not None:
             wanted = gen.params.max_tokens or node.settings.edge.default_max_tokens
-            record.reservation = node.limiter.reserve_tokens(ctx.tenant, edge.prompt_tokens + wanted)
-            if record.reservation is not None:
-                routing.ratelimit.update(record.reservation.headers)
+            recorder.reservation = node.limiter.reserve_tokens(ctx.tenant, edge.prompt_tokens + wanted)
+            if recorder.reservation is not None:
+                record.ratelimit.update(recorder.reservation.headers)
         started = await start(plan, gen)
     except EngineError as exc:
-        record.failed(exc)
+        recorder.failed(exc)
         error = no_start_error(plan, exc)
         if isinstance(error, EdgeBusyError):
-            routing.refusal = "edge-saturated"  # the tenant is over its fair share of the edge's queue
+            record.refusal = "edge-saturated"  # the tenant is over its fair share of the edge's queue
         raise error from exc
     except Exception as exc:
-        record.failed(exc)
+        recorder.failed(exc)
         raise
     except asyncio.CancelledError:  # a non-streamed answer's client left (it is watched from the start)
-        record.failed(ClientGoneError("the client closed the connection before the answer was ready"))
+        recorder.failed(ClientGoneError("the client closed the connection before the answer was ready"))
         raise
-    trace.first_token()
-    routing.route = "edge" if plan.attempts[-1].engine == "edge" else "cloud"
+    record.first_token()
+    record.route = "edge" if plan.attempts[-1].engine == "edge" else "cloud"
 
     # 6. the answer, stored before its last chunk goes out and recorded once the stream is closed
-    store = _Store(key, embedding, ctx.cache) if cacheable and key is not None else None
-    return RoutedStream(record, started, gen, features.prompt_tokens, store)
+    return RoutedStream(recorder, started)
 
 
 # -- the steps ---------------------------------------------------------------------------------
@@ -221,78 +210,69 @@ def _replay(hit: CacheHit) -> AsyncIterator[Chunk]:
     return gen()
 
 
-@dataclass(frozen=True, slots=True)
-class _Store:
-    """What storing the answer needs: its key, the prompt's embedding, the request's switch."""
-
-    key: CacheKey
-    embedding: np.ndarray | None
-    opt: bool | None
-
-
 class _Recorder:
-    """Records the request's decision once: telemetry, metrics and the request's log line."""
+    """What ends the request once: the tokens settled with the tenant's rate, the answer stored
+    in the cache, the first token's time learnt, the record sent to telemetry, the metrics and
+    the request's log line."""
 
     def __init__(
-        self, node: Node, trace: Trace, routing: Routing, ctx: RequestContext, key: CacheKey | None,
-        embedding: np.ndarray | None, state: _State, common: dict[str, Any],
+        self, node: Node, record: RequestRecord, key: CacheKey | None, embedding: np.ndarray | None,
+        state: _State,
     ) -> None:
-        self.node, self._trace, self.routing, self.common = node, trace, routing, common
-        self._ctx, self._key, self._embedding, self._state = ctx, key, embedding, state
+        self.node, self.record, self._key, self._embedding, self._state = node, record, key, embedding, state
         self.reservation: Reservation | None = None  # tokens taken from the tenant's rate
 
     def settle(self, used: int) -> None:
         if self.node.limiter is not None and self.reservation is not None:
             self.node.limiter.settle(self.reservation, used)
 
-    def done(self, final: Chunk | None, error: str | None) -> None:
-        routing = self.routing
-        usage = final.usage if final is not None and final.usage else Usage(0, 0)
-        if final is not None:
-            self.settle(usage.prompt_tokens + usage.completion_tokens)
-        if error is None and self._ctx.response_id is not None and self.node.cache is not None:
-            self.node.cache.note_served(
-                self._ctx.response_id, self._ctx.tenant, routing.route, routing.cache_hit, self._key, self._embedding
+    async def store(self, text: str, final: Chunk) -> None:
+        """Store a finished answer made by an engine (never a replayed hit)."""
+        record, cache = self.record, self.node.cache
+        tier = record.plan.attempts[-1].engine if record.plan is not None and record.plan.attempts else None
+        if self._key is None or tier not in ("edge", "cloud") or cache is None:
+            return
+        try:
+            await cache.store(
+                self._key, text, final.finish_reason or "stop", final.usage or Usage(0, 0), tier,
+                embedding=self._embedding, opt=record.ctx.cache, stop_word=final.stop_word,
             )
-        headers = routing.headers()
-        reason = headers.get("x-edgeroute-reason", "")
-        if error is None and "x-edgeroute-fallback" not in headers:
-            self._learn(routing.route)
-        self._emit(
-            route=routing.route,
-            reason=reason,
-            degraded=routing.degraded(),
-            fallback=headers.get("x-edgeroute-fallback"),
-            status="ok" if error is None else "error",
-            error=error,
-            prompt_tokens=usage.prompt_tokens,
-            completion_tokens=usage.completion_tokens,
-            member=routing.plan.member if routing.plan is not None and routing.cache_hit is None else None,
-        )
+        except Exception:  # noqa: BLE001 - a failed cache write must not fail the answer
+            log.exception("cache store failed")
 
-    def _learn(self, route: str) -> None:
+    def done(self, final: Chunk | None, error: str | None) -> None:
+        record, ctx = self.record, self.record.ctx
+        if final is not None:
+            record.usage = final.usage or Usage(0, 0)
+            self.settle(record.usage.total_tokens)
+        if error is None and ctx.response_id is not None and self.node.cache is not None:
+            self.node.cache.note_served(
+                ctx.response_id, ctx.tenant, record.route, record.cache_hit, self._key, self._embedding
+            )
+        if error is None and not record.fallback:
+            self._learn()
+        self._emit(error)
+
+    def _learn(self) -> None:
         """Teach the side that answered how long its first token took from the state it was in
         (streamed answers only: a whole answer's first chunk is its end)."""
-        first = self._trace.first_token_at
-        if not self._ctx.stream or first is None:
+        first, record = self.record.first_token_at, self.record
+        if not record.ctx.stream or first is None:
             return
         speed, state = self.node.speed, self._state
         seconds = first - state.decided_at
-        if route == "edge":
+        if record.route == "edge":
             speed.edge.observe(state.edge, seconds)
-        elif route == "cloud" and (member := self.routing.plan.member if self.routing.plan else None) in state.depths:
+        elif record.route == "cloud" and (member := record.plan.member if record.plan else None) in state.depths:
             speed.member(member).observe(speed.member_state(state.prompt_tokens, state.depths[member]), seconds)
 
     def failed(self, exc: BaseException) -> None:
         """Nothing started: the request is recorded as an error with the decision's reason."""
-        routing = self.routing
-        fallback = routing.plan.path() if routing.plan is not None and isinstance(exc, EngineError) else None
-        reason = routing.decision.reason if routing.decision is not None else "error"
         self.settle(0)  # nothing was generated
-        self._emit(route="error", reason=reason, status="error", error=str(exc)[:300], fallback=fallback)
+        self._emit(str(exc)[:300])
 
-    def _emit(self, **fields: Any) -> None:
-        event = self._trace.event(**fields, **self.common)
+    def _emit(self, error: str | None) -> None:
+        event = self.record.event(error)
         self.node.telemetry.record(event)
         log_request(event)
 
@@ -307,19 +287,15 @@ class RoutedStream:
     decision once and stops the engine: after the client has its end.
     """
 
-    def __init__(
-        self, record: _Recorder, started: Started, gen: GenerationRequest | None = None, prompt_tokens: int = 0,
-        store: _Store | None = None,
-    ) -> None:
-        self.routing = record.routing
-        self._record, self._started, self._gen = record, started, gen
-        self._prompt_tokens, self._store = prompt_tokens, store
+    def __init__(self, recorder: _Recorder, started: Started) -> None:
+        self.record = recorder.record
+        self._recorder, self._started = recorder, started
         self._final: Chunk | None = None
         self._error: str | None = "client went away before the end"
         self._closed = False
 
     async def __aiter__(self) -> AsyncIterator[Chunk]:
-        plan = self.routing.plan
+        record = self.record
         sent: list[str] = []  # the text chunks out so far (one token each)
         carried: int | None = None  # chunks sent before the latest break
         chunk: Chunk | None = self._started.first
@@ -328,11 +304,12 @@ class RoutedStream:
                 try:
                     if chunk.finish_reason is not None:
                         usage = chunk.usage or Usage(0, 0)
-                        if carried is not None:  # the original prompt; the chunks before and after the break
-                            usage = Usage(self._prompt_tokens, carried + usage.completion_tokens)
+                        if carried is not None and record.features is not None:
+                            # the original prompt; the chunks before and after the break
+                            usage = Usage(record.features.prompt_tokens, carried + usage.completion_tokens)
                         self._final, self._error = replace(chunk, usage=usage), None
-                        if self._store is not None:
-                            await self._stored("".join(sent) + chunk.text, self._final)
+                        if record.cacheable:
+                            await self._recorder.store("".join(sent) + chunk.text, self._final)
                         yield self._final
                         return
                     if chunk.text:
@@ -340,11 +317,11 @@ class RoutedStream:
                         yield chunk
                     chunk = await anext(self._started.rest, None)
                 except EngineError as exc:
-                    if plan is None or self._gen is None:
+                    if record.plan is None or record.gen is None:
                         raise
                     await self._started.rest.aclose()  # type: ignore[attr-defined] - a member reads its body's end
                     carried = len(sent)
-                    started = await resume(plan, self._gen, exc, sent)
+                    started = await resume(record.plan, record.gen, exc, sent)
                     if started is None:  # max_tokens is spent: the answer ends here
                         chunk = Chunk("", "length")
                     else:
@@ -360,20 +337,6 @@ class RoutedStream:
             return
         self._closed = True
         try:
-            self._record.done(self._final, self._error)
+            self._recorder.done(self._final, self._error)
         finally:
             await self._started.rest.aclose()  # type: ignore[attr-defined] - the engine's own clean-up
-
-    async def _stored(self, text: str, final: Chunk) -> None:
-        """Store a finished answer made by an engine (never a replayed hit)."""
-        store, node, plan = self._store, self._record.node, self.routing.plan
-        tier = plan.attempts[-1].engine if plan is not None and plan.attempts else None
-        if store is None or tier not in ("edge", "cloud") or node.cache is None:
-            return
-        try:
-            await node.cache.store(
-                store.key, text, final.finish_reason or "stop", final.usage or Usage(0, 0), tier,
-                embedding=store.embedding, opt=store.opt, stop_word=final.stop_word,
-            )
-        except Exception:  # noqa: BLE001 - a failed cache write must not fail the answer
-            log.exception("cache store failed")

@@ -31,7 +31,7 @@ from .guards import REQUEST_ID_HEADER
 from .limits import check_messages, check_prompt
 from .node import Node
 from .offload import off_loop
-from .routing import RequestContext, Routing
+from .record import RequestContext, RequestRecord
 from .schemas import ChatCompletionRequest, CompletionRequest, dump_extra
 from .streaming import EventStream, Last, disconnected
 
@@ -107,22 +107,22 @@ async def respond(
     started = time.perf_counter()
     node: Node = request.app.state.node
     rid: str = request.state.request_id
-    routing: Routing = request.state.routing  # made by rate_guard
+    record: RequestRecord = request.state.record  # made by rate_guard
     if isinstance(body, CompletionRequest):
         body = await text_prompts(node, body)
     _check_caps(node, body)
     ctx = request_context(request, body)
-    gen = body.to_generation(rid, ctx.tenant)
+    gen = record.gen = body.to_generation(rid, ctx.tenant)
     prompts = body.prompts() if isinstance(body, CompletionRequest) else []
     writer = make_writer(body, gen)
-    ctx = dataclasses.replace(ctx, response_id=getattr(writer, "rid", None))  # what a rating names
-    fan = choices.fan_out(gen, ctx, routing, body.n, prompts if len(prompts) > 1 else ())
+    record.ctx = dataclasses.replace(ctx, response_id=getattr(writer, "rid", None))  # what a rating names
+    fan = choices.fan_out(record, body.n, prompts if len(prompts) > 1 else ())
     # What each choice's text starts with: its prompt, with ``echo``.
     echoes = [prompts[i // body.n] if isinstance(body, CompletionRequest) and body.echo else "" for i in range(len(fan))]
     if not body.stream:
         # Watched from the start: a member generates a whole answer before its one chunk comes.
         done = await _while_connected(request, choices.whole(node, fan))
-        headers = routing.headers()  # after the last chunk: a fallback mid-way shows
+        headers = record.headers()  # after the last chunk: a fallback mid-way shows
         headers[REQUEST_ID_HEADER] = rid
         headers["x-edgeroute-latency-ms"] = f"{(time.perf_counter() - started) * 1000:.1f}"
         if isinstance(writer, ChunkWriter):
@@ -142,7 +142,7 @@ async def respond(
 
     # A cache hit is in memory: its events go out in one write. One write per word cost the node
     # ~8 ms for a 256-token answer on an idle box, and a hit's latency under load was mostly that.
-    whole = all(r.routing.cache_hit is not None for r in routed)
+    whole = all(r.record.cache_hit is not None for r in routed)
 
     async def events() -> AsyncIterator[bytes]:
         out = [writer.opening(n)] + [writer.text(e, (), i) for i, e in enumerate(echoes) if e]
@@ -180,7 +180,7 @@ async def respond(
             await chunks.aclose()  # type: ignore[attr-defined] - stops the engines when the stream ends early
         yield Last(b"".join(out))
 
-    headers = {**routing.headers(), REQUEST_ID_HEADER: rid, "cache-control": "no-cache", "x-accel-buffering": "no"}
+    headers = {**record.headers(), REQUEST_ID_HEADER: rid, "cache-control": "no-cache", "x-accel-buffering": "no"}
     return EventStream(events(), media_type=writer.media_type, headers=headers)
 
 

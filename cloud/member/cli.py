@@ -4,34 +4,19 @@ here (also `python -m cloud.member`)."""
 from __future__ import annotations
 
 import os
-from enum import Enum
 from pathlib import Path
-from typing import Annotated, Optional
+from typing import Annotated, Literal, Optional
 
 import typer
 
-from models import EDGE_DEFAULT, EdgerouteError, default_models_dir
+from models import EDGE_DEFAULT, EdgerouteError
 
-from ..config import MemberServerSettings
-from ..twin import ensure_twin
+from ..config import MemberDtype, MemberServerSettings
 from .launcher import launch
 from .process import exit_with_parent
 from .supervisor import Supervisor
 
 cloud_app = typer.Typer(help="The cloud GPU pool and its member server.", no_args_is_help=True)
-
-
-class DtypeChoice(str, Enum):
-    auto = "auto"
-    bfloat16 = "bfloat16"
-    float16 = "float16"
-    float32 = "float32"
-
-
-class DeviceChoice(str, Enum):
-    auto = "auto"
-    cpu = "cpu"
-    cuda = "cuda"
 
 
 @cloud_app.callback()
@@ -50,11 +35,13 @@ def serve(
     ] = 1,
     port: Annotated[int, typer.Option(min=0, max=65535)] = 8000,
     host: Annotated[str, typer.Option(help="bind address")] = "127.0.0.1",
-    device: Annotated[DeviceChoice, typer.Option(help="cpu, cuda, or auto (cuda where present)")] = DeviceChoice.auto,
+    device: Annotated[
+        Literal["auto", "cpu", "cuda"], typer.Option(help="cpu, cuda, or auto (cuda where present)")
+    ] = "auto",
     dtype: Annotated[
-        DtypeChoice,
+        MemberDtype,
         typer.Option(help="weights and compute dtype (auto: bfloat16 where the CPU has bf16 instructions, else float32)"),
-    ] = DtypeChoice.auto,
+    ] = "auto",
     max_model_len: Annotated[int, typer.Option(min=16, help="prompt + completion tokens")] = 2048,
     kv_cache_gib: Annotated[int, typer.Option(min=1, help="KV cache space, GiB")] = 1,
     max_num_seqs: Annotated[Optional[int], typer.Option(min=1, help="sequences decoded together")] = None,
@@ -78,7 +65,9 @@ def serve(
     models_dir: Annotated[
         Optional[Path], typer.Option(envvar="EDGEROUTE_MODELS_DIR", help="prepared models")
     ] = None,
-    startup_timeout: Annotated[float, typer.Option(min=1, help="seconds vLLM may take to start")] = 600.0,
+    startup_timeout_s: Annotated[
+        float, typer.Option("--startup-timeout", min=1, help="seconds vLLM may take to start")
+    ] = 600.0,
     log_level: Annotated[str, typer.Option(help="vLLM server's log level")] = "warning",
     parent_pid: Annotated[
         Optional[int], typer.Option(hidden=True, help="exit when this process goes away")
@@ -87,30 +76,10 @@ def serve(
     """Serve a full-precision model with vLLM as an OpenAI-compatible pool member (/v1, /health,
     /metrics). Arguments after `--` go to vLLM's server as they are."""
     try:
-        settings = MemberServerSettings(
-            model=model,
-            served_model_name=served_model_name,
-            tensor_parallel=tensor_parallel,
-            host=host,
-            port=port,
-            device=device.value,
-            dtype=dtype.value,
-            max_model_len=max_model_len,
-            kv_cache_gib=kv_cache_gib,
-            max_num_seqs=max_num_seqs,
-            threads=threads,
-            eager=eager,
-            api_key=api_key,
-            vllm_python=vllm_python,
-            vllm_args=tuple(ctx.args),
-            startup_timeout_s=startup_timeout,
-            log_level=log_level.lower(),
-            parent_pid=parent_pid,
-        )
+        settings = MemberServerSettings(**ctx.params, vllm_args=tuple(ctx.args))
         if parent_pid is not None:
             exit_with_parent(parent_pid)
-        start = launch(settings, Path(os.devnull), os.getpid())  # fail on a missing vLLM before converting
-        start = launch(settings, ensure_twin(model, models_dir or default_models_dir()), os.getpid())
+        start = launch(settings, os.getpid())
     except EdgerouteError as exc:
         typer.echo(f"error: {exc.message}", err=True)
         raise typer.Exit(2) from exc

@@ -11,6 +11,7 @@ whole process group down when its parent goes.
 
 from __future__ import annotations
 
+import contextlib
 import ipaddress
 import os
 import platform
@@ -18,8 +19,11 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Literal
 
+from models import default_models_dir
+
 from ..config import MemberServerSettings
 from ..errors import VllmUnavailableError
+from ..twin import ensure_twin
 from .process import LIFELINE, project_root
 
 VLLM_SERVER = "vllm.entrypoints.openai.api_server"
@@ -78,9 +82,7 @@ def check_cpu(machine: str, flags: set[str]) -> tuple[str, ...]:
     The x86 build ships AVX-512 and AVX2 kernels and picks one at start; a CPU with neither would
     die of an illegal instruction, so it is refused here with the reason instead.
     """
-    if machine not in ("x86_64", "amd64", "AMD64"):
-        return ()
-    if not flags:  # no /proc/cpuinfo (not Linux): let vLLM decide
+    if machine not in ("x86_64", "amd64", "AMD64") or not flags:  # no flags (not Linux): vLLM decides
         return ()
     if "avx2" not in flags:
         raise VllmUnavailableError(
@@ -124,11 +126,9 @@ def check_exposure(settings: MemberServerSettings) -> tuple[str, ...]:
     calls the model around every node's keys, limits and cache."""
     if settings.api_key or settings.host == "localhost":
         return ()
-    try:
+    with contextlib.suppress(ValueError):  # a host name: it may resolve beyond loopback
         if ipaddress.ip_address(settings.host).is_loopback:
             return ()
-    except ValueError:  # a host name: it may resolve beyond loopback
-        pass
     return (
         f"binding {settings.host or '0.0.0.0'} beyond loopback with no API key: any host that reaches "
         "this port can use the model (set --api-key, or EDGEROUTE_MEMBER_API_KEY, and give the same "
@@ -136,38 +136,24 @@ def check_exposure(settings: MemberServerSettings) -> tuple[str, ...]:
     )
 
 
-def _read_cpuinfo() -> str:
-    try:
-        return Path("/proc/cpuinfo").read_text()
-    except OSError:
-        return ""
-
-
 def server_args(settings: MemberServerSettings, model_dir: Path, device: Device, dtype: str) -> list[str]:
     """vLLM's server flags for these member settings (the same on CPU and CUDA but the KV space)."""
+    level = settings.log_level.lower()
+    level = level if level in ("critical", "error", "warning", "info", "debug") else "warning"
     args = [
-        "--model",
-        str(model_dir),
-        "--served-model-name",
-        settings.name,
-        "--host",
-        settings.host,
-        "--port",
-        str(settings.port),
-        "--tensor-parallel-size",
-        str(settings.tensor_parallel),
-        "--dtype",
-        dtype,
-        "--max-model-len",
-        str(settings.max_model_len),
+        "--model", str(model_dir),
+        "--served-model-name", settings.name,
+        "--host", settings.host,
+        "--port", str(settings.port),
+        "--tensor-parallel-size", str(settings.tensor_parallel),
+        "--dtype", dtype,
+        "--max-model-len", str(settings.max_model_len),
         # Sampling defaults are vLLM's, not the model's generation_config.json: the node sends
         # every parameter it means, and nothing else may change the answer behind its back.
-        "--generation-config",
-        "vllm",
+        "--generation-config", "vllm",
         "--disable-uvicorn-access-log",
-        "--uvicorn-log-level",
-        settings.log_level if settings.log_level in ("critical", "error", "warning", "info", "debug") else "warning",
-    ]
+        "--uvicorn-log-level", level,
+    ]  # fmt: skip
     if settings.tensor_parallel > 1:
         # One host: ranks are local processes (vLLM's default would be Ray where it is installed).
         args += ["--distributed-executor-backend", "mp"]
@@ -207,28 +193,35 @@ def server_env(settings: MemberServerSettings, device: Device, base: dict[str, s
             # and each polls the queue between them for a second after every step: two busy
             # cores of two. With the rank inside the engine core (vLLM's own layout on a GPU),
             # 8 streams decoded 1.3x faster and first tokens came sooner here, its threads on
-            # every core. Members sharing a host's cores each take a share (``threads``): threads
-            # that spin-wait for each other on too few cores stall.
+            # every core.
             env.setdefault("VLLM_ENABLE_V1_MULTIPROCESSING", "0")
-            if settings.threads is not None:
-                env["OMP_NUM_THREADS"] = str(settings.threads)
+        # Members (or ranks) sharing a host's cores each take a share: threads that spin-wait for
+        # each other on too few cores stall (3 ranks of 2 threads on 2 cores: 0.3 tokens/s).
+        # Unbound ranks read it from the environment they inherit.
+        if settings.threads is not None:
+            env["OMP_NUM_THREADS"] = str(settings.threads)
     return env
 
 
-def launch(settings: MemberServerSettings, model_dir: Path, parent_pid: int) -> Launch:
-    """The start of vLLM's server for ``settings`` on ``model_dir``, watched by ``parent_pid``.
+def launch(settings: MemberServerSettings, parent_pid: int) -> Launch:
+    """The start of vLLM's server for ``settings``, watched by ``parent_pid``.
 
-    Raises :class:`VllmUnavailableError` when vLLM's environment is missing or the CPU cannot run it.
+    Raises :class:`VllmUnavailableError` when vLLM's environment is missing or the CPU cannot run it
+    (checked before the model's twin is made, which takes tens of seconds), :class:`WeightsError`
+    when the model cannot be served.
     """
     device = pick_device(settings.device)
     warnings: tuple[str, ...] = ()
-    cpuinfo = _read_cpuinfo()
+    cpuinfo = ""
+    with contextlib.suppress(OSError):
+        cpuinfo = Path("/proc/cpuinfo").read_text()
     flags = cpu_flags(cpuinfo)
     if device == "cpu":
         warnings = check_cpu(platform.machine(), flags)
     warnings += check_exposure(settings)
     dtype = pick_dtype(settings.dtype, device, flags)
     python = vllm_python(settings.vllm_python)
+    model_dir = ensure_twin(settings.model, settings.models_dir or default_models_dir())
     args = server_args(settings, model_dir, device, dtype)
     argv = [str(python), "-c", LIFELINE, str(parent_pid), VLLM_SERVER, *args]
     host = "127.0.0.1" if settings.host in ("0.0.0.0", "") else settings.host

@@ -34,32 +34,18 @@ def project_root() -> Path:
     return Path(__file__).resolve().parents[2]
 
 
-def child_env(extra: dict[str, str]) -> dict[str, str]:
-    env = dict(os.environ)
-    root = str(project_root())
-    env["PYTHONPATH"] = os.pathsep.join([root, *filter(None, [env.get("PYTHONPATH")])])
-    env.update(extra)
-    return env
-
-
 def free_port(host: str = "127.0.0.1") -> int:
     with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
         sock.bind((host, 0))
         return int(sock.getsockname()[1])
 
 
-def exit_with_parent(parent_pid: int, *, group: bool = False) -> None:
-    """Exit as soon as ``parent_pid`` is no longer this process's parent (it died, we were re-parented).
-
-    ``group``: take this process's whole process group with it (a server that leads its own group,
-    whose workers would otherwise be left behind).
-    """
+def exit_with_parent(parent_pid: int) -> None:
+    """Exit as soon as ``parent_pid`` is no longer this process's parent (it died, we were re-parented)."""
 
     def watch() -> None:
         while os.getppid() == parent_pid:
             time.sleep(_POLL_S)
-        if group:
-            os.killpg(os.getpgid(0), 9)
         os._exit(1)  # noqa: SLF001 - nothing may linger after the parent is gone
 
     threading.Thread(target=watch, name="parent-watch", daemon=True).start()
@@ -86,6 +72,19 @@ LIFELINE = (
     "sys.argv = [sys.argv[2], *sys.argv[3:]]\n"
     "runpy.run_module(sys.argv[0], run_name='__main__', alter_sys=True)\n"
 )
+
+
+def died_because(returncode: int | None) -> str:
+    """Why a server process ended, in words (a signal by name)."""
+    if returncode is None:
+        return "it was never started"
+    if returncode < 0:
+        sig = signal.Signals(-returncode)
+        why = f"killed by {sig.name}"
+        if sig == signal.SIGILL:
+            why += " (an illegal instruction: vLLM was built for CPU features this machine lacks)"
+        return why
+    return f"exited with code {returncode}"
 
 
 _LIVE: weakref.WeakSet[ServerProcess] = weakref.WeakSet()
@@ -165,7 +164,7 @@ class ServerProcess:
     def wait_ready(
         self, timeout_s: float | None = None, progress: Callable[[float], None] | None = None
     ) -> None:
-        """Block until the server answers ``ready_url``; kill it and raise if it dies or times out.
+        """Block until the server answers ``ready_url``; kill its group and raise if it dies or times out.
 
         ``progress`` is called about every 10 s with the seconds waited so far.
         """
@@ -179,7 +178,8 @@ class ServerProcess:
                     progress(told - started)
                 if self.proc is None or self.proc.poll() is not None:
                     code = None if self.proc is None else self.proc.returncode
-                    raise self._failed_to_start(f"exited with code {code} before it was ready")
+                    self.kill()  # what is left of its group (a server's workers)
+                    raise self._failed_to_start(f"{died_because(code)} before it was ready")
                 with contextlib.suppress(httpx.HTTPError):
                     if client.get(self.ready_url).status_code == 200:
                         return
@@ -187,16 +187,11 @@ class ServerProcess:
         self.kill()
         raise self._failed_to_start(f"not ready after {timeout_s or self.startup_timeout_s:g}s")
 
-    def _signal_group(self, sig: signal.Signals) -> None:
-        if self.proc is None:
-            return
-        with contextlib.suppress(ProcessLookupError, PermissionError):
-            os.killpg(self.proc.pid, sig)
-
     def kill(self) -> None:
         """SIGKILL the whole process group now (idempotent)."""
-        self._signal_group(signal.SIGKILL)
         if self.proc is not None:
+            with contextlib.suppress(ProcessLookupError, PermissionError):
+                os.killpg(self.proc.pid, signal.SIGKILL)
             with contextlib.suppress(subprocess.TimeoutExpired):
                 self.proc.wait(5)
         _LIVE.discard(self)
@@ -209,8 +204,3 @@ class ServerProcess:
             with contextlib.suppress(subprocess.TimeoutExpired):
                 self.proc.wait(timeout_s)
         self.kill()
-
-    def restart(self, timeout_s: float | None = None) -> None:
-        self.kill()
-        self.spawn()
-        self.wait_ready(timeout_s)

@@ -1,6 +1,6 @@
-"""`edgeroute cloud serve` in the foreground: start vLLM's server, report its start-up, watch its
-health, restart it with backoff when it dies or stops answering, and stop it (with every process
-it made) on SIGTERM or SIGINT.
+"""Keeping vLLM's server up: start it, report its start-up, watch its health, restart it with
+backoff when it dies or stops answering, and stop it (with every process it made). `edgeroute cloud
+serve` runs it in the foreground (SIGTERM or SIGINT stop it); the node's local member in a thread.
 
 A server that never became ready is not restarted: that is a configuration problem (a model it
 cannot load, a port in use, a CPU it cannot run on), and the supervisor exits with vLLM's reason.
@@ -8,7 +8,6 @@ cannot load, a port in use, a CPU it cannot run on), and the supervisor exits wi
 
 from __future__ import annotations
 
-import logging
 import signal
 import threading
 import time
@@ -19,11 +18,9 @@ from types import FrameType
 import httpx
 
 from ..config import MemberServerSettings
-from ..errors import LocalMemberError, VllmUnavailableError
+from ..errors import LocalMemberError
 from .launcher import Launch
-from .process import ServerProcess
-
-log = logging.getLogger(__name__)
+from .process import ServerProcess, died_because
 
 # /health failures in a row that make a running server count as hung.
 _UNHEALTHY_AFTER = 3
@@ -31,84 +28,65 @@ _UNHEALTHY_AFTER = 3
 _STABLE_S = 60.0
 
 
-def died_because(returncode: int | None) -> str:
-    """Why a server process ended, in words (a signal by name)."""
-    if returncode is None:
-        return "it is still running"
-    if returncode < 0:
-        sig = signal.Signals(-returncode)
-        why = f"killed by {sig.name}"
-        if sig == signal.SIGILL:
-            why += " (an illegal instruction: vLLM was built for CPU features this machine lacks)"
-        return why
-    return f"exited with code {returncode}"
-
-
 class _Stopped(Exception):
     """Raised in the main thread by SIGTERM/SIGINT: leaves whatever wait is under way at once."""
 
 
 class Supervisor:
-    """Keeps one vLLM server up until :meth:`stop` (or SIGTERM/SIGINT under :meth:`run`)."""
+    """Keeps one vLLM server up until :meth:`stop` (or SIGTERM/SIGINT under :meth:`run`).
+
+    ``server``: the process to keep up (the node's local member is one); by default one for ``start``.
+    """
 
     def __init__(
         self,
         settings: MemberServerSettings,
         start: Launch,
         *,
+        server: ServerProcess | None = None,
         log_path: Path | None = None,
         say: Callable[[str], None] = print,
     ) -> None:
         self.settings = settings
         self.start = start
-        self.log_path = log_path
         self.say = say
-        self.server: ServerProcess | None = None
+        self.server = server or ServerProcess(
+            start.argv,
+            f"{start.root_url}/health",
+            log_path=log_path,
+            env=start.env,
+            startup_timeout_s=settings.startup_timeout_s,
+            label=f"vLLM server for {settings.name}",
+        )
         self.restarts = 0
         self._stopping = threading.Event()
-
-    def _new_server(self) -> ServerProcess:
-        return ServerProcess(
-            self.start.argv,
-            f"{self.start.root_url}/health",
-            log_path=self.log_path,
-            env=self.start.env,
-            startup_timeout_s=self.settings.startup_timeout_s,
-            label=f"vLLM server for {self.settings.name}",
-        )
+        self._spawning = threading.Lock()  # held from the stop check to the spawn: none after stop()
 
     def _progress(self, waited: float) -> None:
         self.say(f"vLLM is still starting ({waited:.0f}s: loading the model, warming up)")
 
     def boot(self) -> float:
         """Start the server and wait until it serves; the seconds it took. Raises LocalMemberError."""
-        self.server = self._new_server()
         began = time.monotonic()
-        self.server.spawn()
-        try:
-            self.server.wait_ready(progress=self._progress)
-        except LocalMemberError as exc:
-            code = self.server.proc.returncode if self.server.proc is not None else None
-            self.server.kill()
-            raise LocalMemberError(f"{exc.message}\n(vLLM {died_because(code)})") from exc
+        with self._spawning:
+            if self._stopping.is_set():
+                raise _Stopped
+            self.server.spawn()
+        self.server.wait_ready(progress=self._progress)
         return time.monotonic() - began
-
-    def healthy(self, client: httpx.Client) -> bool:
-        try:
-            return client.get(f"{self.start.root_url}/health").status_code == 200
-        except httpx.HTTPError:
-            return False
 
     def watch(self) -> str:
         """Block while the server serves; return why it no longer does (or "" when stopping)."""
-        assert self.server is not None
         misses = 0
+        url = f"{self.start.root_url}/health"
         with httpx.Client(timeout=self.settings.health_interval_s) as client:
             while not self._stopping.wait(self.settings.health_interval_s):
                 if not self.server.alive():
-                    code = self.server.proc.returncode if self.server.proc is not None else None
-                    return died_because(code)
-                misses = 0 if self.healthy(client) else misses + 1
+                    return died_because(self.server.proc.returncode if self.server.proc is not None else None)
+                try:
+                    misses = 0 if client.get(url).status_code == 200 else misses + 1
+                except httpx.HTTPError:
+                    misses += 1
                 if misses >= _UNHEALTHY_AFTER:
                     return f"/health failed {misses} times in a row"
         return ""
@@ -125,6 +103,10 @@ class Supervisor:
         )
         took = self.boot()
         self.say(f"serving {self.settings.name} on {self.start.root_url}/v1 (ready in {took:.0f}s)")
+        self.keep_up()
+
+    def keep_up(self) -> None:
+        """Restart the serving server whenever it stops serving, until :meth:`stop`."""
         backoff = 1.0
         while not self._stopping.is_set():
             served_from = time.monotonic()
@@ -134,24 +116,24 @@ class Supervisor:
             if time.monotonic() - served_from >= _STABLE_S:
                 backoff = 1.0
             self.say(f"vLLM stopped serving ({why}); restarting in {backoff:.0f}s")
-            assert self.server is not None
             self.server.kill()  # what is left of its process group: engine core, ranks
             if self._stopping.wait(backoff):
                 break
             backoff = min(backoff * 2, self.settings.max_backoff_s)
             try:
                 took = self.boot()
-            except LocalMemberError as exc:
-                self.say(f"restart failed: {exc.message}")
+            except (LocalMemberError, _Stopped) as exc:
+                if not self._stopping.is_set():
+                    self.say(f"restart failed: {exc}")
                 continue
             self.say(f"serving again (ready in {took:.0f}s, restart {self.restarts + 1})")
             self.restarts += 1
 
     def stop(self, timeout_s: float = 15.0) -> None:
         """Stop supervising and stop the server: SIGTERM, then SIGKILL for its whole group."""
-        self._stopping.set()
-        if self.server is not None:
-            self.server.stop(timeout_s)
+        with self._spawning:
+            self._stopping.set()
+        self.server.stop(timeout_s)
 
     def run(self) -> int:
         """:meth:`serve` with SIGTERM and SIGINT stopping it cleanly; the exit code."""
@@ -169,7 +151,7 @@ class Supervisor:
             return 0
         except _Stopped:
             return 0
-        except (LocalMemberError, VllmUnavailableError) as exc:
+        except LocalMemberError as exc:
             self.say(f"error: {exc.message}")
             return 1
         finally:

@@ -4,7 +4,7 @@ from .aggregate import Snapshot
 from .bus import EventBus, Subscription
 from .config import DashboardSettings, PriceSettings, TelemetrySettings
 from .errors import InvalidEventError, SubscriptionClosedError, TelemetryError
-from .events import ROUTES, DecisionEvent, Trace
+from .events import ROUTES, DecisionEvent
 from .facade import Telemetry
 from .gcwatch import GcWatch
 from .http import metrics_handler, telemetry_of
@@ -29,7 +29,6 @@ __all__ = [
     "Telemetry",
     "TelemetryError",
     "TelemetrySettings",
-    "Trace",
     "metrics_handler",
     "read_decisions",
     "telemetry_of",

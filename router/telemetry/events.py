@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import dataclasses
 import json
-import time
 from dataclasses import dataclass, field
 from typing import Any, Final
 
@@ -108,46 +107,3 @@ def _json_default(value: Any) -> Any:
     if callable(item):
         return item()
     return str(value)
-
-
-@dataclass(slots=True)
-class Trace:
-    """Times one request on the request path and builds its :class:`DecisionEvent` at the end.
-
-    ``Trace(...)`` when the request arrives, ``first_token()`` when the first chunk is ready,
-    ``event(route=..., reason=..., ...)`` when the response is complete (or has failed).
-    """
-
-    request_id: str
-    tenant: str
-    model: str
-    prompt: str = ""
-    stream: bool = False
-    private: bool = False
-    ts: float = field(default_factory=time.time)
-    started: float = field(default_factory=time.perf_counter)
-    first_token_at: float | None = None
-
-    def first_token(self) -> None:
-        """Mark the first token (only the first call counts)."""
-        if self.first_token_at is None:
-            self.first_token_at = time.perf_counter()
-
-    def event(self, *, route: str, reason: str, **fields: Any) -> DecisionEvent:
-        """The decision record, with latency and TTFT measured from the trace's start."""
-        now = time.perf_counter()
-        ttft = None if self.first_token_at is None else (self.first_token_at - self.started) * 1000
-        fields.setdefault("latency_ms", (now - self.started) * 1000)
-        fields.setdefault("ttft_ms", ttft)
-        return DecisionEvent(
-            ts=self.ts,
-            request_id=self.request_id,
-            tenant=self.tenant,
-            model=self.model,
-            route=route,
-            reason=reason,
-            stream=self.stream,
-            private=self.private,
-            prompt_preview=self.prompt,
-            **fields,
-        )

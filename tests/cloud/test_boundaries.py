@@ -47,7 +47,7 @@ def test_importing_cloud_registers_nothing() -> None:
         """
     )
     assert out.returncode == 0, out.stderr
-    assert out.stdout.split("\n") == ["False 0", "1 _prepare_twin", "True", ""]
+    assert out.stdout.split("\n") == ["False 0", "1 prepare_twin", "True", ""]
 
 
 def test_a_missing_vllm_environment_is_a_clear_error(tmp_path: Path) -> None:

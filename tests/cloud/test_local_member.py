@@ -221,6 +221,10 @@ def test_vllm_flags_mirror_the_member_settings() -> None:
     # Its threads: every core unless the member is given a share of them.
     assert "OMP_NUM_THREADS" not in one_rank
     assert server_env(MemberServerSettings(threads=1), "cpu", {"OMP_NUM_THREADS": "8"})["OMP_NUM_THREADS"] == "1"
+    # ... and so do the ranks of a tensor-parallel member, each (unbound, they read it from the
+    # environment: 3 ranks of every core's threads on 2 cores decoded 0.3 tokens/s).
+    ranks = server_env(MemberServerSettings(tensor_parallel=3, threads=1), "cpu", {})
+    assert ranks["OMP_NUM_THREADS"] == "1" and ranks["VLLM_CPU_OMP_THREADS_BIND"] == "nobind"
     assert "VLLM_CPU_KVCACHE_SPACE" not in server_env(settings, "cuda", {})
     assert "VLLM_ENABLE_V1_MULTIPROCESSING" not in server_env(MemberServerSettings(), "cuda", {})
 

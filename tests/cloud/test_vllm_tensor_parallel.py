@@ -63,12 +63,12 @@ def test_three_ranks_serve_the_one_rank_greedy_text_and_stop_cleanly(member: Loc
         [
             sys.executable, "-m", "cloud.member", "--tensor-parallel", "3", "--port", str(port),
             "--dtype", TEST_DTYPE, "--log-level", "info",
+            # One thread a rank: 3 ranks of 2 threads each (the default, every core) spin-waited
+            # for each other on 2 cores and decoded 0.3 tokens/s (70 s for the 16 tokens below);
+            # one thread each, ~2 tokens/s. The text does not depend on it.
+            "--threads", "1",
         ],
         cwd=ROOT, stdout=log, stderr=subprocess.STDOUT, start_new_session=True,
-        # One thread a rank: 3 ranks of 2 threads each (the default, every core) spin-waited for
-        # each other on 2 cores and decoded 0.3 tokens/s (70 s for the 16 tokens below); one
-        # thread each, ~2 tokens/s. The text does not depend on it.
-        env={**os.environ, "OMP_NUM_THREADS": "1"},
     )
     root = f"http://127.0.0.1:{port}"
     try:

@@ -108,11 +108,11 @@ def test_n_out_of_bounds_or_on_the_responses_api_is_a_400(node_url: str, path: s
 
 def test_choice_seeds_stay_64_bit_signed_integers() -> None:
     from models import GenerationRequest, SamplingParams
-    from router.routing import RequestContext, Routing
     from router.choices import fan_out
+    from router.record import RequestContext, RequestRecord
 
     gen = GenerationRequest(SamplingParams(seed=2**63 - 1), prompt="x")
-    seeds = [c.gen.params.seed for c in fan_out(gen, RequestContext(tenant="t"), Routing(), 3)]
+    seeds = [c.gen.params.seed for c in fan_out(RequestRecord(gen, RequestContext(tenant="t")), 3)]
     assert seeds == [2**63 - 1, -(2**63), -(2**63) + 1]
 
 

@@ -13,7 +13,7 @@ import pytest
 from models import Chunk, EngineLoad, EngineUnavailableError, GenerationRequest, SamplingParams, StreamBrokenError, Usage, collect
 from router.fallback import Attempt, StreamPlan, start
 from router.pipeline import RoutedStream
-from router.routing import Routing
+from router.record import RequestRecord
 
 
 class Broken(StreamBrokenError):
@@ -57,8 +57,10 @@ REQ = GenerationRequest(params=SamplingParams(temperature=0), messages=({"role":
 def routed(plan: StreamPlan, started: Any, req: GenerationRequest = REQ, prompt_tokens: int = 7) -> RoutedStream:
     """The router's stream of ``started``, its decision record kept in ``.records`` (no node here)."""
     records: list[tuple[Chunk | None, str | None]] = []
-    record = SimpleNamespace(routing=Routing(plan=plan), done=lambda final, error: records.append((final, error)))
-    stream = RoutedStream(record, started, req, prompt_tokens)  # type: ignore[arg-type]
+    features = SimpleNamespace(prompt_tokens=prompt_tokens)
+    record = RequestRecord(req, plan=plan, features=features)  # type: ignore[arg-type]
+    recorder = SimpleNamespace(record=record, done=lambda final, error: records.append((final, error)))
+    stream = RoutedStream(recorder, started)  # type: ignore[arg-type]
     stream.records = records  # type: ignore[attr-defined]
     return stream
 

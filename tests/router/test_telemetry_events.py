@@ -1,4 +1,4 @@
-"""DecisionEvent: the contract's fields, validation, privacy, row round trip; Trace timing."""
+"""DecisionEvent: the contract's fields, validation, privacy, row round trip; the request record's timing."""
 
 from __future__ import annotations
 
@@ -8,7 +8,10 @@ from dataclasses import dataclass
 
 import pytest
 
-from router.telemetry import DecisionEvent, InvalidEventError, Trace
+from models import GenerationRequest, SamplingParams, Usage
+from router.policy import Decision
+from router.record import RequestContext, RequestRecord
+from router.telemetry import DecisionEvent, InvalidEventError
 from router.telemetry.events import PREVIEW_CHARS
 
 CONTRACT_COLUMNS = [
@@ -110,22 +113,29 @@ def test_invalid_fields_are_rejected(field: str, value: object) -> None:
         make(**{field: value})
 
 
-def test_trace_measures_latency_and_ttft() -> None:
-    trace = Trace(request_id="r9", tenant="t", model="edge", prompt="hello", stream=True)
-    assert trace.event(route="edge", reason="x").ttft_ms is None
-    trace.first_token()
-    first = trace.first_token_at
+def test_the_request_record_measures_latency_and_ttft() -> None:
+    gen = GenerationRequest(SamplingParams(), model="edge", request_id="r9")
+    record = RequestRecord(gen, RequestContext(tenant="t", stream=True), prompt="hello", route="edge")
+    record.started = time.perf_counter()
+    assert record.event(None).ttft_ms is None
+    record.first_token()
+    first = record.first_token_at
     time.sleep(0.01)
-    trace.first_token()  # only the first call counts
-    assert trace.first_token_at == first
-    event = trace.event(route="edge", reason="short", prompt_tokens=3, completion_tokens=4)
+    record.first_token()  # only the first call counts
+    assert record.first_token_at == first
+    record.usage = Usage(3, 4)
+    event = record.event(None)
     assert event.request_id == "r9" and event.stream is True and event.prompt_preview == "hello"
     assert event.ttft_ms is not None and event.ttft_ms >= 0
     assert event.latency_ms >= event.ttft_ms + 10 - 0.5
     assert (event.prompt_tokens, event.completion_tokens) == (3, 4)
 
 
-def test_trace_explicit_latency_wins() -> None:
-    trace = Trace(request_id="r", tenant="t", model="m", private=True, prompt="secret")
-    event = trace.event(route="error", reason="no-capacity", status="error", error="boom", latency_ms=1.0)
-    assert event.latency_ms == 1.0 and event.prompt_preview == "" and event.status == "error"
+def test_a_failed_private_request_is_recorded_with_its_decision_and_no_preview() -> None:
+    gen = GenerationRequest(SamplingParams(), model="m", request_id="r")
+    decision = Decision("cloud", "no-capacity", 1.0)
+    record = RequestRecord(gen, prompt="secret", private=True, decision=decision, cache="off")
+    event = record.event("boom")
+    assert event.prompt_preview == "" and event.status == "error" and event.error == "boom"
+    assert (event.route, event.reason, event.cache) == ("error", "no-capacity", None)
+    assert record.error_headers("server_error")["x-edgeroute-reason"] == "no-capacity"
