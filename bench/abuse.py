@@ -31,9 +31,9 @@ from typing import Any
 
 import httpx
 
+from bench.harness import describe_cpu, write_json
 from bench.hostile import NODE_ARGS, NODE_ENV
 from loadtest.servers import node_process
-from cloud.member.launcher import cpu_flags, describe_cpu
 
 QUESTIONS = [
     "What is the capital of France?", "How many legs does a spider have?", "What colour is the sky?",
@@ -41,11 +41,6 @@ QUESTIONS = [
     "Name a planet.", "What do bees make?", "How many days are in a week?",
 ]
 KEYS = {"key-a": "team-a", "key-b": "team-b"}
-
-
-def cpu() -> str:
-    info = Path("/proc/cpuinfo").read_text() if Path("/proc/cpuinfo").exists() else ""
-    return describe_cpu(info, cpu_flags(info))
 
 
 class Monitor:
@@ -231,12 +226,12 @@ def main() -> None:
             summary = asyncio.run(fairness(node.base, args.hogs, args.seconds, args.warmup))
         else:
             summary = asyncio.run(stall(node.base, args.streams, args.half_open, args.hold, args.after))
-    summary = {"run": args.run, "cpu": cpu(), "date": time.strftime("%Y-%m-%d"), **summary}
+    summary = {"run": args.run, "cpu": describe_cpu()["text"], "date": time.strftime("%Y-%m-%d"), **summary}
     for key, value in summary.items():
         print(f"{key:>26}  {value}")
     print(json.dumps(summary))
     if args.json:
-        args.json.write_text(json.dumps(summary, indent=1))
+        write_json(args.json, summary, indent=1)
 
 
 if __name__ == "__main__":

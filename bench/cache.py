@@ -21,7 +21,6 @@ with the text of its main component) in one tenant, the worst case for the per-t
 from __future__ import annotations
 
 import asyncio
-import json
 import os
 import platform
 import shutil
@@ -41,6 +40,7 @@ os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
 from edge import CacheKey, CacheSettings, EdgeCache, Embedder  # noqa: E402
 from bench.cache_adversarial import SEED as ADVERSARIAL_SEED  # noqa: E402
 from bench.cache_adversarial import generate as generate_adversarial  # noqa: E402
+from bench.harness import md_table, write_json  # noqa: E402
 from edge.cache import Judged, Verifier, load_judged, load_pairs, split_judged, split_pairs  # noqa: E402
 from edge.cache.keys import exact_key, normalize_text, request_record, semantic_parts  # noqa: E402
 from edge.cache.store import NewEntry  # noqa: E402
@@ -69,9 +69,7 @@ def entry(
 
 
 def write_result(out: Path, result: dict[str, Any], work_dir: Path) -> None:
-    """The results as JSON at ``out``; the scratch directory removed."""
-    out.parent.mkdir(parents=True, exist_ok=True)
-    out.write_text(json.dumps(result, indent=2) + "\n")
+    write_json(out, result)
     print(f"wrote {out}")
     shutil.rmtree(work_dir, ignore_errors=True)
 
@@ -122,7 +120,6 @@ async def bulk_cache(
 
 
 async def in_batches(calls: list[Coroutine[Any, Any, T]], size: int = 32) -> list[T]:
-    """The results of ``calls``, in order, awaited ``size`` at a time."""
     out: list[T] = []
     for start in range(0, len(calls), size):
         out += await asyncio.gather(*calls[start : start + size])
@@ -330,9 +327,8 @@ def main(
     adv = asyncio.run(adversarial(held_questions, embedder, work_dir, adversarial_seed, per_category))
     sizes = [int(x) for x in scales.split(",") if x]
     print("lookup latency at scale (synthetic vectors) ...", flush=True)
-    bases = stored_vecs
     asked = [j.query for j in test] + [p.b for p in held]
-    scale_rows = asyncio.run(scale(sizes, bases, stored, asked, embedder, work_dir, queries))
+    scale_rows = asyncio.run(scale(sizes, stored_vecs, stored, asked, embedder, work_dir, queries))
     timings = scale_rows.pop()
     result = {
         "machine": {"cpus": os.cpu_count(), "platform": platform.platform(), "python": platform.python_version()},
@@ -341,17 +337,16 @@ def main(
     print()
     print(f"judged test replay: {rep['queries']} queries ({rep['answerable']} answerable), {rep['entries']} "
           f"entries; verifier threshold {rep['threshold']:.4f} (max_wrong_rate {rep['max_wrong_rate']})")
-    print(f"| {'decider':<16} | {'served':>6} | {'precision':>9} | {'recall of answerable':>20} |")
-    for name, r in rep["deciders"].items():
-        print(f"| {name:<16} | {r['served']:>6} | {r['precision']:>9.3f} | {r['recall_of_answerable']:>20.3f} |")
+    print(md_table(("decider", "served", "precision", "recall of answerable"),
+                   [(n, r["served"], r["precision"], r["recall_of_answerable"])
+                    for n, r in rep["deciders"].items()]))
     print("served an entry other than the judged nearest (counted wrong): "
           + ", ".join(f"{n} {r['served_unjudged_entry']}" for n, r in rep["deciders"].items()))
     print(f"refusals of the nearest candidate (shipped): {rep['refusals_of_nearest']}")
     print()
     print(f"adversarial edits, seed {adv['seed']}:")
-    print(f"| {'adversarial':<12} | {'pairs':>5} | {'served':>6} | {'rate':>6} |")
-    for cat, r in adv["categories"].items():
-        print(f"| {cat:<12} | {r['pairs']:>5} | {r['served']:>6} | {r['served'] / r['pairs']:>6.3f} |")
+    print(md_table(("adversarial", "pairs", "served", "rate"),
+                   [(c, r["pairs"], r["served"], r["served"] / r["pairs"]) for c, r in adv["categories"].items()]))
     print()
     print(f"{'entries':>10}{'build s':>9}{'search p50/p99 ms':>20}{'semantic p50/p99 ms':>22}"
           f"{'exact p50/p99 ms':>19}{'found':>7}{'file MB':>9}")

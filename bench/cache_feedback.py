@@ -29,6 +29,7 @@ import httpx
 import numpy as np
 
 from bench.cache import bulk_cache, judged_labels
+from bench.harness import md_table
 from edge import Embedder
 from edge.cache import Judged
 from edge.cache.keys import normalize_text
@@ -131,12 +132,13 @@ def report(result: dict[str, Any]) -> None:
     exact = " (exact hits included)" if result.get("exact_included") else ""
     print(f"feedback replay: {result['queries']} judged queries{exact} in order, {result['entries']} stored; "
           f"load average before {result['load_before'][0]:.2f}, after {result['load_after'][0]:.2f}")
-    print(f"| {'run':<17} | {'half':<6} | {'served':>6} | {'rated':>5} | {'precision':>9} | {'recall of answerable':>20} | {'threshold after':>15} |")
+    rows = []
     for name in ("without feedback", "with feedback"):
         r = result[name]
+        threshold = "calibrated" if r["threshold_after"] is None else f"{r['threshold_after']:.4f}"
         for half in ("first_half", "second_half"):
             s = r[half]
-            prec = "n/a" if s["precision"] is None else f"{s['precision']:.3f}"
-            thr = "calibrated" if r["threshold_after"] is None else f"{r['threshold_after']:.4f}"
-            print(f"| {name:<17} | {half.split('_')[0]:<6} | {s['served']:>6} | {s['rated']:>5} | {prec:>9} |"
-                  f" {s['recall_of_answerable']:>20.3f} | {thr:>15} |")
+            precision = "n/a" if s["precision"] is None else s["precision"]
+            rows.append((name, half.split("_")[0], s["served"], s["rated"], precision, s["recall_of_answerable"],
+                         threshold))
+    print(md_table(("run", "half", "served", "rated", "precision", "recall of answerable", "threshold after"), rows))

@@ -49,7 +49,6 @@ def _verdicts(cands: list[Any], judge: Any) -> list[tuple[float, bool]]:
 
 
 async def _candidates(cache: EdgeCache, keys: list[Any]) -> list[list[Any]]:
-    """The semantic layer's candidates for each key; the cache closed."""
     looks = await in_batches([cache.candidates(k) for k in keys])
     await cache.aclose()
     return [cands for _, cands in looks]
@@ -147,9 +146,7 @@ def main(
           f"answerable, {extra['unread_candidates']} candidates not read")
     verifier = Verifier.shipped()
     rules = {"shipped": calibrated_threshold(verifier, CacheSettings())}
-    for budget in BUDGETS:
-        point = verifier.operating_point(budget, 0.8413, "wilson")
-        rules[f"max_wrong_rate {budget}"] = point.threshold
+    rules |= {f"max_wrong_rate {b}": verifier.operating_point(b, 0.8413, "wilson").threshold for b in BUDGETS}
     table: dict[str, Any] = {}
     header = f"| {'threshold':<26} | " + " | ".join(f"{n:>27}" for n in sources) + " |"
     print("served / wrong rate / recall of answerable, per source")

@@ -13,9 +13,6 @@ once first: their default samplers make them other cache entries) measures those
 from __future__ import annotations
 
 import argparse
-import json
-import os
-import platform
 import statistics
 import tempfile
 import time
@@ -25,6 +22,7 @@ from typing import Any
 import httpx
 import numpy as np
 
+from bench.harness import machine, write_json
 from loadtest.servers import node_process
 
 BODY = {"model": "auto", "messages": [{"role": "user", "content": "What is the capital of France?"}],
@@ -58,10 +56,7 @@ def main() -> None:
     data_dir = Path(tempfile.mkdtemp(prefix="edgeroute-bench-"))  # a fresh, empty cache
     base = f"http://127.0.0.1:{args.port}"
     url = base + "/v1/chat/completions"
-    result: dict[str, Any] = {
-        "machine": f"{platform.machine()} {os.cpu_count()} cores, {platform.python_version()}",
-        "requests": args.requests,
-    }
+    result: dict[str, Any] = {"machine": machine(), "requests": args.requests}
     # Same work as bench.edge_api's node: no prompt-prefix reuse.
     with (
         node_process("--data-dir", str(data_dir), "--log-level", "warning", "--no-local-member", port=args.port,
@@ -88,8 +83,7 @@ def main() -> None:
     for name in cases:
         r = result[name]
         print(f"{name:<24}{r['p50_ms']:>9.2f}{r['p99_ms']:>9.2f}  {','.join(r['routes'])}")
-    args.json.parent.mkdir(parents=True, exist_ok=True)
-    args.json.write_text(json.dumps(result, indent=2))
+    write_json(args.json, result)
 
 
 if __name__ == "__main__":

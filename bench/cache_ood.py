@@ -25,6 +25,7 @@ from typing import Annotated, Any, Optional
 import typer
 
 from bench.cache import REPO, bulk_cache, in_batches, key, write_result
+from bench.harness import md_table
 from edge import CacheSettings, Embedder
 from edge.cache import Verifier
 
@@ -105,13 +106,12 @@ def main(
     rows = asyncio.run(replay(items, Embedder.load(CacheSettings()), work_dir, verifier))
     result = summary(rows)
     print(f"{result['pairs']} hand-written pairs ({result['servable']} servable), verifier threshold {rows[0]['threshold']:.4f}")
-    print(f"| {'decider':<16} | {'served':>6} | {'wrong':>5} | {'precision':>9} | {'recall of servable':>18} |")
-    for name, r in result["deciders"].items():
-        print(f"| {name:<16} | {r['served']:>6} | {r['wrong']:>5} | {r['precision']:>9.3f} | {r['recall_of_servable']:>18.3f} |")
+    print(md_table(("decider", "served", "wrong", "precision", "recall of servable"),
+                   [(n, r["served"], r["wrong"], r["precision"], r["recall_of_servable"])
+                    for n, r in result["deciders"].items()]))
     print()
-    print(f"| {'category':<10} | {'pairs':>5} | " + " | ".join(f"{n:>14}" for n in DECIDERS) + " |")
-    for cat, r in result["categories"].items():
-        print(f"| {cat:<10} | {r['pairs']:>5} | " + " | ".join(f"{r[n]:>14}" for n in DECIDERS) + " |")
+    print(md_table(("category", "pairs", *DECIDERS),
+                   [(c, r["pairs"], *(r[n] for n in DECIDERS)) for c, r in result["categories"].items()]))
     print(f"refusals (shipped): {result['refusals']}")
     wrong = [r for r in rows if r["served"]["shipped"] and not r["pair"].servable]
     for r in wrong:

@@ -33,7 +33,7 @@ from types import SimpleNamespace
 import httpx
 from httpx_sse import connect_sse
 
-from loadtest.servers import free_port, server_process
+from loadtest.servers import NodeProcess, free_port
 
 ROUTES = ("edge", "edge", "cloud", "cache-exact", "cache-semantic")
 
@@ -92,7 +92,6 @@ def serve(port: int, rate: float, start_after: float, duration: float, data_dir:
 # --------------------------------------------------------------------------- client side
 @dataclass
 class ClientStats:
-    messages: int = 0
     feed_messages: int = 0
     stats_messages: int = 0
     rows: int = 0
@@ -107,7 +106,6 @@ def sse_client(url: str, stop: threading.Event, stats: ClientStats) -> None:
         with httpx.Client(timeout=30) as client, connect_sse(client, "GET", events) as source:
             for sse in source.iter_sse():
                 now = time.time()
-                stats.messages += 1
                 stats.bytes += len(sse.data)
                 if sse.event == "stats":
                     stats.stats_messages += 1
@@ -140,25 +138,16 @@ def main() -> None:
     parser.add_argument("--duration", type=float, default=20.0, help="seconds of load")
     parser.add_argument("--clients", type=int, default=3, help="SSE clients (browser tabs)")
     parser.add_argument("--idle", type=float, default=4.0, help="seconds measured before the load starts")
-    parser.add_argument("--serve", action="store_true", help=argparse.SUPPRESS)
-    parser.add_argument("--port", type=int, default=0, help=argparse.SUPPRESS)
-    parser.add_argument("--start-after", type=float, default=0.0, help=argparse.SUPPRESS)
-    parser.add_argument("--data-dir", type=Path, default=None, help=argparse.SUPPRESS)
     args = parser.parse_args()
-
-    if args.serve:
-        serve(args.port, args.rate, args.start_after, args.duration, args.data_dir)
-        return
 
     port = free_port()
     url = f"http://127.0.0.1:{port}"
     warmup = 3.0
     with tempfile.TemporaryDirectory() as tmp:
-        argv = [sys.executable, "-m", "bench.dashboard_sse", "--serve", "--port", str(port),
-                "--rate", str(args.rate), "--duration", str(args.duration),
-                "--start-after", str(warmup + args.idle), "--data-dir", tmp]
+        call = f"serve({port}, {args.rate!r}, {warmup + args.idle!r}, {args.duration!r}, Path({tmp!r}))"
+        argv = [sys.executable, "-c", f"from pathlib import Path; from bench.dashboard_sse import serve; {call}"]
         log = Path(tmp) / "server.log"
-        with server_process(argv, url, ready_path="/dashboard", log_path=log, timeout=60) as server:
+        with NodeProcess(argv, url, ready_path="/dashboard", log_path=log, timeout=60).running() as server:
             started = time.monotonic()
             stop = threading.Event()
             clients = [ClientStats() for _ in range(args.clients)]

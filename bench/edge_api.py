@@ -12,8 +12,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
-import platform
 import statistics
 import time
 from pathlib import Path
@@ -21,6 +19,8 @@ from pathlib import Path
 import httpx
 from httpx_sse import connect_sse
 
+from bench.harness import machine, write_json
+from bench.llamaref import reference_llama
 from loadtest.servers import node_process
 from models import EDGE_DEFAULT, default_models_dir, resolve
 
@@ -72,8 +72,6 @@ def main() -> None:
     ap.add_argument("--json", type=Path, default=Path("artifacts/bench_edge_api.json"))
     args = ap.parse_args()
 
-    from llama_cpp import Llama
-
     spec = resolve(EDGE_DEFAULT, default_models_dir())
     # Same work on both sides: the node would otherwise keep the repeated prompt's KV.
     env = {"EDGEROUTE_EDGE__PREFIX_REUSE": "false"}
@@ -85,7 +83,7 @@ def main() -> None:
     api_ttft: list[float] = []
     with node_process("--data-dir", "artifacts/bench-edge-data", "--log-level", "warning", "--no-local-member",
                       port=args.port, env=env, timeout=120) as node:
-        llm = Llama(str(spec.path), n_ctx=2048, n_batch=256, verbose=False, **threads)
+        llm = reference_llama(str(spec.path), n_ctx=2048, n_batch=256, verbose=False, **threads)
         try:
             raw_round(llm, 8), api_round(node.base, 8)  # warm-up
             for _ in range(args.rounds):
@@ -102,7 +100,7 @@ def main() -> None:
 
     diffs = sorted(a - r for a, r in zip(api_ttft, raw_ttft, strict=True))
     result = {
-        "machine": f"{platform.machine()} {os.cpu_count()} cores, {platform.python_version()}",
+        "machine": machine(),
         "model": spec.alias, "prompt": PROMPT, "max_tokens": args.max_tokens, "threads": args.threads,
         "rounds": args.rounds, "ttft_rounds": args.ttft_rounds,
         "raw": {"decode_tok_s": med(raw), "ttft_ms": statistics.median(raw_ttft)},
@@ -119,8 +117,7 @@ def main() -> None:
     lo, hi = result["added_ttft_ms_iqr"]
     print(f"API/raw decode ratio: {result['ratio_decode']:.3f}   added TTFT (median of paired differences):"
           f" {result['added_ttft_ms']:+.1f} ms (IQR {lo:+.1f} .. {hi:+.1f})")
-    args.json.parent.mkdir(parents=True, exist_ok=True)
-    args.json.write_text(json.dumps(result, indent=2))
+    write_json(args.json, result)
 
 
 if __name__ == "__main__":

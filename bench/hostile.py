@@ -24,6 +24,7 @@ import tempfile
 import threading
 import time
 from collections import Counter
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -277,33 +278,42 @@ class Report:
         }
 
 
-def run_campaign(node: NodeProcess, cases: list[tuple[str, Any, str]]) -> Report:
-    """Send every (label, schema, api) case in turn to ``node`` while the probes watch."""
+def run_campaign(node: NodeProcess, cases: list[tuple[str, Any, str]], concurrency: int = 1) -> Report:
+    """Send every (label, schema, api) case to ``node``, ``concurrency`` at a time, while the probes
+    watch; the outcomes come back in the cases' order."""
     base, proc = node.base, node.proc
     assert proc is not None
     watch = Watch()
-    with httpx.Client(base_url=base, timeout=120.0) as client:
+    with httpx.Client(base_url=base, timeout=120.0, limits=httpx.Limits(max_connections=concurrency)) as client:
         # One plain answer first, so the start-up's lazy allocations are not counted as growth.
         path, body = request_for("chat", {"type": "integer"})
         client.post(path, json=body).raise_for_status()
         watch.rss_start_mb = watch.rss_max_mb = read_rss_mb(proc.pid) or 0.0
         probe = threading.Thread(target=_probe, args=(base, proc.pid, watch), daemon=True)
         probe.start()
-        outcomes: list[Outcome] = []
+        died = threading.Event()
+
+        def send(case: tuple[str, Any, str]) -> Outcome | None:
+            label, schema, api = case
+            if died.is_set():
+                return None
+            path, body = request_for(api, schema)
+            watch.current = f"{api} {label}"
+            try:
+                content = json.dumps(body).encode("utf-8", "surrogatepass")
+                response = client.post(path, content=content, headers={"content-type": "application/json"})
+                ok, detail = judge(api, response.status_code, response.content)
+                outcome = Outcome(label, api, response.status_code, ok, detail)
+            except httpx.HTTPError as exc:
+                outcome = Outcome(label, api, 0, False, f"{type(exc).__name__}: {exc}")
+            if proc.poll() is not None:
+                died.set()
+                return Outcome(label, api, 0, False, f"the node died ({proc.returncode}); {outcome.detail}")
+            return outcome
+
         try:
-            for label, schema, api in cases:
-                path, body = request_for(api, schema)
-                watch.current = f"{api} {label}"
-                try:
-                    content = json.dumps(body).encode("utf-8", "surrogatepass")
-                    response = client.post(path, content=content, headers={"content-type": "application/json"})
-                    ok, detail = judge(api, response.status_code, response.content)
-                    outcomes.append(Outcome(label, api, response.status_code, ok, detail))
-                except httpx.HTTPError as exc:
-                    outcomes.append(Outcome(label, api, 0, False, f"{type(exc).__name__}: {exc}"))
-                if proc.poll() is not None:
-                    outcomes.append(Outcome(label, api, 0, False, f"the node died ({proc.returncode})"))
-                    break
+            with ThreadPoolExecutor(max_workers=concurrency) as pool:
+                outcomes = [o for o in pool.map(send, cases) if o is not None]
         finally:
             watch.stop.set()
             probe.join(15)
@@ -323,6 +333,7 @@ def main() -> None:
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--json", type=Path, help="also write the summary and failures here")
     parser.add_argument("--one-api-each", action="store_true", help="each fixed schema on one API (make test's set)")
+    parser.add_argument("--concurrency", type=int, default=1, help="cases in flight at once (healthz is measured under them)")
     args = parser.parse_args()
     schemas = fixed_schemas()
     cases = spread(schemas, every_api=not args.one_api_each) + spread(random_schemas(args.cases, args.seed))
@@ -331,7 +342,7 @@ def main() -> None:
         node_process(*NODE_ARGS, "--data-dir", tmp, log_path=Path(tmp) / "node.log", env=NODE_ENV) as node,
     ):
         started = time.perf_counter()
-        report = run_campaign(node, cases)
+        report = run_campaign(node, cases, args.concurrency)
         elapsed = time.perf_counter() - started
     summary = {**report.summary(), "seconds": round(elapsed, 1), "seed": args.seed}
     print(f"{'cases':>8} {'failed':>7} {'healthz max ms':>15} {'RSS growth MB':>14} {'alive':>6} {'passed':>7}")

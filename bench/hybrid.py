@@ -47,15 +47,14 @@ from typing import Any
 
 import httpx
 
-from bench.hostile import NODE_ENV
 from bench.dashboard_sse import cpu_seconds
+from bench.harness import describe_cpu, write_json
+from bench.hostile import NODE_ENV
 from bench.memory import rss_tree
-from cloud.member.launcher import cpu_flags
-from cloud.member.launcher import describe_cpu as launcher_cpu
 from loadtest.loadgen import LoadConfig, Result, run_load
 from loadtest.loadreport import percentiles, summarize
 from bench.wan import delayed_proxy
-from loadtest.servers import EDGEROUTE, NodeProcess, free_port, node_process, server_process, wait_ready
+from loadtest.servers import EDGEROUTE, NodeProcess, free_port, node_process, wait_ready
 from models import EDGE_DEFAULT
 from router.telemetry import read_decisions
 from router.telemetry.aggregate import prediction_error
@@ -69,7 +68,6 @@ CONFIGS = {
     "f": "edge alone on core 0 (d's edge part, cache off)",
 }
 WORKLOADS = {"mix": None, "short": ("short", "repeat"), "long": ("long_prompt", "long_answer")}
-ISA = ("avx2", "avx512f", "avx512_bf16", "amx")
 
 
 def workload_shares(name: str, shares: dict[str, float] | None = None) -> dict[str, float]:
@@ -91,27 +89,17 @@ def side_of(route: str, direct: str = "cloud") -> str:
     return direct if route == "foreign" else route
 
 
-def describe_cpu(cpuinfo: str) -> dict[str, Any]:
-    """The first CPU's model and the ISA flags that decide the engines' kernels."""
-    flags = cpu_flags(cpuinfo)
-    model = next((ln.partition(":")[2].strip() for ln in cpuinfo.splitlines() if ln.startswith("model name")), "")
-    isa = {f: (any(x.startswith("amx") for x in flags) if f == "amx" else f in flags) for f in ISA}
-    return {"model": model, "isa": isa, "text": launcher_cpu(cpuinfo, flags)}
-
-
 def _ttft(results: list[Result]) -> dict[str, Any]:
     p = percentiles([r.ttft_s for r in results if r.ttft_s is not None])
     return {"p50": p["p50"], "p95": p["p95"], "n": p["n"]}
 
 
-def config_report(
-    results: list[Result], wall_s: float, slo_s: float, cfg: LoadConfig, direct: str = "cloud"
-) -> dict[str, Any]:
-    """The figures of one configuration's run (``direct``: the side of a server that names no route)."""
+def config_report(results: list[Result], wall_s: float, slo_s: float, cfg: LoadConfig) -> dict[str, Any]:
+    """The figures of one configuration's run (a server that names no route is the cloud side)."""
     s = summarize(results, wall_s, cfg)
     ok = [r for r in results if r.ok]
     good = good_requests(results, slo_s)
-    sides = sorted({side_of(r.route, direct) for r in ok})
+    sides = sorted({side_of(r.route) for r in ok})
     return {
         "goodput": good / wall_s if wall_s > 0 else 0.0, "good": good, "requests": len(results), "ok": len(ok),
         "errors": s["errors"], "wall_s": wall_s, "completion_tokens": s["completion_tokens"],
@@ -119,10 +107,10 @@ def config_report(
         "ttft_by_kind_s": {k: _ttft([r for r in ok if r.kind == k]) for k in sorted({r.kind for r in ok})},
         "by_side": {
             side: {"share": len(mine) / len(ok), "good": good_requests(mine, slo_s), "ttft_s": _ttft(mine)}
-            for side in sides for mine in [[r for r in ok if side_of(r.route, direct) == side]]
+            for side in sides for mine in [[r for r in ok if side_of(r.route) == side]]
         },
         "route_shares": s["route_shares"],
-        "cloud_tokens": sum(r.tokens for r in results if side_of(r.route, direct) == "cloud"),
+        "cloud_tokens": sum(r.tokens for r in results if side_of(r.route) == "cloud"),
     }
 
 
@@ -137,8 +125,8 @@ def vllm_member(log: Path, key: str, prefix: list[str], threads: int | None, dty
     port = free_port()
     argv = [*prefix, sys.executable, "-m", "cloud.member", "--port", str(port), "--dtype", dtype]
     argv += ["--threads", str(threads)] if threads else []
-    return server_process(argv, f"http://127.0.0.1:{port}", ready_path="/health", log_path=log, timeout=timeout_s,
-                          env={"HF_HUB_OFFLINE": "1", "EDGEROUTE_MEMBER_API_KEY": key}, what="the vLLM member")
+    return NodeProcess(argv, f"http://127.0.0.1:{port}", ready_path="/health", log_path=log, timeout=timeout_s,
+                       env={"HF_HUB_OFFLINE": "1", "EDGEROUTE_MEMBER_API_KEY": key}, what="the vLLM member").running()
 
 
 def edge_node(work: Path, name: str, env: dict[str, str], *, local_member: bool = False,
@@ -345,9 +333,8 @@ def main() -> None:
     if {"d", "e", "f"} & set(names) and len(cpus) < 2:
         ap.error("d, e and f (--pinned) need two cores")
     args.pairs = args.pairs if args.pairs.exists() else None
-    cpuinfo = Path("/proc/cpuinfo").read_text() if Path("/proc/cpuinfo").exists() else ""
     report: dict[str, Any] = {
-        "date": datetime.now(timezone.utc).strftime("%Y-%m-%d %H:%M UTC"), "cpu": describe_cpu(cpuinfo),
+        "date": datetime.now(timezone.utc).strftime("%Y-%m-%d %H:%M UTC"), "cpu": describe_cpu(),
         "cores": len(cpus), "workload": args.workload, "shares": workload_shares(args.workload),
         "clients": args.clients, "seconds": args.seconds, "slo_s": args.slo, "seed": args.seed,
         "member_dtype": args.member_dtype, "rtt_ms": args.rtt_ms, "configs": [],
@@ -374,8 +361,7 @@ def main() -> None:
             r["vs_parts_sum"] = r["goodput"] / (good["e"] + good["f"])
     print(table(report))
     if args.json:
-        args.json.parent.mkdir(parents=True, exist_ok=True)
-        args.json.write_text(json.dumps(report, indent=1))
+        write_json(args.json, report, indent=1)
 
 
 if __name__ == "__main__":

@@ -11,12 +11,12 @@ once it has been read). Environment variables (``EDGEROUTE_*``) reach the node a
 from __future__ import annotations
 
 import argparse
-import json
 import tempfile
 from pathlib import Path
 
 import httpx
 
+from bench.harness import write_json
 from loadtest.servers import node_process, wait_ready
 
 
@@ -90,9 +90,8 @@ def main() -> None:
     total_start = sum(int(r.get("VmRSS", 0)) for r in started)  # type: ignore[call-overload]
     print(f"total RSS: {total_start} MiB at start, {total} MiB after one edge and one cloud request")
     if args.json is not None:
-        args.json.parent.mkdir(parents=True, exist_ok=True)
-        args.json.write_text(json.dumps({"routes": routes, "start": started, "after": after,
-                                         "total_start_mib": total_start, "total_mib": total}, indent=2))
+        write_json(args.json, {"routes": routes, "start": started, "after": after, "total_start_mib": total_start,
+                               "total_mib": total})
 
 
 if __name__ == "__main__":

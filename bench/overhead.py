@@ -24,7 +24,6 @@ the machine's load cannot bias.
 from __future__ import annotations
 
 import argparse
-import json
 import statistics
 import sys
 import tempfile
@@ -37,7 +36,8 @@ from typing import Any
 import httpx
 import numpy as np
 
-from loadtest.servers import free_port, node_process, server_process
+from bench.harness import write_json
+from loadtest.servers import NodeProcess, free_port, node_process
 from models import EDGE_DEFAULT, default_models_dir, resolve
 
 ALIAS = "llama-member"
@@ -142,7 +142,7 @@ def main() -> None:
     member = {
         "vllm": [sys.executable, "-m", "cloud.member", "--port", str(member_port)],
         "echo": [sys.executable, "-m", "bench.pool", "--serve-echo", str(member_port)],
-        "llama": [sys.executable, "-m", "llama_cpp.server", "--model", str(gguf), "--model_alias", ALIAS,
+        "llama": [sys.executable, "-m", "bench.llamaref", "--model", str(gguf), "--model_alias", ALIAS,
                   "--host", "127.0.0.1", "--port", str(member_port), "--n_threads", "1", "--n_ctx", "2048",
                   # By default a request arriving mid-stream (the nodes' health probes take the same lock)
                   # cuts the stream short without an end; a pool member queues instead.
@@ -152,8 +152,8 @@ def main() -> None:
     if args.against is not None:
         trees["against"] = args.against.resolve()
     with ExitStack() as stack:
-        stack.enter_context(server_process(member, member_url, ready_path="/v1/models", log_path=work / "member.log",
-                                           timeout=900, what="the member"))  # vLLM compiles the model first
+        stack.enter_context(NodeProcess(member, member_url, ready_path="/v1/models", log_path=work / "member.log",
+                                        timeout=900, what="the member").running())  # vLLM compiles the model first
         urls = {
             name: stack.enter_context(node_process(
                 "--config", str(config), "--data-dir", str(work / name), "--log-level", "warning",
@@ -172,9 +172,8 @@ def main() -> None:
                 f"p05 {a['p05']:+.2f}, p95 {a['p95']:+.2f}) over {d['p50']:.2f} ms direct; "
                 f"GET /healthz {h['p50']:.2f} ms ({r['pairs']} rounds)"
             )
-    args.json.parent.mkdir(parents=True, exist_ok=True)
     served_by = {"vllm": "vllm (edgeroute cloud serve)", "llama": "llama_cpp.server", "echo": "bench.pool echo"}[args.member]
-    args.json.write_text(json.dumps({"member": served_by, "results": results}, indent=2))
+    write_json(args.json, {"member": served_by, "results": results})
 
 
 if __name__ == "__main__":

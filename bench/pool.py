@@ -26,7 +26,8 @@ import httpx
 from httpx_sse import aconnect_sse
 
 from cloud import CloudPool, LocalMember, MemberSettings, PoolSettings
-from loadtest.servers import free_port, server_process
+from bench.harness import md_table, write_json
+from loadtest.servers import NodeProcess, free_port
 from models.openai.client import request_body
 from models import GenerationRequest, SamplingParams
 
@@ -134,21 +135,12 @@ async def measure(member: MemberSettings, request: GenerationRequest, n: int, wa
     }
 
 
-def table(rows: list[dict[str, Any]]) -> str:
-    cols = list(rows[0])
-    fmt = lambda v: f"{v:.3f}" if isinstance(v, float) else str(v)  # noqa: E731
-    widths = [max(len(c), *(len(fmt(r[c])) for r in rows)) for c in cols]
-    lines = ["  ".join(c.rjust(w) for c, w in zip(cols, widths, strict=True))]
-    lines += ["  ".join(fmt(r[c]).rjust(w) for c, w in zip(cols, widths, strict=True)) for r in rows]
-    return "\n".join(lines)
-
-
 async def main_async(args: argparse.Namespace) -> list[dict[str, Any]]:
     rows = []
     port = free_port()
     base = f"http://127.0.0.1:{port}"
     argv = [sys.executable, "-m", "bench.pool", "--serve-echo", str(port)]
-    with server_process(argv, base, ready_path="/health", timeout=60, what="the echo member"):
+    with NodeProcess(argv, base, ready_path="/health", timeout=60, what="the echo member").running():
         echo_member = MemberSettings(name="echo", base_url=base + "/v1", model="echo")
         req = GenerationRequest(SamplingParams(max_tokens=ECHO_CHUNKS, temperature=0.0),
                                 messages=({"role": "user", "content": "hi"},))
@@ -179,12 +171,12 @@ def main() -> None:
         uvicorn.run(echo_app(), host="127.0.0.1", port=args.serve_echo, log_level="warning")
         return
     rows = asyncio.run(main_async(args))
-    print(table(rows))
+    print(md_table(list(rows[0]), [list(r.values()) for r in rows]))
     target = rows[0]["added_paired_p50_ms"] <= 2.0
     result = {"rows": rows, "target_added_p50_ms": 2.0, "target_met": target}
     print(json.dumps(result, indent=2))
     if args.json is not None:
-        args.json.write_text(json.dumps(result, indent=2))
+        write_json(args.json, result)
 
 
 if __name__ == "__main__":

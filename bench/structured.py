@@ -16,11 +16,11 @@ import json
 import platform
 import statistics
 import time
-from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 import edge._scheduler as scheduler
+from bench.harness import write_json
 from edge import EdgeSettings, LlamaEngine, _grammar
 from models import EDGE_DEFAULT, GenerationRequest, SamplingParams, collect, default_models_dir, resolve
 
@@ -97,20 +97,18 @@ async def run(rounds: int, max_tokens: int) -> dict[str, Any]:
     }
 
 
-def main(argv: list[str] | None = None, out: Callable[[str], None] = print) -> dict[str, Any]:
+def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--rounds", type=int, default=5)
     parser.add_argument("--max-tokens", type=int, default=96)
     parser.add_argument("--json", type=Path, default=Path("artifacts/bench_structured.json"))
-    args = parser.parse_args(argv)
+    args = parser.parse_args()
     report = asyncio.run(run(args.rounds, args.max_tokens))
-    out("| case | ms per token (median) |")
-    out("|---|---:|")
+    print("| case | ms per token (median) |")
+    print("|---|---:|")
     for name, value in sorted(report["ms_per_token_median"].items()):
-        out(f"| {name} | {value} |")
-    args.json.parent.mkdir(parents=True, exist_ok=True)
-    args.json.write_text(json.dumps(report, indent=2))
-    return report
+        print(f"| {name} | {value} |")
+    write_json(args.json, report)
 
 
 if __name__ == "__main__":

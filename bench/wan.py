@@ -47,28 +47,24 @@ def delayed_proxy(target_host: str, target_port: int, rtt_ms: float) -> Iterator
     loop = asyncio.new_event_loop()
     delay_s = rtt_ms / 2000.0
 
+    writers: set[asyncio.StreamWriter] = set()  # the clients' connections, closed at the stop
+
     async def handle(client_r: asyncio.StreamReader, client_w: asyncio.StreamWriter) -> None:
+        writers.add(client_w)
         try:
             server_r, server_w = await asyncio.open_connection(target_host, target_port)
         except OSError:
+            writers.discard(client_w)
             client_w.close()
             return
-        # The connection itself takes a round trip, as a TCP handshake across the WAN would.
-        await asyncio.sleep(2 * delay_s)
         try:
+            # The connection itself takes a round trip, as a TCP handshake across the WAN would.
+            await asyncio.sleep(2 * delay_s)
             await asyncio.gather(_pump(client_r, server_w, delay_s), _pump(server_r, client_w, delay_s))
         finally:
+            writers.discard(client_w)
             for w in (client_w, server_w):
                 w.close()
-
-    writers: set[asyncio.StreamWriter] = set()
-
-    async def tracked(client_r: asyncio.StreamReader, client_w: asyncio.StreamWriter) -> None:
-        writers.add(client_w)
-        try:
-            await handle(client_r, client_w)
-        finally:
-            writers.discard(client_w)
 
     async def stop() -> None:
         server.close()
@@ -79,7 +75,7 @@ def delayed_proxy(target_host: str, target_port: int, rtt_ms: float) -> Iterator
             t.cancel()
         await asyncio.gather(*tasks, return_exceptions=True)
 
-    server = loop.run_until_complete(asyncio.start_server(tracked, "127.0.0.1", 0))
+    server = loop.run_until_complete(asyncio.start_server(handle, "127.0.0.1", 0))
     port = server.sockets[0].getsockname()[1]
     thread = threading.Thread(target=loop.run_forever, name="wan-proxy", daemon=True)
     thread.start()

@@ -34,7 +34,6 @@ from .errors import (
     MemberProtocolError,
     MemberTimeoutError,
     StreamBrokenError,
-    StreamFaultError,
     TruncatedStreamError,
 )
 from .events import EventKind, MemberStatus, PoolEvent
@@ -160,43 +159,20 @@ class Member:
         self._transition(transition)
         return allowed
 
-    def _failed(
-        self, exc: MemberError | StreamBrokenError, request_id: str, attempt: int, started: float
-    ) -> None:
-        self.last_error = exc.message
-        transition = self.breaker.failure()
-        kind: EventKind = "stream_broken" if isinstance(exc, StreamBrokenError) else "failure"
-        self._emit(
-            kind,
-            request_id,
-            attempt=attempt,
-            error=exc.message,
-            latency_ms=(time.perf_counter() - started) * 1000,
-        )
-        self._transition(transition, exc.message)
-
-    def apply_probe(self, result: Probe) -> None:
-        """Fold an active health check into the member's state."""
+    async def check(self) -> Probe:
+        """Run an active health check and fold it into the member's state."""
+        timeout_s = self._pool.health_timeout_s
+        result = await probe(self._http, self.settings.root_url, self.settings.model, timeout_s, self.outstanding)
         if result.scrape is not None:
             self.scrape = result.scrape
         if result.ok is None:
-            return
+            return result
         self.health_ok = result.ok
         if result.ok:
             self._transition(self.breaker.health_passed())
         else:
             self.last_error = result.error
             self._transition(self.breaker.health_failed(), result.error)
-
-    async def check(self) -> Probe:
-        result = await probe(
-            self._http,
-            self.settings.root_url,
-            self.settings.model,
-            self._pool.health_timeout_s,
-            self.outstanding,
-        )
-        self.apply_probe(result)
         return result
 
     # -- requests --------------------------------------------------------------------------
@@ -225,10 +201,15 @@ class Member:
             self._transition(self.breaker.success())  # the member answered: it is alive
             self._emit("rejected", request.request_id, attempt=attempt)
             raise
-        except (httpx.HTTPError, SSEError, TimeoutError, StreamFaultError, WireFormatError, MemberError) as exc:
+        except (httpx.HTTPError, SSEError, TimeoutError, TruncatedStreamError, WireFormatError, MemberError) as exc:
             state.verdict = True
             error = self._translate(exc, state.parts, state.first_at is not None, whole=whole)
-            self._failed(error, request.request_id, attempt, state.started)
+            self.last_error = error.message
+            transition = self.breaker.failure()
+            kind: EventKind = "stream_broken" if isinstance(error, StreamBrokenError) else "failure"
+            latency = (time.perf_counter() - state.started) * 1000
+            self._emit(kind, request.request_id, attempt=attempt, error=error.message, latency_ms=latency)
+            self._transition(transition, error.message)
             if error is exc:
                 raise
             raise error from exc

@@ -65,15 +65,11 @@ class LocalMemberError(CloudError):
     """A local member process could not be started or died."""
 
 
-# -- faults of one stream (internal: the client turns them into MemberError / StreamBrokenError;
+# -- a fault of one stream (internal: the client turns it into MemberError / StreamBrokenError;
 #    malformed and error events are models.errors.WireFormatError, raised by models.openai) --
 
 
-class StreamFaultError(CloudError):
-    """Base of what can be wrong with a member's event stream itself."""
-
-
-class TruncatedStreamError(StreamFaultError):
+class TruncatedStreamError(CloudError):
     """The stream ended (EOF or ``[DONE]``) before a finish_reason."""
 
 

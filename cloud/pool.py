@@ -150,10 +150,38 @@ class CloudPool:
         ``whole_timeout_s`` instead of the first-token timeout. With hedging on, members stream
         anyway: a hedge races first tokens, and a whole answer has none to race.
         """
-        failed: list[str] = []
-        started = await self._open(request, list(avoid), failed, whole and not self.settings.hedging)
-        started.failed = failed
-        return started
+        tried = list(avoid)
+        failed: list[str] = []  # the members that failed before a first token
+        failures: list[str] = []  # what went wrong, for the message when no member is left
+        whole = whole and not self.settings.hedging
+        try:  # the first attempt outside tenacity: its loop cost ~30 us a request, a retry is rare
+            return await self._attempt(request, 1, tried, failures, failed, whole)
+        except MemberError as exc:
+            if not exc.retryable or self.settings.retries == 0:
+                self._unavailable(request, 1, exc)
+            first: MemberError = exc
+        retrying = AsyncRetrying(
+            stop=stop_after_attempt(self.settings.retries + 1),
+            wait=wait_exponential_jitter(
+                initial=self.settings.backoff_initial_s,
+                max=self.settings.backoff_max_s,
+                jitter=self.settings.backoff_initial_s,
+            ),
+            retry=retry_if_exception(lambda e: isinstance(e, MemberError) and e.retryable),
+            before_sleep=lambda state: self._retrying(request, state, failures),
+            reraise=True,
+        )
+        attempts = 0
+        try:
+            async for attempt in retrying:
+                with attempt:
+                    attempts = attempt.retry_state.attempt_number
+                    if attempts == 1:
+                        raise first  # tenacity sees the first attempt's failure: backoff, then the next
+                    opened = await self._attempt(request, attempts, tried, failures, failed, whole)
+            return opened
+        except MemberError as exc:
+            self._unavailable(request, attempts, exc)
 
     async def stream(
         self, request: GenerationRequest, *, avoid: Collection[str] = (), whole: bool = False
@@ -193,37 +221,6 @@ class CloudPool:
         member = best[self._rr % len(best)]
         self._rr += 1
         return member if member.acquire() else None
-
-    async def _open(self, request: GenerationRequest, tried: list[str], failed: list[str], whole: bool) -> Started:
-        failures: list[str] = []
-        try:  # the first attempt outside tenacity: its loop cost ~30 us a request, a retry is rare
-            return await self._attempt(request, 1, tried, failures, failed, whole)
-        except MemberError as exc:
-            if not exc.retryable or self.settings.retries == 0:
-                self._unavailable(request, 1, exc)
-            first: MemberError = exc
-        retrying = AsyncRetrying(
-            stop=stop_after_attempt(self.settings.retries + 1),
-            wait=wait_exponential_jitter(
-                initial=self.settings.backoff_initial_s,
-                max=self.settings.backoff_max_s,
-                jitter=self.settings.backoff_initial_s,
-            ),
-            retry=retry_if_exception(lambda e: isinstance(e, MemberError) and e.retryable),
-            before_sleep=lambda state: self._retrying(request, state, failures),
-            reraise=True,
-        )
-        attempts = 0
-        try:
-            async for attempt in retrying:
-                with attempt:
-                    attempts = attempt.retry_state.attempt_number
-                    if attempts == 1:
-                        raise first  # tenacity sees the first attempt's failure: backoff, then the next
-                    opened = await self._attempt(request, attempts, tried, failures, failed, whole)
-            return opened
-        except MemberError as exc:
-            self._unavailable(request, attempts, exc)
 
     def _unavailable(self, request: GenerationRequest, attempts: int, exc: MemberError) -> NoReturn:
         message = f"no cloud member could serve the request ({attempts} attempt(s)); last: {exc.message}"
@@ -326,4 +323,4 @@ async def _first(
             failed.append(member.name)
         await chunks.aclose()  # type: ignore[attr-defined]
         raise
-    return Started(first, chunks, member.name)
+    return Started(first, chunks, member.name, failed)

@@ -23,6 +23,3 @@ class Window:
             self._p50 = statistics.median(self._samples)
             self._fresh = True
         return self._p50
-
-    def values(self) -> list[float]:
-        return list(self._samples)

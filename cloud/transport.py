@@ -64,14 +64,12 @@ class MemberHTTP:
             )
         return self._session
 
-    def _url(self, url: str) -> str:
-        return url if "://" in url else self.base_url + url
-
-    async def send(
+    @contextlib.asynccontextmanager
+    async def stream(
         self, method: str, url: str, *, json: Any = None, headers: Mapping[str, str] | None = None
-    ) -> httpx.Response:
-        """The answer once its head is in; its body streams (close it with ``aclose``)."""
-        full = self._url(url)
+    ) -> AsyncIterator[httpx.Response]:
+        """The answer once its head is in; its body streams until the block ends."""
+        full = url if "://" in url else self.base_url + url
         extra = dict(headers or {})
         data = None
         if json is not None:
@@ -79,15 +77,9 @@ class MemberHTTP:
             extra["content-type"] = "application/json"
         with map_aiohttp_exceptions():
             answer = await self._open().request(method, full, data=data, headers=extra, allow_redirects=False)
-        return httpx.Response(
+        response = httpx.Response(
             answer.status, headers=answer.raw_headers, stream=AiohttpResponseStream(answer), extensions={_AIOHTTP: answer}
         )
-
-    @contextlib.asynccontextmanager
-    async def stream(
-        self, method: str, url: str, *, json: Any = None, headers: Mapping[str, str] | None = None
-    ) -> AsyncIterator[httpx.Response]:
-        response = await self.send(method, url, json=json, headers=headers)
         try:
             yield response
         finally:
@@ -126,7 +118,7 @@ class _EventBody:
 
 
 def events(response: httpx.Response) -> AsyncIterator[ServerSentEvent]:
-    """The server-sent events of an answer from :meth:`MemberHTTP.send`, parsed by httpx-sse
+    """The server-sent events of an answer from :meth:`MemberHTTP.stream`, parsed by httpx-sse
     (:class:`SSEError` when the answer is not an event stream); transport failures arrive as
     httpx's exceptions."""
     body: Any = _EventBody(response, response.extensions[_AIOHTTP])  # read as EventSource reads a response

@@ -10,7 +10,7 @@ from litestar.config.app import AppConfig
 from litestar.datastructures import CacheControlHeader, ResponseHeader
 from litestar.plugins import InitPlugin
 from litestar.static_files import create_static_files_router
-from litestar.types import ControllerRouterHandler, ExceptionHandlersMap, Guard
+from litestar.types import ControllerRouterHandler, ExceptionHandlersMap
 
 from router import ServerSettings
 from router.telemetry import TelemetrySettings, metrics_handler
@@ -43,7 +43,6 @@ def operator_router(
     auth: DashboardAuth,
     *,
     name: str,
-    guards: list[Guard] | None = None,
     handlers: ExceptionHandlersMap | None = None,
 ) -> Router:
     """``route_handlers`` at ``path`` for operators only, with the login form, the static files
@@ -60,31 +59,10 @@ def operator_router(
     return Router(
         path=path,
         route_handlers=[*route_handlers, static, login_form, login_submit, logout],
-        guards=[*auth.guards(), *(guards or [])],
+        guards=auth.guards(),
         exception_handlers={**exception_handlers(), **(handlers or {})},
         opt={"dashboard_base": path.rstrip("/"), AUTH_OPT: auth},
         response_headers=SECURITY_HEADERS,
-        include_in_schema=False,
-    )
-
-
-def dashboard_router(
-    path: str = "/dashboard", *, guards: list[Guard] | None = None, auth: DashboardAuth | None = None
-) -> Router:
-    """The dashboard's pages, live stream, login form and static files, mounted at ``path``."""
-    return operator_router(
-        path, [DashboardController, events], auth or DashboardAuth(), name="dashboard", guards=guards
-    )
-
-
-def metrics_router(auth: DashboardAuth | None = None) -> Router:
-    """``GET /metrics``, for operators like the dashboard (scrapers send an operator bearer key)."""
-    auth = auth or DashboardAuth()
-    return Router(
-        path="/",
-        route_handlers=[metrics_handler],
-        guards=auth.guards(),
-        exception_handlers=exception_handlers(),
         include_in_schema=False,
     )
 
@@ -95,32 +73,35 @@ class DashboardPlugin(InitPlugin):
     ``Litestar(..., plugins=[DashboardPlugin(settings.telemetry, server=settings.server)])``.
     With keys in ``server`` every dashboard route and ``/metrics`` need an operator key, as a
     bearer header or the login form's cookie (a tenant key gets 403); with no keys at all both
-    are open (the node binds to loopback unless told otherwise). ``guards`` are extra guards on
-    the dashboard's routes.
+    are open (the node binds to loopback unless told otherwise).
     """
 
-    __slots__ = ("auth", "guards", "settings")
+    __slots__ = ("auth", "settings")
 
     def __init__(
-        self,
-        settings: TelemetrySettings | None = None,
-        *,
-        server: ServerSettings | None = None,
-        guards: list[Guard] | None = None,
+        self, settings: TelemetrySettings | None = None, *, server: ServerSettings | None = None
     ) -> None:
         self.settings = settings or TelemetrySettings()
         server = server or ServerSettings()
         self.auth = DashboardAuth(
             server.key_table(), login_attempts_per_minute=server.login_attempts_per_minute
         )
-        self.guards = guards
 
     def on_app_init(self, app_config: AppConfig) -> AppConfig:
         if self.auth.enabled and not self.auth.keys.operators:
             log.warning("no operator key (server.operator_keys): the dashboard and /metrics refuse every key")
-        app_config.route_handlers.append(metrics_router(self.auth))
+        # ``GET /metrics``, for operators like the dashboard (scrapers send an operator bearer key).
+        metrics = Router(
+            path="/",
+            route_handlers=[metrics_handler],
+            guards=self.auth.guards(),
+            exception_handlers=exception_handlers(),
+            include_in_schema=False,
+        )
+        app_config.route_handlers.append(metrics)
         if self.settings.dashboard.enabled:
-            app_config.route_handlers.append(
-                dashboard_router(self.settings.dashboard.path, guards=self.guards, auth=self.auth)
+            dashboard = operator_router(
+                self.settings.dashboard.path, [DashboardController, events], self.auth, name="dashboard"
             )
+            app_config.route_handlers.append(dashboard)
         return app_config

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import functools
-import json
 import time
 from pathlib import Path
 from typing import Any
@@ -69,10 +68,6 @@ def fmt_duration(seconds: int) -> str:
     return f"{seconds}s"
 
 
-def fmt_json(value: Any) -> str:
-    return json.dumps(value, indent=2, sort_keys=True, default=str)
-
-
 def truncate(text: str, n: int = 80) -> str:
     return text if len(text) <= n else text[: n - 1] + "…"
 
@@ -96,7 +91,6 @@ def environment() -> Environment:
         datetime=fmt_datetime,
         bytes=fmt_bytes,
         duration=fmt_duration,
-        tojson_pretty=fmt_json,
         truncate_text=truncate,
     )
     return env

@@ -20,19 +20,6 @@ T = TypeVar("T")
 
 
 @runtime_checkable
-class CacheEntryLike(Protocol):
-    """One cache entry as the dashboard lists it (attributes or mapping keys; a ``score``, the
-    similarity of a nearest-neighbour search, is shown when there is one)."""
-
-    id: int
-    tenant: str
-    model: str
-    prompt: str
-    text: str
-    tier: str
-
-
-@runtime_checkable
 class CacheView(Protocol):
     """What the cache page needs from the edge cache."""
 
@@ -45,7 +32,9 @@ class CacheView(Protocol):
     def search(
         self, text: str, tenant: str | None = None, limit: int = 20
     ) -> Sequence[Any] | Awaitable[Sequence[Any]]:
-        """Entries whose prompt matches ``text`` (exact substring or nearest neighbours)."""
+        """Entries whose prompt matches ``text`` (exact substring or nearest neighbours): each has
+        ``id``, ``tenant``, ``model``, ``prompt``, ``text`` and ``tier`` (attributes or keys), and a
+        ``score`` (the similarity) when a nearest-neighbour search found it."""
         ...
 
     def delete(self, entry_id: int) -> bool | Awaitable[bool]:

@@ -1,11 +1,10 @@
 """What runs on the box: the llama.cpp INT4 engine, the embedder and the SQLite-vector cache."""
 
 from .cache import SKIPPED as CACHE_SKIPPED
-from .cache import CacheHit, CacheKey, EdgeCache, Lookup, embedding_text
+from .cache import CacheHit, CacheKey, EdgeCache, embedding_text
 from .config import CacheSettings, EdgeSettings
 from .cpus import physical_cores
 from .embedder import Embedder
-from ._scheduler import EngineStats
 from .engine import LlamaEngine, Prepared
 from .errors import (
     CacheError,
@@ -35,11 +34,9 @@ __all__ = [
     "Embedder",
     "EngineClosedError",
     "EngineLoadError",
-    "EngineStats",
     "GenerationError",
     "LlamaEngine",
     "Prepared",
-    "Lookup",
     "LogitBiasError",
     "PromptTooLongError",
     "ResponseFormatError",

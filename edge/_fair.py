@@ -78,17 +78,10 @@ class FairQueue(Generic[J]):
     def peek(self, running: Mapping[str, int]) -> str | None:
         """The key :meth:`pop` would serve: the fewest ``running``, then the one served longest ago."""
         served = self._served
-        best: str | None = None
-        best_rank = (0, 0)
-        for key in self._queues:
-            rank = (running.get(key, 0), served.get(key, -1))
-            if best is None or rank < best_rank:
-                best, best_rank = key, rank
-        return best
+        return min(self._queues, key=lambda k: (running.get(k, 0), served.get(k, -1)), default=None)
 
     def pop(self, running: Mapping[str, int]) -> J | None:
-        """The next job: of the key with the fewest ``running``, the one served longest ago."""
-        served = self._served
+        """The next job, of the key :meth:`peek` names."""
         best = self.peek(running)
         if best is None:
             return None
@@ -97,9 +90,9 @@ class FairQueue(Generic[J]):
         if not queue:
             del self._queues[best]
         self._tick += 1
-        served.pop(best, None)
-        served[best] = self._tick  # insertion order = oldest stamp first
-        _forget_oldest(served, _REMEMBERED)
+        self._served.pop(best, None)
+        self._served[best] = self._tick  # insertion order = oldest stamp first
+        _forget_oldest(self._served, _REMEMBERED)
         return job
 
     def clear(self) -> list[J]:
@@ -221,18 +214,6 @@ def share(bound: int, keys: int) -> int:
     return max(1, math.ceil(bound / max(1, keys)))
 
 
-
-def expected_wait_s(ahead: int, slots: int, mean_request_s: float | None) -> float | None:
-    """Seconds until a request with ``ahead`` requests (running or served first) before it gets
-    one of ``slots``: 0 when one is free, None with no finished request to estimate from."""
-    if ahead < slots:
-        return 0.0
-    if mean_request_s is None:
-        return None
-    # Every slot frees about once per mean request time.
-    return (ahead - slots + 1) * mean_request_s / slots
-
-
 @dataclass(frozen=True, slots=True)
 class KeyView:
     """The edge as one key (tenant) sees it: what a new request of that key would wait behind."""
@@ -246,7 +227,13 @@ class KeyView:
 
     def wait_s(self) -> float | None:
         """Seconds until a new request of this key gets a slot (0: one is free; None: no estimate)."""
-        return expected_wait_s(self.running + self.ahead, self.slots, self.mean_request_s)
+        ahead = self.running + self.ahead  # running or served first
+        if ahead < self.slots:
+            return 0.0
+        if self.mean_request_s is None:
+            return None
+        # Every slot frees about once per mean request time.
+        return (ahead - self.slots + 1) * self.mean_request_s / self.slots
 
     def room_s(self, share_of_queue: int) -> float:
         """Seconds until this key's queue is below ``share_of_queue`` again (a refused client's

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import ctypes
 import functools
+import json
 import re
 from typing import Any
 
@@ -26,11 +27,14 @@ _SPACE = re.compile(r'^space ::= " "\?$', re.MULTILINE)
 _NO_SPACE = 'space ::= ""'
 
 
-# GBNF escapes of code point 0 (``\x00``, ``\u0000``, ``\U00000000``), an escaped backslash
-# skipped first so that ``\\u0000`` (a backslash, then "u0000") is not read as one.
+# GBNF's code point escapes (``\x00``, ``\u0000``, ``\U00000000``), an escaped backslash skipped
+# first so that ``\\u0000`` (a backslash, then "u0000") is not read as one.
 _ESCAPE = re.compile(r"\\(?:x([0-9a-fA-F]{2})|u([0-9a-fA-F]{4})|U([0-9a-fA-F]{8})|.)", re.DOTALL)
-_LITERAL_ESCAPES = {"\\": "\\\\", "\r": "\\r", "\n": "\\n", '"': '\\"'}
-_LITERAL_SPECIAL = re.compile(r'[\\\r\n"]')
+
+# What ``json.dumps`` escapes with a backslash (its ``ensure_ascii`` set): a quote, a backslash,
+# control characters and everything past ASCII.
+_JSON_ESCAPED = re.compile(r'["\\]|[^ -~]')
+_PLACEHOLDERS = range(0xE000, 0xF900)  # the BMP's private-use area
 
 
 # A pattern's shorthand classes as class bodies: llama-cpp-python's converter copies ``\d`` into
@@ -73,32 +77,96 @@ def _expand_shorthands(pattern: str) -> str:
     return "".join(out)
 
 
-def _converter() -> Any:
-    """llama-cpp-python's JSON-Schema-to-GBNF converter, with its literals escaped in full.
+class _Literals:
+    """A schema's literals (``const``, ``enum``, property names) with every character that
+    ``json.dumps`` escapes swapped for a placeholder before conversion, written back after.
 
-    Its own escaping leaves backslashes alone, so the JSON text of a string literal (``"\\u0000"``,
-    ``"a\\nb"``) reached the grammar as an escape of a control character: a NUL that llama.cpp
-    aborts on (it ends a token's characters with one), a raw newline inside a JSON string."""
-    from llama_cpp.llama_grammar import SchemaConverter
+    The converter writes a literal as its ``json.dumps`` text but escapes only ``\\r \\n "`` of it
+    for the grammar, leaving that text's backslashes alone: ``"\\u0000"`` reached the grammar as a
+    NUL (llama.cpp aborts on it), ``"a\\nb"`` as a raw newline inside a JSON string. A private-use
+    character the schema holds nowhere comes out of ``json.dumps`` as a ``\\uXXXX`` that the
+    converter passes through; it is then replaced by the grammar text of the character's JSON escape."""
 
-    class _Converter(SchemaConverter):  # type: ignore[misc]
-        def _format_literal(self, literal: str) -> str:
-            return '"' + _LITERAL_SPECIAL.sub(lambda m: _LITERAL_ESCAPES[m.group(0)], literal) + '"'
+    def __init__(self, json_schema: str) -> None:
+        self._text = json_schema
+        self._lowered = json_schema.lower()  # a placeholder must not appear as an escape either
+        self._candidates = iter(_PLACEHOLDERS)
+        self._placeholders: dict[str, str] = {}  # a character -> its placeholder
+        self._grammar_text: dict[str, str] = {}  # a placeholder's hex, as json.dumps writes it -> grammar text
 
-    return _Converter(prop_order={}, allow_fetch=False, dotall=False, raw_pattern=False)
+    def _placeholder(self, match: re.Match[str]) -> str:
+        char = match.group(0)
+        if char not in self._placeholders:
+            for code in self._candidates:
+                if chr(code) not in self._text and f"u{code:04x}" not in self._lowered:
+                    break
+            else:
+                raise ResponseFormatError(
+                    "response_format: the schema's literals hold too many characters that need escaping", param=_PARAM
+                )
+            self._placeholders[char] = chr(code)
+            escape = json.dumps(char)[1:-1]  # ``\\"``, ``\\n``, ``\\u0000``, ``\\ud835\\udd18``
+            self._grammar_text[f"{code:04x}"] = escape.replace("\\", "\\\\").replace('"', '\\"')
+        return self._placeholders[char]
+
+    def value(self, value: Any) -> Any:
+        """A name, or a ``const`` or ``enum`` value with its strings (object keys too), swapped."""
+        if isinstance(value, str):
+            return _JSON_ESCAPED.sub(self._placeholder, value)
+        if isinstance(value, list):
+            return [self.value(item) for item in value]
+        if isinstance(value, dict):
+            return {self.value(key): self.value(item) for key, item in value.items()}
+        return value
+
+    def swap(self, schema: Any) -> None:
+        """Swap the schema's literals in place (property names in ``properties``, ``required`` and
+        the ``$ref`` pointers that pass through them alike)."""
+        nodes = list(subschemas(schema))
+        renamed = {id(node["properties"]) for node in nodes if isinstance(node.get("properties"), dict)}
+        for node in nodes:  # pointers first, while the keys they name are still the schema's own
+            ref = node.get("$ref")
+            if isinstance(ref, str) and ref.startswith("#/"):
+                node["$ref"] = self._pointer(schema, ref, renamed)
+        for node in nodes:
+            for key in ("const", "enum"):
+                if key in node:
+                    node[key] = self.value(node[key])
+            if isinstance(node.get("properties"), dict):
+                node["properties"] = {self.value(name): sub for name, sub in node["properties"].items()}
+            if isinstance(node.get("required"), list):
+                node["required"] = self.value(node["required"])
+
+    def _pointer(self, schema: Any, ref: str, renamed: set[int]) -> str:
+        target, parts = schema, []
+        for part in ref[2:].split("/"):
+            parts.append(self.value(part) if id(target) in renamed else part)
+            target = target.get(part) if isinstance(target, dict) else None
+        return "#/" + "/".join(parts)
+
+    def restore(self, gbnf: str) -> str:
+        """The converter's grammar with each placeholder written as its character's JSON escape."""
+        gbnf = _ESCAPE.sub(lambda m: self._grammar_text.get(m.group(2) or "", m.group(0)), gbnf)
+        # Anywhere else (a converter writing a name without json.dumps), a placeholder would stand
+        # for another character: refuse rather than enforce the wrong text.
+        if any(p in gbnf for p in self._placeholders.values()):
+            raise ValueError("a literal reached the grammar unescaped")
+        return gbnf
 
 
 def _json_schema_to_gbnf(json_schema: str) -> str:
-    import json
+    from llama_cpp.llama_grammar import SchemaConverter
 
-    converter = _converter()
+    converter = SchemaConverter(prop_order={}, allow_fetch=False, dotall=False, raw_pattern=False)
     schema = json.loads(json_schema)
     for node in subschemas(schema):
         if isinstance(node.get("pattern"), str):
             node["pattern"] = _expand_shorthands(node["pattern"])
+    literals = _Literals(json_schema)
+    literals.swap(schema)
     schema = converter.resolve_refs(schema, "stdin")
     converter.visit(schema, "")
-    return str(converter.format_grammar())
+    return literals.restore(str(converter.format_grammar()))
 
 
 def _check_encodable(gbnf: str) -> None:

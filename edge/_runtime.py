@@ -18,7 +18,7 @@ from typing import Any
 
 import numpy as np
 
-from ._grammar import Candidates, Constrained
+from ._grammar import Candidates, Constrained, free
 from models import REPEAT_WINDOW
 
 from .config import EdgeSettings
@@ -41,6 +41,13 @@ def _init_backend() -> None:
             logging.getLogger("llama-cpp-python").setLevel(logging.ERROR)
             llama_cpp.llama_backend_init()
             _backend_ready = True
+
+
+def _has_amx() -> bool:
+    try:
+        return "amx_int8" in Path("/proc/cpuinfo").read_text()
+    except OSError:
+        return False
 
 
 class Vocab:
@@ -161,6 +168,10 @@ class Runtime:
             _init_backend()
             model_params = llama_cpp.llama_model_default_params()
             model_params.n_gpu_layers = 0
+            # llama.cpp's AMX path (weights repacked into an extra buffer type) segfaults in
+            # ggml_backend_amx_mul_mat on Sapphire Rapids VMs (ggml-org/llama.cpp#20824, unfixed):
+            # on a CPU with AMX the weights stay in their plain layout.
+            model_params.use_extra_bufts = not _has_amx()
             self._model = llama_cpp.llama_model_load_from_file(str(path).encode("utf-8"), model_params)
             if not self._model:
                 raise ValueError("the model did not load")
@@ -262,28 +273,27 @@ class Runtime:
             self.ctx = self._model = None
 
 
-def penalties_sampler(frequency: float, presence: float, window: int, seen: list[int]) -> Any:
-    """OpenAI's frequency and presence penalties over the last ``window`` tokens the chain samples;
-    ``seen``: the answer so far of a continuation, counted as already generated."""
+def _penalties(window: int, repeat: float, frequency: float, presence: float, seen: list[int]) -> Any:
     import llama_cpp
 
     # The binding declares (n_vocab, last_n, ...) while newer llama.cpp takes (last_n, ...): with
     # both ints equal, either reads the window (x86-64 and arm64 pass ints and floats apart).
-    sampler = llama_cpp.llama_sampler_init_penalties(window, window, 1.0, frequency, presence)
+    sampler = llama_cpp.llama_sampler_init_penalties(window, window, repeat, frequency, presence)
     for token in seen:
         llama_cpp.llama_sampler_accept(sampler, token)
     return sampler
 
 
+def penalties_sampler(frequency: float, presence: float, window: int, seen: list[int]) -> Any:
+    """OpenAI's frequency and presence penalties over the last ``window`` tokens the chain samples;
+    ``seen``: the answer so far of a continuation, counted as already generated."""
+    return _penalties(window, 1.0, frequency, presence, seen)
+
+
 def repeat_sampler(penalty: float, prompt: list[int]) -> Any:
     """llama.cpp's repeat penalty over the last REPEAT_WINDOW tokens, primed with the prompt's
     (its server accepts the prompt into the sampler likewise)."""
-    import llama_cpp
-
-    sampler = llama_cpp.llama_sampler_init_penalties(REPEAT_WINDOW, REPEAT_WINDOW, penalty, 0.0, 0.0)
-    for token in prompt[-REPEAT_WINDOW:]:
-        llama_cpp.llama_sampler_accept(sampler, token)
-    return sampler
+    return _penalties(REPEAT_WINDOW, penalty, 0.0, 0.0, prompt[-REPEAT_WINDOW:])
 
 
 def logit_bias_sampler(n_vocab: int, bias: tuple[tuple[int, float], ...]) -> Any:
@@ -334,8 +344,6 @@ def sampler_chain(
 def free_sampler(chain: Any) -> None:
     if isinstance(chain, Constrained):
         chain.free()
-        return
-    import llama_cpp
-
-    llama_cpp.llama_sampler_free(chain)
+    else:
+        free(chain)
 

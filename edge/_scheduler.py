@@ -188,7 +188,7 @@ class Scheduler:
             with self._cond:
                 if not self._waiting:
                     return
-                free = [s for s in self._slots if not s.busy]
+                free = [s for s in self._slots if s.job is None]
                 nxt = self._waiting.peek(self._by_key)
                 if not free:
                     if nxt is None or not self._preempt(nxt):

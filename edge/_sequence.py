@@ -26,7 +26,6 @@ class Job:
     loop: asyncio.AbstractEventLoop
     out: asyncio.Queue[Any]
     cancelled: threading.Event = field(default_factory=threading.Event)
-    queued_at: float = field(default_factory=time.monotonic)
     grammar: str | None = None  # ``response_format`` as GBNF
     # A continuation's answer so far, when a grammar or penalties must count it as generated.
     answer_so_far: list[int] = field(default_factory=list)
@@ -96,25 +95,18 @@ class Outbox:
             items, self._items = self._items, []
             self._wake(items)
 
-    def _wake(self, items: list[tuple[Job, Any]]) -> None:
-        loop = items[0][0].loop
-        if all(job.loop is loop for job, _ in items):
-            self._send(loop, items)
-            return
+    @staticmethod
+    def _wake(items: list[tuple[Job, Any]]) -> None:
         by_loop: dict[asyncio.AbstractEventLoop, list[tuple[Job, Any]]] = {}
         for entry in items:
             by_loop.setdefault(entry[0].loop, []).append(entry)
         for loop, batch in by_loop.items():
-            self._send(loop, batch)
-
-    @staticmethod
-    def _send(loop: asyncio.AbstractEventLoop, items: list[tuple[Job, Any]]) -> None:
-        try:
-            loop.call_soon_threadsafe(_deliver, items)
-        except RuntimeError:
-            # The requests' event loop is closed: nobody is listening any more.
-            for job, _ in items:
-                job.cancelled.set()
+            try:
+                loop.call_soon_threadsafe(_deliver, batch)
+            except RuntimeError:
+                # The requests' event loop is closed: nobody is listening any more.
+                for job, _ in batch:
+                    job.cancelled.set()
 
 
 class Slot:
@@ -132,17 +124,11 @@ class Slot:
         self.next_token: int | None = None  # sampled, to be fed in the next step
         self.last_used = 0.0
 
-    @property
-    def busy(self) -> bool:
-        return self.job is not None
-
     def common_prefix(self, tokens: list[int]) -> int:
-        n = min(len(self.cached), len(tokens))
-        i = 0
-        cached = self.cached
-        while i < n and cached[i] == tokens[i]:
-            i += 1
-        return i
+        for i, (cached, token) in enumerate(zip(self.cached, tokens)):
+            if cached != token:
+                return i
+        return min(len(self.cached), len(tokens))
 
     def start(self, job: Job, keep: int, sampler: Any) -> None:
         """Run ``job`` here, keeping the first ``keep`` cached tokens (their KV is already right)."""

@@ -204,7 +204,7 @@ class Embedder:
         return await batcher.submit(text, key)
 
     async def aclose(self) -> None:
-        await asyncio.to_thread(self._executor.shutdown, True)
+        await asyncio.to_thread(self.close)
 
     def close(self) -> None:
         self._executor.shutdown(wait=True)

@@ -21,7 +21,7 @@ from loadtest.loadgen import LoadConfig, Tenant, run_load, table
 from models import EdgerouteError, prepare, registry
 from router import Settings, is_loopback, load_settings
 from router.logs import configure_logging
-from router.cli import router_app
+from router.cli import ConfigOpt, router_app
 from router.server import serve as run_server
 from router.settings import describe_errors
 from router.training.cli import calibrate as calibrate_verifier
@@ -45,7 +45,6 @@ class LogFormatChoice(str, Enum):
     json = "json"
 
 
-ConfigOpt = Annotated[Optional[Path], typer.Option("--config", help="TOML config file")]
 DataDirOpt = Annotated[Optional[Path], typer.Option("--data-dir", help="data directory (cache, telemetry)")]
 
 

@@ -25,6 +25,7 @@ import signal
 import sys
 import time
 from collections import Counter
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -230,18 +231,6 @@ async def _one(client: httpx.AsyncClient, base: str, i: int, max_tokens: int, re
         report.failures.append(f"#{i}: [DONE] x{dones}, errors {errors[:1]}, finished {finished}")
 
 
-async def _clients(base: str, requests: int, concurrency: int, max_tokens: int, report: FaultReport) -> None:
-    queue = iter(range(requests))
-    async with httpx.AsyncClient(timeout=httpx.Timeout(120, connect=10)) as client:
-
-        async def worker() -> None:
-            for i in queue:
-                report.requests += 1
-                await _one(client, base, i, max_tokens, report)
-
-        await asyncio.gather(*(worker() for _ in range(concurrency)))
-
-
 def run_faults(
     *,
     requests: int = 1000,
@@ -290,11 +279,17 @@ def run_faults(
     try:
         with serve_app(app_factory(settings)) as base:
 
+            async def worker(client: httpx.AsyncClient, queue: Iterator[int]) -> None:
+                for i in queue:
+                    report.requests += 1
+                    await _one(client, base, i, max_tokens, report)
+
             async def main() -> None:
-                stop = asyncio.Event()
+                stop, queue = asyncio.Event(), iter(range(requests))
                 chaos = asyncio.create_task(_chaos(crew, rng, stop))
                 try:
-                    await _clients(base, requests, concurrency, max_tokens, report)
+                    async with httpx.AsyncClient(timeout=httpx.Timeout(120, connect=10)) as client:
+                        await asyncio.gather(*(worker(client, queue) for _ in range(concurrency)))
                 finally:
                     stop.set()
                     chaos.cancel()

@@ -21,7 +21,7 @@ import httpx
 
 from cloud.local import LocalMember, ServerProcess
 
-from .servers import EDGEROUTE, REPO, free_port
+from .servers import EDGEROUTE, REPO, edgeroute_node, free_port
 
 RULES = REPO / "deploy" / "prometheus" / "edgeroute-rules.yml"
 PROMETHEUS_FALLBACK = Path("/usr/bin/prometheus")
@@ -122,11 +122,10 @@ class Fleet:
         config = self._config(member)
         for i in range(self.nodes):
             port, name = free_port(), f"edge-{i + 1}"
-            env = {**os.environ, "EDGEROUTE_SERVER__NODE_NAME": name, "HF_HUB_OFFLINE": "1"}
-            argv = [*EDGEROUTE, "serve", "--host", "127.0.0.1", "--port", str(port), "--config", str(config),
-                    "--data-dir", str(self.root / name), "--no-local-member", "--log-level", "warning"]
-            proc = ServerProcess(argv, f"http://127.0.0.1:{port}/healthz", log_path=self.root / f"{name}.log",
-                                 env=env, startup_timeout_s=self.startup_timeout_s)
+            proc = edgeroute_node("--config", str(config), "--data-dir", str(self.root / name), "--no-local-member",
+                                  "--log-level", "warning", port=port, log_path=self.root / f"{name}.log",
+                                  env={"EDGEROUTE_SERVER__NODE_NAME": name, "HF_HUB_OFFLINE": "1"},
+                                  timeout=self.startup_timeout_s)
             proc.spawn()
             self.node_procs.append(proc)
             self.node_names.append(name)

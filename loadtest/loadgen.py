@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import asyncio
 import ipaddress
+import itertools
 import multiprocessing
 import json
 import random
@@ -98,18 +99,13 @@ def check_loopback(url: str) -> None:
     raise ValueError(f"only loopback targets are allowed (got {host!r})")
 
 
-def _pairs(path: Path | None, limit: int = 2000) -> list[tuple[str, str]]:
+def _pairs(path: Path | None) -> list[tuple[str, str]]:
+    """The first 2,000 duplicate pairs of a QQP file (or SHORT, each with a rewording)."""
     if path is None or not path.exists():
         return [(q, q.replace("What", "Which").replace("?", ", please?")) for q in SHORT]
-    out: list[tuple[str, str]] = []
     with path.open(encoding="utf-8") as fh:
-        for line in fh:
-            row = json.loads(line)
-            if row.get("duplicate"):
-                out.append((row["a"], row["b"]))
-                if len(out) >= limit:
-                    break
-    return out
+        rows = (json.loads(line) for line in fh)
+        return list(itertools.islice(((r["a"], r["b"]) for r in rows if r.get("duplicate")), 2000))
 
 
 def _user(text: str) -> tuple[dict[str, str], ...]:
@@ -291,7 +287,12 @@ async def run_load(cfg: LoadConfig, sink: list[Result] | None = None) -> dict[st
             await asyncio.sleep(0.5)
 
     sampler = asyncio.ensure_future(sample_rss())
-    probes = _start_probes(cfg, groups) if cfg.probe else {}
+    probes: dict[str, Any] = {}
+    if cfg.probe:  # one probe process per tenant (spawned: nothing of this process's loop is inherited)
+        pool = ProcessPoolExecutor(max_workers=len(groups), mp_context=multiprocessing.get_context("spawn"))
+        probes = {g.label: pool.submit(probe, cfg.target, g.key, cfg.duration_s, cfg.probe_interval_s, cfg.max_tokens)
+                  for g in groups}
+        pool.shutdown(wait=False)
     # The generator times its own clients, so its collector's pauses would show as the node's
     # latency: its start-up heap is frozen and every pause is reported beside the results.
     pauses: list[float] = []
@@ -320,15 +321,3 @@ async def run_load(cfg: LoadConfig, sink: list[Result] | None = None) -> dict[st
     if cfg.scenario == "short-behind-long":
         summary["short_ttft_ms"] = percentiles([t * 1000 for t in short_ttfts])
     return summary
-
-
-def _start_probes(cfg: LoadConfig, groups: list[Tenant]) -> dict[str, Any]:
-    """One probe process per tenant (spawned: nothing of this process's loop is inherited)."""
-    context = multiprocessing.get_context("spawn")
-    pool = ProcessPoolExecutor(max_workers=len(groups), mp_context=context)
-    futures = {
-        g.label: pool.submit(probe, cfg.target, g.key, cfg.duration_s, cfg.probe_interval_s, cfg.max_tokens)
-        for g in groups
-    }
-    pool.shutdown(wait=False)
-    return futures

@@ -101,7 +101,6 @@ def _rows(block: dict[str, Any], indent: str = "") -> list[str]:
 
 
 def table(summary: dict[str, Any]) -> str:
-    """A plain-text table of a summary."""
     lines = [
         f"{summary['scenario']} against {summary['target']}: {summary['clients']} clients, "
         f"{summary['requests']} requests in {summary['wall_s']:.1f} s, "

@@ -14,7 +14,7 @@ import sys
 import threading
 import time
 from collections.abc import Callable, Iterator, Mapping, Sequence
-from contextlib import contextmanager
+from contextlib import AbstractContextManager, contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -22,16 +22,12 @@ import httpx
 
 from cloud.member.process import ServerProcess, free_port, project_root
 
-__all__ = ["EDGEROUTE", "REPO", "NodeProcess", "free_port", "node_process", "run_edgeroute", "serve_app",
-           "server_process", "settled", "wait_ready"]
+__all__ = ["EDGEROUTE", "REPO", "NodeProcess", "edgeroute_node", "free_port", "node_process", "run_edgeroute",
+           "serve_app", "settled", "wait_ready"]
 
 REPO = project_root()
 # This checkout's code whatever the virtualenv's editable install points at.
 EDGEROUTE = [sys.executable, "-c", "from edgeroute.cli import main; main()"]
-
-
-def _ok(response: httpx.Response) -> bool:
-    return response.status_code == 200
 
 
 def wait_ready(
@@ -39,7 +35,7 @@ def wait_ready(
     alive: Callable[[], bool],
     timeout: float,
     what: str = "the server",
-    ready: Callable[[httpx.Response], bool] = _ok,
+    ready: Callable[[httpx.Response], bool] = lambda response: response.status_code == 200,
 ) -> None:
     """Return once ``url`` answers 200 (or ``ready(response)``); raise when ``alive()`` turns False
     or ``timeout`` passes."""
@@ -60,7 +56,6 @@ def wait_ready(
 def run_edgeroute(
     *args: str, env: Mapping[str, str] | None = None, timeout: float = 120
 ) -> subprocess.CompletedProcess[str]:
-    """One `edgeroute` command to its end: exit code, stdout and stderr."""
     return subprocess.run(
         [*EDGEROUTE, *args], capture_output=True, text=True, cwd=REPO, timeout=timeout,
         env={**os.environ, **(env or {})},
@@ -68,41 +63,40 @@ def run_edgeroute(
 
 
 class NodeProcess(ServerProcess):
-    """A server process and its base URL (``http://127.0.0.1:PORT``)."""
+    """A server process ``argv`` and its base URL (``http://127.0.0.1:PORT``), ready once ``base +
+    ready_path`` answers 200; ``env`` is added to this process's, its output goes to ``log_path``
+    (else this process's)."""
 
-    base: str
+    def __init__(
+        self,
+        argv: Sequence[str],
+        base: str,
+        *,
+        ready_path: str = "/healthz",
+        log_path: Path | None = None,
+        env: Mapping[str, str] | None = None,
+        timeout: float = 240,
+        what: str = "the server",
+    ) -> None:
+        super().__init__(argv, base + ready_path, log_path=log_path, env={**os.environ, **(env or {})},
+                         startup_timeout_s=timeout, label=what)
+        self.base = base
 
     def log(self) -> str:
         return self.log_path.read_text(errors="replace") if self.log_path is not None else ""
 
-
-@contextmanager
-def server_process(
-    argv: Sequence[str],
-    base: str,
-    *,
-    ready_path: str = "/healthz",
-    log_path: Path | None = None,
-    env: Mapping[str, str] | None = None,
-    timeout: float = 240,
-    stop_s: float = 30,
-    what: str = "the server",
-) -> Iterator[NodeProcess]:
-    """Start ``argv`` (``env`` added to this process's) with its output to ``log_path`` (else this
-    process's); yield it once ``base + ready_path`` answers 200; stop it on the way out."""
-    server = NodeProcess(argv, base + ready_path, log_path=log_path, env={**os.environ, **(env or {})},
-                         startup_timeout_s=timeout, label=what)
-    server.base = base
-    server.spawn()
-    try:
-        server.wait_ready()
-        yield server
-    finally:
-        server.stop(stop_s)
+    @contextmanager
+    def running(self) -> Iterator[NodeProcess]:
+        """Started, yielded once ready, stopped on the way out."""
+        self.spawn()
+        try:
+            self.wait_ready()
+            yield self
+        finally:
+            self.stop(30)
 
 
-@contextmanager
-def node_process(
+def edgeroute_node(
     *args: str,
     log_path: Path | None = None,
     env: Mapping[str, str] | None = None,
@@ -110,15 +104,18 @@ def node_process(
     port: int | None = None,
     command: Sequence[str] = EDGEROUTE,
     timeout: float = 240,
-) -> Iterator[NodeProcess]:
+) -> NodeProcess:
     """``edgeroute serve --host HOST --port PORT ARGS`` (a free port unless given; ``command`` is
-    the ``edgeroute`` to run, e.g. behind ``taskset``), yielded once ``/healthz`` answers on
-    127.0.0.1."""
+    the ``edgeroute`` to run, e.g. behind ``taskset``), not started; ready once ``/healthz`` answers
+    on 127.0.0.1."""
     port = port or free_port()
     argv = [*command, "serve", "--host", host, "--port", str(port), *args]
-    with server_process(argv, f"http://127.0.0.1:{port}", log_path=log_path, env=env, timeout=timeout,
-                        what="the node") as node:
-        yield node
+    return NodeProcess(argv, f"http://127.0.0.1:{port}", log_path=log_path, env=env, timeout=timeout, what="the node")
+
+
+def node_process(*args: str, **options: Any) -> AbstractContextManager[NodeProcess]:
+    """:func:`edgeroute_node` (its arguments), running: yielded once ready, stopped on the way out."""
+    return edgeroute_node(*args, **options).running()
 
 
 @contextmanager

@@ -14,13 +14,11 @@
 """
 
 from .errors import (
-    AuthenticationError,
     ChecksumMismatchError,
     EdgerouteError,
     EngineError,
     EngineUnavailableError,
     ModelError,
-    RequestRejectedError,
     StreamBrokenError,
     UnknownModelError,
 )
@@ -55,7 +53,6 @@ __all__ = [
     "EMBEDDING_DEFAULT",
     "JSON_OBJECT",
     "REPEAT_WINDOW",
-    "AuthenticationError",
     "ChecksumMismatchError",
     "Chunk",
     "Completion",
@@ -67,7 +64,6 @@ __all__ = [
     "GenerationRequest",
     "ModelError",
     "ModelSpec",
-    "RequestRejectedError",
     "SamplingParams",
     "StreamBrokenError",
     "TokenLogprob",

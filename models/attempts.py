@@ -40,14 +40,11 @@ class AttemptLimiter:
         if self.limit <= 0:
             return 0
         now = self._clock()
-        times = self._clients.pop(client, None)
-        if times is None:
-            times = deque()
-        while times and times[0] <= now - self.window_s:
-            times.popleft()
+        times = self._clients.pop(client, None) or deque()
         self._clients[client] = times  # now the most recently seen
-        if len(times) >= self.limit:
-            return max(1, math.ceil(times[0] + self.window_s - now))
+        wait = self._wait(times, now)
+        if wait:
+            return wait
         times.append(now)
         while len(self._clients) > self.max_clients:
             del self._clients[next(iter(self._clients))]
@@ -56,17 +53,19 @@ class AttemptLimiter:
     def wait_s(self, client: str) -> int:
         """The seconds ``client`` must wait before its next attempt counts (0: it may try now);
         counts nothing."""
-        if self.limit <= 0:
-            return 0
         times = self._clients.get(client)
-        if not times:
+        if self.limit <= 0 or not times:
             return 0
-        now = self._clock()
+        return self._wait(times, self._clock())
+
+    def _wait(self, times: deque[float], now: float) -> int:
+        """Drop the attempts that left the window; then the seconds until the oldest one leaves,
+        when the window is full (0 otherwise)."""
         while times and times[0] <= now - self.window_s:
             times.popleft()
-        if len(times) >= self.limit:
-            return max(1, math.ceil(times[0] + self.window_s - now))
-        return 0
+        if len(times) < self.limit:
+            return 0
+        return max(1, math.ceil(times[0] + self.window_s - now))
 
     def __len__(self) -> int:
         return len(self._clients)

@@ -178,7 +178,7 @@ class Writer(Protocol):
     """One answer in an API's shape (OpenAI's chat or text completion, the Responses API's,
     Ollama's, llama.cpp's): the bytes of its stream, event by event, or its whole body."""
 
-    media_type: str
+    media_type: str = "text/event-stream"  # server-sent events (Ollama's writer sends JSON lines)
 
     def opening(self, n: int = 1) -> bytes:
         """What a stream of ``n`` choices opens with, before any text."""

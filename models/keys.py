@@ -67,12 +67,10 @@ class KeyTable:
     @classmethod
     def of(cls, tenants: Mapping[str, str] | None = None, operators: Iterable[str] = ()) -> KeyTable:
         entries: dict[bytes, Principal] = {}
-        for key, tenant in (tenants or {}).items():
+        # Operator keys last (tenant None): a key listed as both is an operator's.
+        for key, tenant in [*(tenants or {}).items(), *((key, None) for key in operators)]:
             raw = bytes.fromhex(as_digest(key).removeprefix(DIGEST_PREFIX))
-            entries[raw] = Principal(tenant=tenant, operator=False, digest=raw)
-        for key in operators:
-            raw = bytes.fromhex(as_digest(key).removeprefix(DIGEST_PREFIX))
-            entries[raw] = Principal(tenant=None, operator=True, digest=raw)  # operator wins
+            entries[raw] = Principal(tenant=tenant, operator=tenant is None, digest=raw)
         return cls(entries.items())
 
     @property

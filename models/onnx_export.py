@@ -28,14 +28,14 @@ def onnx_model_path(models_dir: Path, int8: bool = True) -> Path:
     return onnx_model_dir(models_dir) / (ONNX_INT8 if int8 else ONNX_FP32)
 
 
-def export_embedder(models_dir: Path, progress: bool = False, force: bool = False) -> Path:
+def export_embedder(models_dir: Path, progress: bool = False) -> Path:
     """Export the embedding model to ONNX and quantize it to INT8; return the INT8 file.
 
     Idempotent: returns at once when both files exist. Writes into a temporary directory first
     and renames it into place, so concurrent runs and interruptions never leave half a model.
     """
     target = onnx_model_dir(models_dir)
-    if not force and (target / ONNX_INT8).is_file() and (target / ONNX_FP32).is_file():
+    if (target / ONNX_INT8).is_file() and (target / ONNX_FP32).is_file():
         return target / ONNX_INT8
     source = resolve(EMBEDDING_DEFAULT, models_dir).path.parent
     target.parent.mkdir(parents=True, exist_ok=True)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 import hashlib
 import importlib.util
@@ -20,6 +21,8 @@ EMBEDDING_DEFAULT = "all-minilm-l6-v2"
 
 @dataclass(frozen=True, slots=True)
 class _Source:
+    """What the registry records of a model: where its file comes from, and its checksum."""
+
     alias: str
     kind: Kind
     package: str
@@ -62,19 +65,13 @@ _SOURCES: tuple[_Source, ...] = (
 )
 
 
-@dataclass(frozen=True, slots=True)
-class ModelSpec:
-    """One entry of the registry."""
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ModelSpec(_Source):
+    """One entry of the registry: its source, where its file lies, and what the file's header says."""
 
-    alias: str
-    kind: Kind
     path: Path
-    sha256: str
-    quantization: str
-    description: str
     context_length: int | None
     chat_template: bool
-    assembled: bool
     architecture: str = ""  # the GGUF's ``general.architecture`` ("llama", "gemma3"); "" for the embedder
 
     @property
@@ -112,24 +109,13 @@ def _spec(source: _Source, models_dir: Path) -> ModelSpec:
         path = Path(models_dir) / source.relpath
     else:
         path = _package_dir(source.package) / source.relpath
-    ctx: int | None = None
+    ctx: int | None = 256 if source.kind == "embedding" else None
     template = False
     arch = ""
     if source.kind != "embedding" and path.is_file():
         ctx, template, arch = _gguf_metadata(path, path.stat().st_mtime)
-    elif source.kind == "embedding":
-        ctx = 256
     return ModelSpec(
-        alias=source.alias,
-        kind=source.kind,
-        path=path,
-        sha256=source.sha256,
-        quantization=source.quantization,
-        description=source.description,
-        context_length=ctx,
-        chat_template=template,
-        assembled=source.assembled,
-        architecture=arch,
+        **dataclasses.asdict(source), path=path, context_length=ctx, chat_template=template, architecture=arch
     )
 
 
@@ -158,20 +144,16 @@ def resolve(alias: str, models_dir: Path) -> ModelSpec:
     raise UnknownModelError(f"unknown model {alias!r}; valid models: {valid}", param="model")
 
 
-def sha256_file(path: Path, progress: object | None = None) -> str:
-    """Hash a file in 1 MiB blocks; ``progress`` is an optional tqdm bar updated in bytes."""
+def verify(spec: ModelSpec, progress: object | None = None) -> None:
+    """Raise :class:`ChecksumMismatchError` unless the file's sha256 is the recorded one; the file
+    is hashed in 1 MiB blocks, ``progress`` is an optional tqdm bar updated in bytes."""
     digest = hashlib.sha256()
-    with path.open("rb") as fh:
+    with spec.path.open("rb") as fh:
         while block := fh.read(1 << 20):
             digest.update(block)
             if progress is not None:
                 progress.update(len(block))  # type: ignore[attr-defined]
-    return digest.hexdigest()
-
-
-def verify(spec: ModelSpec, progress: object | None = None) -> None:
-    """Raise :class:`ChecksumMismatchError` unless the file's sha256 is the recorded one."""
-    actual = sha256_file(spec.path, progress)
+    actual = digest.hexdigest()
     if actual != spec.sha256:
         raise ChecksumMismatchError(
             f"{spec.alias}: sha256 of {spec.path} is {actual}, expected {spec.sha256}"

@@ -98,13 +98,14 @@ class AdmissionMiddleware(ASGIMiddleware):
         self.max_body_bytes = max_body_bytes
         self.body_timeout_s = body_timeout_s
         self.limits = limits
-        self.max_json_depth = limits.max_json_depth
 
     async def handle(self, scope: Scope, receive: Receive, send: Send, next_app: ASGIApp) -> None:
         drain = self.drain
         # /metrics stays open: Prometheus sees the node draining rather than down.
         if drain.draining and scope["path"] != "/metrics":
-            raise DrainingError("the node is shutting down; retry on another node or later")
+            raise DrainingError(
+                "the node is shutting down; retry on another node or later", retry_after=5, code="draining"
+            )
         # The drain waits for API requests only: a dashboard tab's live stream never ends by itself.
         counted = is_api(scope["path"])
         if counted:
@@ -150,9 +151,10 @@ class AdmissionMiddleware(ASGIMiddleware):
                 f"the body did not arrive within {self.body_timeout_s:g}s", code="body_timeout"
             ) from exc
         body = b"".join(parts)
-        if is_api(scope["path"]) and json_depth(body, self.max_json_depth) > self.max_json_depth:
+        max_depth = self.limits.max_json_depth
+        if is_api(scope["path"]) and json_depth(body, max_depth) > max_depth:
             raise InvalidRequestError(
-                f"the JSON body is nested deeper than {self.max_json_depth} levels", code="json_too_deep"
+                f"the JSON body is nested deeper than {max_depth} levels", code="json_too_deep"
             )
         return body
 

@@ -11,79 +11,57 @@ import time
 from pathlib import Path
 from typing import Annotated, Any
 
-from litestar import Controller, MediaType, Request, Response, get, head, post
+from litestar import MediaType, Request, Response, get, head
 from litestar.datastructures import State
 from litestar.openapi.datastructures import ResponseSpec
 from litestar.params import Parameter
+from openai.types import Completion, Model
+from openai.types.chat import ChatCompletion
 
 from models.openai import ChunkWriter, EmbeddingsBody, embedding_list
 
 from . import openapi
-from .errors import InvalidRequestError
-from .guards import BEARER, REQUEST_ID_HEADER, api_guard, rate_guard
+from .guards import REQUEST_ID_HEADER
 from .limits import check_inputs
 from .node import Node
 from .respond import embed_texts, respond
 from .schemas import ChatCompletionRequest, CompletionRequest
 
 
-async def _embeddings(request: Request[Any, Any, State], body: EmbeddingsBody) -> Response[Any]:
-    """Each input embedded by the node's embedder, in the tenant's turn with the cache's lookups."""
-    started = time.perf_counter()
-    node: Node = request.app.state.node
-    texts = body.texts()
-    check_inputs(texts, node.settings.limits)
-    embedder = node.embedding_model(body.model)
-    if body.dimensions is not None and body.dimensions != embedder.dim:
-        raise InvalidRequestError(
-            f"dimensions must be {embedder.dim} for {body.model} (its embeddings cannot be shortened)",
-            param="dimensions", code="invalid_value",
-        )
-    vectors, tokens = await embed_texts(request, embedder, texts)
-    headers = {
-        REQUEST_ID_HEADER: request.state.request_id,
-        "x-edgeroute-latency-ms": f"{(time.perf_counter() - started) * 1000:.1f}",
-    }
-    return Response(embedding_list(vectors, body.model, tokens, body.encoding_format), headers=headers)
-
-
-class OpenAIController(Controller):
+class OpenAIController(openapi.KeyedController):
     path = "/v1"
     tags = ["openai"]
-    guards = [api_guard]
-    security = [{BEARER: []}]
 
-    @post(
-        "/chat/completions",
-        guards=[rate_guard],
-        summary="Create a chat completion",
-        status_code=200,
-        responses=openapi.answers(openapi.ChatCompletionBody, *openapi.COMPLETION_ERRORS),
+    @openapi.api_post(
+        "/chat/completions", "Create a chat completion", ChatCompletion,
         operation_class=openapi.StreamingOperation,
     )
     async def chat_completions(self, request: Request[Any, Any, State], data: ChatCompletionRequest) -> Response[Any]:
         return await respond(request, data, ChunkWriter.for_body)
 
-    @post(
-        "/completions",
-        guards=[rate_guard],
-        summary="Create a text completion",
-        status_code=200,
-        responses=openapi.answers(openapi.TextCompletionBody, *openapi.COMPLETION_ERRORS),
-        operation_class=openapi.StreamingOperation,
+    @openapi.api_post(
+        "/completions", "Create a text completion", Completion, operation_class=openapi.StreamingOperation,
     )
     async def completions(self, request: Request[Any, Any, State], data: CompletionRequest) -> Response[Any]:
         return await respond(request, data, ChunkWriter.for_body)
 
-    @post(
-        "/embeddings",
-        guards=[rate_guard],
-        summary="Create embeddings (the node's embedding model, all-minilm-l6-v2)",
-        status_code=200,
-        responses=openapi.answers(openapi.EmbeddingList, *openapi.COMPLETION_ERRORS),
+    @openapi.api_post(
+        "/embeddings", "Create embeddings (the node's embedding model, all-minilm-l6-v2)",
+        openapi.EmbeddingList,
     )
     async def embeddings(self, request: Request[Any, Any, State], data: EmbeddingsBody) -> Response[Any]:
-        return await _embeddings(request, data)
+        """Each input embedded by the node's embedder, in the tenant's turn with the cache's lookups."""
+        started = time.perf_counter()
+        node: Node = request.app.state.node
+        texts = data.texts()
+        check_inputs(texts, node.settings.limits)
+        embedder = node.embedding_model(data.model)
+        vectors, tokens = await embed_texts(request, embedder, texts, data.model, data.dimensions)
+        headers = {
+            REQUEST_ID_HEADER: request.state.request_id,
+            "x-edgeroute-latency-ms": f"{(time.perf_counter() - started) * 1000:.1f}",
+        }
+        return Response(embedding_list(vectors, data.model, tokens, data.encoding_format), headers=headers)
 
     @get(
         "/models", summary="List the model ids a client may send (the embedding model's too)", responses=openapi.answers(openapi.ModelList, 401, 503)
@@ -97,7 +75,7 @@ class OpenAIController(Controller):
     @get(
         "/models/{model_id:path}",
         summary="Retrieve one model id",
-        responses=openapi.answers(openapi.ModelEntry, 401, 404, 503),
+        responses=openapi.answers(Model, 401, 404, 503),
     )
     async def model(
         self, request: Request[Any, Any, State],

@@ -17,6 +17,7 @@ router_app = typer.Typer(help="The routing policy: train, calibrate, evaluate, r
 ConfigOpt = Annotated[Optional[Path], typer.Option("--config", help="TOML config file")]
 DataDirOpt = Annotated[Optional[Path], typer.Option("--data-dir", help="data directory (telemetry.db)")]
 JsonOpt = Annotated[bool, typer.Option("--json", help="print JSON instead of a table")]
+DbOpt = Annotated[Optional[Path], typer.Option(help="telemetry database [default: <data-dir>/telemetry.db]")]
 
 
 def _fail(exc: EdgerouteError) -> typer.Exit:
@@ -71,9 +72,7 @@ def calibrate(
         typer.Option(help="prompt set, JSONL or one per line [default: shipped held-out split]"),
     ] = None,
     from_telemetry: Annotated[bool, typer.Option(help="use the logged traffic as the prompt set")] = False,
-    db: Annotated[
-        Optional[Path], typer.Option(help="telemetry database [default: <data-dir>/telemetry.db]")
-    ] = None,
+    db: DbOpt = None,
     config: ConfigOpt = None,
     data_dir: DataDirOpt = None,
     as_json: JsonOpt = False,
@@ -209,9 +208,7 @@ def evaluate_cmd(
 @router_app.command()
 def replay(
     threshold: Annotated[float, typer.Option(min=0.0, max=1.0, help="complexity threshold to replay with")],
-    db: Annotated[
-        Optional[Path], typer.Option(help="telemetry database [default: <data-dir>/telemetry.db]")
-    ] = None,
+    db: DbOpt = None,
     limit: Annotated[Optional[int], typer.Option(min=1, help="only the newest N decisions")] = None,
     edge_cost_per_1k: Annotated[float, typer.Option(min=0.0, help="edge price per 1k tokens")] = 0.0,
     cloud_cost_per_1k: Annotated[float, typer.Option(min=0.0, help="cloud price per 1k tokens")] = 0.002,

@@ -2,25 +2,7 @@
 
 from __future__ import annotations
 
-from models.errors import AuthenticationError, EdgerouteError, EngineUnavailableError, RequestRejectedError
-
-__all__ = [
-    "AuthenticationError",
-    "BodyTimeoutError",
-    "ClientGoneError",
-    "ConfigError",
-    "DrainingError",
-    "EdgeBusyError",
-    "InvalidRequestError",
-    "NoCapacityError",
-    "PayloadTooLargeError",
-    "RateLimitedError",
-    "RequestsRateLimitError",
-    "ResponseNotFoundError",
-    "ResponseStoreError",
-    "RouterError",
-    "TokensRateLimitError",
-]
+from models.errors import EdgerouteError, EngineUnavailableError, RequestRejectedError
 
 
 class RouterError(EdgerouteError):
@@ -61,9 +43,6 @@ class ResponseStoreError(RouterError):
 
 class NoCapacityError(RouterError, EngineUnavailableError):
     """Neither the edge nor the cloud can take the request now."""
-
-    def __init__(self, message: str, *, retry_after: int = 1, code: str | None = "no_capacity") -> None:
-        super().__init__(message, retry_after=retry_after, code=code)
 
 
 class RateLimitedError(RouterError, RequestRejectedError):
@@ -115,9 +94,6 @@ class BodyTimeoutError(RouterError, RequestRejectedError):
 
 class DrainingError(RouterError, EngineUnavailableError):
     """The node is shutting down: it takes no new request (503 with ``retry-after``)."""
-
-    def __init__(self, message: str, *, retry_after: int = 5, code: str | None = "draining") -> None:
-        super().__init__(message, retry_after=retry_after, code=code)
 
 
 class ClientGoneError(RouterError, RequestRejectedError):

@@ -119,7 +119,9 @@ def no_start_error(plan: StreamPlan, exc: EngineError) -> EdgerouteError:
     failures = [a.cause for a in plan.attempts if a.outcome == "failed-before-first-token"]
     if failures and all(isinstance(c, CloudRequestError) for c in failures):
         return failures[-1]  # type: ignore[return-value]
-    return NoCapacityError(f"neither the edge nor the cloud can take this request now ({exc})", retry_after=2)
+    return NoCapacityError(
+        f"neither the edge nor the cloud can take this request now ({exc})", retry_after=2, code="no_capacity"
+    )
 
 
 async def resume(
@@ -162,22 +164,17 @@ def plan_for(
 
     ``whole``: the client wants no stream, so the pool asks its members for whole answers.
     """
-    plan = StreamPlan([])
-    plan.targets = _targets(edge, pool, decision, features, plan.avoid, whole)
-    return plan
-
-
-def _targets(
-    edge: Engine, pool: CloudPool | None, decision: Decision, features: Features, avoid: list[str], whole: bool
-) -> list[Engine | _PoolTarget]:
+    plan = StreamPlan([edge])
     if pool is None or features.private:
-        return [edge]
+        return plan
     # After a broken stream a second pool attempt continues on another member, when there is one.
-    target = _PoolTarget(pool, avoid, whole)
+    target = _PoolTarget(pool, plan.avoid, whole)
     cloud: list[Engine | _PoolTarget] = [target, target] if features.cloud_healthy >= 2 else [target]
     if decision.target == "cloud":
-        return [*cloud, edge] if features.fits_edge_context else cloud
-    return [edge, *cloud]
+        plan.targets = [*cloud, edge] if features.fits_edge_context else cloud
+    else:
+        plan.targets = [edge, *cloud]
+    return plan
 
 
 class _PoolTarget:

@@ -11,14 +11,13 @@ from __future__ import annotations
 
 from typing import Annotated, Any, Literal
 
-from litestar import Controller, Request, Response, post
+from litestar import Request, Response
 from litestar.datastructures import State
 from pydantic import BaseModel, ConfigDict, Field
 
 from edge import CacheError
 
 from . import openapi
-from .guards import BEARER, api_guard, rate_guard
 from .errors import FeedbackNotFoundError, FeedbackUnavailableError
 from .node import Node
 
@@ -52,19 +51,16 @@ class FeedbackRecord(BaseModel):
     served_at: float
 
 
-class FeedbackController(Controller):
+class FeedbackController(openapi.KeyedController):
     path = "/v1/feedback"
     tags = ["edgeroute"]
+
     # The API key, then the tenant's requests per minute: a loop of ratings meets 429 as a loop of
     # completions does, before its body is read.
-    guards = [api_guard, rate_guard]
-    security = [{BEARER: []}]
-
-    @post(
+    @openapi.api_post(
         "/",
-        summary="Rate an answer this node returned (right or wrong); the rating is stored with its cache decision",
-        status_code=200,
-        responses=openapi.answers(FeedbackRecord, 400, 401, 404, 408, 413, 503),
+        "Rate an answer this node returned (right or wrong); the rating is stored with its cache decision",
+        FeedbackRecord,
     )
     async def rate(
         self, request: Request[Any, Any, State], data: FeedbackRequest

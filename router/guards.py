@@ -22,13 +22,6 @@ REQUEST_ID_HEADER = "x-request-id"
 BEARER = "bearer"
 
 
-async def request_id_guard(connection: ASGIConnection[Any, Any, Any, Any], _: BaseRouteHandler) -> None:
-    """Give the request its id before anything can fail (errors carry it too): the client's
-    ``x-request-id`` when it sent a sane one, else a new one."""
-    given = connection.headers.get(REQUEST_ID_HEADER)
-    connection.state.request_id = given if given and _REQUEST_ID.fullmatch(given) else uuid.uuid4().hex
-
-
 async def rate_guard(connection: ASGIConnection[Any, Any, Any, Any], _: BaseRouteHandler) -> None:
     """The tenant's requests per minute, before the body is parsed: a refusal (429) costs the
     node as little as it can, and the tenant is known from its key.
@@ -44,6 +37,11 @@ async def rate_guard(connection: ASGIConnection[Any, Any, Any, Any], _: BaseRout
 
 async def api_guard(connection: ASGIConnection[Any, Any, Any, Any], handler: BaseRouteHandler) -> None:
     """The request's id, then its API key (:func:`models.openai.api_key_guard`), as one guard:
-    Litestar copies the route handler for every guard it runs, on every request."""
-    await request_id_guard(connection, handler)
+    Litestar copies the route handler for every guard it runs, on every request.
+
+    The id is given before anything can fail (errors carry it too): the client's ``x-request-id``
+    when it sent a sane one, else a new one.
+    """
+    given = connection.headers.get(REQUEST_ID_HEADER)
+    connection.state.request_id = given if given and _REQUEST_ID.fullmatch(given) else uuid.uuid4().hex
     await api_key_guard(connection, handler)

@@ -55,13 +55,15 @@ class LimitSettings(BaseModel):
 
     def rates(self, tenant: str) -> tuple[int, int]:
         """(requests, tokens) per minute for ``tenant``; 0 is no limit."""
-        own = self.tenants.get(tenant)
-        rpm = own.requests_per_minute if own is not None and own.requests_per_minute is not None else None
-        tpm = own.tokens_per_minute if own is not None and own.tokens_per_minute is not None else None
+        own = self.tenants.get(tenant, _NO_OVERRIDES)
+        rpm, tpm = own.requests_per_minute, own.tokens_per_minute
         return (
             self.requests_per_minute if rpm is None else rpm,
             self.tokens_per_minute if tpm is None else tpm,
         )
+
+
+_NO_OVERRIDES = TenantLimits()
 
 
 # -- the caps ----------------------------------------------------------------------------------
@@ -115,16 +117,18 @@ def check_messages(messages: list[object], limits: LimitSettings) -> None:
 
 def check_prompt(prompts: Sequence[str], limits: LimitSettings) -> None:
     """A text completion's prompts: each as a message, all of them as a request."""
-    for i, prompt in enumerate(prompts):
-        _check_chars(len(prompt), limits.max_message_chars, f"prompt.{i}" if len(prompts) > 1 else "prompt")
-    _check_total(sum(len(p) for p in prompts), limits, "prompt")
+    _check_texts(prompts, limits, "prompt")
 
 
 def check_inputs(texts: Sequence[str], limits: LimitSettings) -> None:
     """The caps of an embeddings request: each input as a message, all of them as a request."""
+    _check_texts(texts, limits, "input")
+
+
+def _check_texts(texts: Sequence[str], limits: LimitSettings, param: str) -> None:
     for i, text in enumerate(texts):
-        _check_chars(len(text), limits.max_message_chars, f"input.{i}" if len(texts) > 1 else "input")
-    _check_total(sum(len(text) for text in texts), limits, "input")
+        _check_chars(len(text), limits.max_message_chars, f"{param}.{i}" if len(texts) > 1 else param)
+    _check_total(sum(len(text) for text in texts), limits, param)
 
 
 def _check_chars(chars: int, cap: int, param: str) -> None:
@@ -132,7 +136,7 @@ def _check_chars(chars: int, cap: int, param: str) -> None:
         raise InvalidRequestError(
             f"{param} is too long: {chars} characters (at most {cap})",
             param=param,
-            code="string_above_max_length"
+            code="string_above_max_length",
         )
 
 
@@ -248,15 +252,7 @@ class RateLimiter:
         if not rpm:
             return {}
         bucket = self._bucket(self._requests, tenant, rpm, self._settings.request_burst_s)
-        if bucket.wait_s(1) > 0:
-            wait = bucket.promise(1, self._clock())
-            raise RequestsRateLimitError(
-                f"rate limit reached for requests: limit {rpm} / min for tenant {tenant!r}; "
-                f"try again in {wait:.1f}s",
-                retry_after=max(1, math.ceil(wait)),
-                headers=bucket.headers("requests"),
-            )
-        bucket.level -= 1
+        self._take(bucket, 1, "requests", f"limit {rpm} / min for tenant {tenant!r}")
         return bucket.headers("requests")
 
     def reserve_tokens(self, tenant: str, tokens: int) -> Reservation | None:
@@ -272,15 +268,7 @@ class RateLimiter:
                 headers=self._bucket(self._tokens, tenant, tpm).headers("tokens"),
             )
         bucket = self._bucket(self._tokens, tenant, tpm)
-        if bucket.wait_s(tokens) > 0:
-            wait = bucket.promise(tokens, self._clock())
-            raise TokensRateLimitError(
-                f"rate limit reached for tokens: limit {tpm} / min for tenant {tenant!r}, requested "
-                f"{tokens}; try again in {wait:.1f}s",
-                retry_after=max(1, math.ceil(wait)),
-                headers=bucket.headers("tokens"),
-            )
-        bucket.level -= tokens
+        self._take(bucket, tokens, "tokens", f"limit {tpm} / min for tenant {tenant!r}, requested {tokens}")
         return Reservation(tenant, tokens, bucket.headers("tokens"))
 
     def token_headers(self, tenant: str) -> dict[str, str]:
@@ -288,16 +276,26 @@ class RateLimiter:
         _, tpm = self._settings.rates(tenant)
         return self._bucket(self._tokens, tenant, tpm).headers("tokens") if tpm else {}
 
-    def settle(self, reservation: Reservation | None, used: int) -> None:
+    def settle(self, reservation: Reservation, used: int) -> None:
         """Give back what was reserved and not used (a debt stays when more was used)."""
-        if reservation is None:
-            return
         bucket = self._tokens.get(reservation.tenant)
         if bucket is None:
             return
         bucket.refill(self._clock())
         bucket.level = min(bucket.capacity, bucket.level + reservation.tokens - used)
         reservation.tokens = used  # settling twice gives back nothing more
+
+    def _take(self, bucket: _Bucket, cost: int, kind: str, terms: str) -> None:
+        """Debit ``cost`` from ``bucket``, or refuse (429) with the wait it is promised."""
+        if bucket.wait_s(cost) > 0:
+            wait = bucket.promise(cost, self._clock())
+            error = RequestsRateLimitError if kind == "requests" else TokensRateLimitError
+            raise error(
+                f"rate limit reached for {kind}: {terms}; try again in {wait:.1f}s",
+                retry_after=max(1, math.ceil(wait)),
+                headers=bucket.headers(kind),
+            )
+        bucket.level -= cost
 
     def _bucket(self, table: dict[str, _Bucket], tenant: str, per_minute: int, burst_s: float = 60.0) -> _Bucket:
         now = self._clock()

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from litestar import Controller, Request, Response, get, post
+from litestar import Request, Response, get
 from litestar.datastructures import State
 
 from models import GenerationRequest
@@ -18,7 +18,6 @@ from models.llamacpp import LlamaCppWriter
 from models.llamacpp.schemas import DEFAULTS, RANDOM_SEED
 
 from . import openapi
-from .guards import BEARER, api_guard, rate_guard
 from .node import Node
 from .respond import MakeWriter, respond
 from .schemas import ChatCompletionRequest, CompletionRequest, LlamaCompletionRequest
@@ -33,19 +32,14 @@ def _writer(data: LlamaCompletionRequest, n_ctx: int) -> MakeWriter:
     return make
 
 
-class LlamaCppController(Controller):
+class LlamaCppController(openapi.KeyedController):
     path = "/"
     tags = ["llama.cpp"]
-    guards = [api_guard]
-    security = [{BEARER: []}]
 
-    @post(
+    @openapi.api_post(
         ["/completion", "/completions"],
-        guards=[rate_guard],
-        summary="llama.cpp's completion: the prompt completed as it is (not OpenAI's shape)",
-        status_code=200,
-        responses=openapi.answers(openapi.LlamaCompletion, *openapi.COMPLETION_ERRORS),
-        operation_class=openapi.StreamingOperation,
+        "llama.cpp's completion: the prompt completed as it is (not OpenAI's shape)",
+        openapi.LlamaCompletion, operation_class=openapi.StreamingOperation,
     )
     async def completion(self, request: Request[Any, Any, State], data: LlamaCompletionRequest) -> Response[Any]:
         node: Node = request.app.state.node

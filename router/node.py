@@ -12,7 +12,7 @@ from collections.abc import AsyncIterator
 from contextlib import AsyncExitStack, asynccontextmanager
 from dataclasses import dataclass, field
 
-from cloud import CloudPool, PoolEvent, open_pool
+from cloud import CloudPool, open_pool
 from edge import EdgeCache, EdgeSettings, Embedder, LlamaEngine, physical_cores
 from models import EMBEDDING_DEFAULT, resolve
 from models.files import private_dir
@@ -112,15 +112,11 @@ async def open_node(settings: Settings) -> AsyncIterator[Node]:
         stack.push_async_callback(telemetry.aclose)
         edge = LlamaEngine(spec, settings.edge)
         stack.push_async_callback(edge.aclose)
-
-        def count(event: PoolEvent) -> None:
-            telemetry.pool_event(event.kind, event.member)
-
         pool = await stack.enter_async_context(
             open_pool(
                 settings.cloud,
                 models_dir=settings.models_dir,
-                on_event=count,
+                on_event=lambda event: telemetry.pool_event(event.kind, event.member),
                 log_path=settings.data_dir / "cloud-member.log",
                 # vLLM takes minutes to load and warm up on a CPU: the node serves from the edge
                 # meanwhile, and the local member joins the pool once it answers.

@@ -10,12 +10,11 @@ the key are the ones ``/v1`` has; only the shape differs (JSON lines, ``{"error"
 
 from __future__ import annotations
 
-import asyncio
 import time
 from datetime import UTC, datetime
 from typing import Any
 
-from litestar import Controller, Request, Response, get, post
+from litestar import Request, Response, get, post
 from litestar.datastructures import State
 
 from models import EMBEDDING_DEFAULT, GenerationRequest, ModelSpec, registry
@@ -34,7 +33,7 @@ from models.ollama import (
 
 from . import openapi
 from .errors import InvalidRequestError
-from .guards import BEARER, REQUEST_ID_HEADER, api_guard, rate_guard
+from .guards import REQUEST_ID_HEADER
 from .limits import check_inputs
 from .node import Node
 from .respond import MakeWriter, embed_texts, respond
@@ -105,44 +104,31 @@ def _load_answer(node: Node, endpoint: Endpoint, name: str, unload: bool) -> Res
     return Response(loaded(endpoint, name, unload))
 
 
-class OllamaController(Controller):
+class OllamaController(openapi.KeyedController):
     path = "/api"
     tags = ["ollama"]
-    guards = [api_guard]
-    security = [{BEARER: []}]
 
-    @post(
-        "/chat",
-        guards=[rate_guard],
-        summary="Ollama's chat (streamed as JSON lines unless stream is false)",
-        status_code=200,
-        responses=openapi.ollama_answers(openapi.OllamaAnswer, *openapi.COMPLETION_ERRORS),
-        operation_class=openapi.NdjsonOperation,
+    @openapi.api_post(
+        "/chat", "Ollama's chat (streamed as JSON lines unless stream is false)", openapi.OllamaAnswer,
+        error=openapi.OllamaError, operation_class=openapi.NdjsonOperation,
     )
     async def chat(self, request: Request[Any, Any, State], data: OllamaChatRequest) -> Response[Any]:
         if not data.messages:
             return _load_answer(request.app.state.node, "chat", data.model, data.unloads)
         return await respond(request, data.openai(), _writer("chat", data.model, bool(data.logprobs)))
 
-    @post(
-        "/generate",
-        guards=[rate_guard],
-        summary="Ollama's generate: the prompt in the model's template, or as it is with raw",
-        status_code=200,
-        responses=openapi.ollama_answers(openapi.OllamaAnswer, *openapi.COMPLETION_ERRORS),
-        operation_class=openapi.NdjsonOperation,
+    @openapi.api_post(
+        "/generate", "Ollama's generate: the prompt in the model's template, or as it is with raw",
+        openapi.OllamaAnswer, error=openapi.OllamaError, operation_class=openapi.NdjsonOperation,
     )
     async def generate(self, request: Request[Any, Any, State], data: OllamaGenerateRequest) -> Response[Any]:
         if not data.prompt and not data.system:
             return _load_answer(request.app.state.node, "generate", data.model, data.unloads)
         return await respond(request, data.openai(), _writer("generate", data.model, bool(data.logprobs)))
 
-    @post(
-        "/embed",
-        guards=[rate_guard],
-        summary="Ollama's embed: one embedding per input",
-        status_code=200,
-        responses=openapi.ollama_answers(openapi.OllamaEmbeddings, *openapi.COMPLETION_ERRORS),
+    @openapi.api_post(
+        "/embed", "Ollama's embed: one embedding per input", openapi.OllamaEmbeddings,
+        error=openapi.OllamaError,
     )
     async def embed(self, request: Request[Any, Any, State], data: OllamaEmbedBody) -> Response[Any]:
         started = time.perf_counter_ns()
@@ -153,12 +139,9 @@ class OllamaController(Controller):
         }
         return Response(body, headers={REQUEST_ID_HEADER: request.state.request_id})
 
-    @post(
-        "/embeddings",
-        guards=[rate_guard],
-        summary="Ollama's older embeddings: the embedding of prompt",
-        status_code=200,
-        responses=openapi.ollama_answers(openapi.OllamaEmbedding, *openapi.COMPLETION_ERRORS),
+    @openapi.api_post(
+        "/embeddings", "Ollama's older embeddings: the embedding of prompt", openapi.OllamaEmbedding,
+        error=openapi.OllamaError,
     )
     async def embeddings(self, request: Request[Any, Any, State], data: OllamaEmbedBody) -> Response[Any]:
         vectors, _ = await _embed(request, data)
@@ -190,17 +173,5 @@ async def _embed(request: Request[Any, Any, State], data: OllamaEmbedBody) -> tu
     if not texts:
         return [], 0
     check_inputs(texts, node.settings.limits)
-    if data.dimensions is not None and data.dimensions != embedder.dim:
-        raise InvalidRequestError(
-            f"dimensions must be {embedder.dim} for {data.model} (its embeddings cannot be shortened)",
-            param="dimensions", code="invalid_value",
-        )
-    if not data.truncate:
-        cut = await asyncio.to_thread(embedder.truncated, texts)
-        if any(cut):
-            raise InvalidRequestError(
-                f"input {cut.index(True)} is longer than the embedding model's context ({embedder.max_tokens} tokens) "
-                "and truncate is false", param="input", code="input_too_long",
-            )
-    vectors, tokens = await embed_texts(request, embedder, texts)
+    vectors, tokens = await embed_texts(request, embedder, texts, data.model, data.dimensions, data.truncate)
     return [vec.astype(float).tolist() for vec in vectors], tokens

@@ -1,4 +1,5 @@
-"""What the OpenAPI document says each operation answers: the real bodies and every status.
+"""What the OpenAPI document says each operation answers: the real bodies and every status, and
+the declarations the APIs' controllers share (:class:`KeyedController`, :func:`api_post`).
 
 The handlers return ``Response`` objects (their headers come from the routing record), so the
 bodies are named here for the schema: OpenAI's are the ``openai`` package's own types (those its
@@ -13,21 +14,19 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, ClassVar, Literal
 
+from litestar import Controller, post
 from litestar.openapi.datastructures import ResponseSpec
 from litestar.openapi.spec import OpenAPIMediaType, Operation, Schema
 from litestar.openapi.spec.enums import OpenAPIType
-from openai.types import Completion, CreateEmbeddingResponse, Embedding, Model
-from openai.types.chat import ChatCompletion, ChatCompletionTokenLogprob
+from openai.types import CreateEmbeddingResponse, Embedding, Model
+from openai.types.chat import ChatCompletionTokenLogprob
 from openai.types.responses import ResponseOutputMessage
 from openai.types.shared import ErrorObject
 from pydantic import BaseModel
 
 from models.ollama import MEDIA_TYPE
 
-# OpenAI's bodies as its clients read them.
-ChatCompletionBody = ChatCompletion
-TextCompletionBody = Completion
-ModelEntry = Model
+from .guards import BEARER, api_guard, rate_guard
 
 
 class ErrorBody(BaseModel):
@@ -139,7 +138,30 @@ def answers(body: type[Any], *statuses: int, error: type[BaseModel] = ErrorBody)
     return {200: ResponseSpec(body, description="The answer", generate_examples=False), **spec}
 
 
-COMPLETION_ERRORS = (400, 401, 404, 408, 413, 429, 503)
+# Every status a request with a body can meet on its way: a bad body, the key, an unknown model,
+# a slow or big body, the tenant's rate, no capacity.
+_BODY_ERRORS = (400, 401, 404, 408, 413, 429, 503)
+
+
+class KeyedController(Controller):
+    """A controller of the node's APIs: the request's id and API key first, the key in the document."""
+
+    guards = [api_guard]
+    security = [{BEARER: []}]
+
+
+def api_post(
+    path: str | list[str], summary: str, body: type[Any], *, error: type[BaseModel] = ErrorBody,
+    operation_class: type[Operation] = Operation,
+) -> post:
+    """A POST of the node's APIs: admitted by the tenant's requests per minute before its body is
+    read (:func:`~router.guards.rate_guard`, which makes the request's record), 200 with ``body``,
+    else ``error`` for every status on the way (a generation's answers pass through
+    :func:`router.respond.respond`)."""
+    return post(
+        path, guards=[rate_guard], summary=summary, status_code=200,
+        responses=answers(body, *_BODY_ERRORS, error=error), operation_class=operation_class,
+    )
 
 
 @dataclass

@@ -198,16 +198,13 @@ class _State:
     decided_at: float  # perf_counter() when the state was read
 
 
-def _replay(hit: CacheHit) -> AsyncIterator[Chunk]:
-    async def gen() -> AsyncIterator[Chunk]:
-        # A cached answer streams in word-sized pieces, like a generation would.
-        for i, word in enumerate(hit.text.split(" ")):
-            piece = word if i == 0 else " " + word
-            if piece:
-                yield Chunk(piece)
-        yield Chunk("", hit.finish_reason, hit.usage, stop_word=hit.stop_word)
-
-    return gen()
+async def _replay(hit: CacheHit) -> AsyncIterator[Chunk]:
+    # A cached answer streams in word-sized pieces, like a generation would.
+    for i, word in enumerate(hit.text.split(" ")):
+        piece = word if i == 0 else " " + word
+        if piece:
+            yield Chunk(piece)
+    yield Chunk("", hit.finish_reason, hit.usage, stop_word=hit.stop_word)
 
 
 class _Recorder:

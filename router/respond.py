@@ -32,7 +32,7 @@ from .limits import check_messages, check_prompt
 from .node import Node
 from .offload import off_loop
 from .record import RequestContext, RequestRecord
-from .schemas import ChatCompletionRequest, CompletionRequest, dump_extra
+from .schemas import ChatCompletionRequest, CompletionRequest
 from .streaming import EventStream, Last, disconnected
 
 T = TypeVar("T")
@@ -58,7 +58,8 @@ def request_context(request: Request[Any, Any, State], body: ChatCompletionReque
         cache=body.cache if body.cache is not None else header_cache,
         private=bool(body.private) or bool(header_private),
         stream=body.stream,
-        extra={k: v for k, v in dump_extra(body).items() if k not in _NOT_IN_KEY},
+        # Fields the client sent that the schema does not know: they may change the answer.
+        extra={k: v for k, v in (body.model_extra or {}).items() if k not in _NOT_IN_KEY},
     )
 
 
@@ -185,13 +186,27 @@ async def respond(
 
 
 async def embed_texts(
-    request: Request[Any, Any, State], embedder: Embedder, texts: list[str]
+    request: Request[Any, Any, State], embedder: Embedder, texts: list[str], model: str,
+    dimensions: int | None = None, truncate: bool = True,
 ) -> tuple[list[np.ndarray], int]:
     """Each text's vector (in the tenant's turn with the cache's lookups) and the tokens read.
+    ``dimensions`` must be the embedder's own; without ``truncate`` a text over its context is refused.
 
     Stopped when the client goes away: its texts still queued leave the embedder's queue (2,048
     long inputs kept a core busy ~35 s for nobody).
     """
+    if dimensions is not None and dimensions != embedder.dim:
+        raise InvalidRequestError(
+            f"dimensions must be {embedder.dim} for {model} (its embeddings cannot be shortened)",
+            param="dimensions", code="invalid_value",
+        )
+    if not truncate:
+        cut = await asyncio.to_thread(embedder.truncated, texts)
+        if any(cut):
+            raise InvalidRequestError(
+                f"input {cut.index(True)} is longer than the embedding model's context "
+                f"({embedder.max_tokens} tokens) and truncate is false", param="input", code="input_too_long",
+            )
     tenant = request.state.get("tenant", "default")
 
     async def work() -> tuple[list[np.ndarray], int]:

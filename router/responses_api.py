@@ -12,7 +12,7 @@ from __future__ import annotations
 import logging
 from typing import Annotated, Any, Literal
 
-from litestar import Controller, Request, Response, delete, get, post
+from litestar import Request, Response, delete, get
 from litestar.datastructures import State
 from litestar.params import Parameter
 
@@ -22,7 +22,6 @@ from models.openai.responses import output_messages
 
 from . import openapi
 from .errors import InvalidRequestError, ResponseNotFoundError, ResponseStoreError
-from .guards import BEARER, api_guard, rate_guard
 from .node import Node
 from .respond import MakeWriter, respond
 from .responses_store import ResponseStore
@@ -50,19 +49,13 @@ def _missing(response_id: str) -> ResponseNotFoundError:
     return ResponseNotFoundError(f"Response with id {response_id!r} not found.", param="response_id", code="not_found")
 
 
-class ResponsesController(Controller):
+class ResponsesController(openapi.KeyedController):
     path = "/v1/responses"
     tags = ["openai"]
-    guards = [api_guard]
-    security = [{BEARER: []}]
 
-    @post(
-        "/",
-        guards=[rate_guard],
-        summary="Create a response (OpenAI's Responses API; stored unless store is false)",
-        status_code=200,
-        responses=openapi.answers(openapi.ResponseObject, *openapi.COMPLETION_ERRORS),
-        operation_class=openapi.StreamingOperation,
+    @openapi.api_post(
+        "/", "Create a response (OpenAI's Responses API; stored unless store is false)",
+        openapi.ResponseObject, operation_class=openapi.StreamingOperation,
     )
     async def create(self, request: Request[Any, Any, State], data: ResponsesRequest) -> Response[Any]:
         store, tenant = _store(request)

@@ -240,8 +240,3 @@ class LlamaCompletionRequest(LlamaCompletionBody):
 
     def openai(self) -> CompletionRequest:
         return _validate_as(NativeCompletionRequest, self.openai_fields(), _LLAMA_NAMES)
-
-
-def dump_extra(body: BaseModel) -> dict[str, Any]:
-    """Fields the client sent that the schema does not know (kept for cache keys and logs)."""
-    return dict(body.model_extra or {})

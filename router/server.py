@@ -95,8 +95,8 @@ class _HeadGuard(asyncio.Protocol):
     by its blank line; the requests in progress are told by :func:`guarded_app`.
     """
 
-    def __init__(self, inner: asyncio.Protocol, header_timeout_s: float, max_head_bytes: int) -> None:
-        self._inner, self._timeout_s, self._max = inner, header_timeout_s, max_head_bytes
+    def __init__(self, inner: asyncio.Protocol, header_timeout_s: float) -> None:
+        self._inner, self._timeout_s = inner, header_timeout_s
         self._transport: asyncio.Transport | None = None
         self._timer: asyncio.TimerHandle | None = None
         self._awaiting = True  # a head is due: counted and timed
@@ -127,10 +127,10 @@ class _HeadGuard(asyncio.Protocol):
         if end >= 0:
             self._awaiting = False
             self._cancel()  # the head came: the body has its own deadline
-            return self._head_bytes + end - len(self._tail) + 4 <= self._max
+            return self._head_bytes + end - len(self._tail) + 4 <= MAX_HEAD_BYTES
         self._head_bytes += len(data)
         self._tail = seen[-3:]
-        return self._head_bytes <= self._max
+        return self._head_bytes <= MAX_HEAD_BYTES
 
     def request_started(self) -> None:
         self._busy += 1
@@ -171,13 +171,13 @@ class _HeadGuard(asyncio.Protocol):
         self._inner.resume_writing()
 
 
-def guarded(app: ASGIApp, header_timeout_s: float, max_head_bytes: int = MAX_HEAD_BYTES) -> tuple[ASGIApp, Any]:
+def guarded(app: ASGIApp, header_timeout_s: float) -> tuple[ASGIApp, Any]:
     """``app`` and the ``http`` protocol for uvicorn.Config that guard each request's head."""
     # Resolved as uvicorn resolves ``http="httptools"`` itself.
     inner = import_from_string(HTTP_PROTOCOLS["httptools"])
 
     def protocol(**kwargs: Any) -> asyncio.Protocol:
-        return _HeadGuard(inner(**kwargs), header_timeout_s, max_head_bytes)
+        return _HeadGuard(inner(**kwargs), header_timeout_s)
 
     async def guarded_app(scope: Scope, receive: Receive, send: Send) -> None:
         connection = _CONNECTION.get() if scope["type"] == "http" else None

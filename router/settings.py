@@ -165,8 +165,6 @@ class Settings(BaseSettings):
     limits: LimitSettings = Field(default_factory=LimitSettings)
     responses: ResponsesSettings = Field(default_factory=ResponsesSettings)
 
-    _config_file: Path | None = None
-
     @classmethod
     def settings_customise_sources(
         cls,
@@ -176,12 +174,8 @@ class Settings(BaseSettings):
         dotenv_settings: PydanticBaseSettingsSource,
         file_secret_settings: PydanticBaseSettingsSource,
     ) -> tuple[PydanticBaseSettingsSource, ...]:
-        toml_file = settings_cls.model_config.get("toml_file")
-        sources: list[PydanticBaseSettingsSource] = [init_settings]
-        if toml_file:
-            sources.append(TomlConfigSettingsSource(settings_cls, toml_file=toml_file))
-        sources.append(env_settings)
-        return tuple(sources)
+        # The file is the model_config's toml_file (set by load_settings); without one it reads nothing.
+        return init_settings, TomlConfigSettingsSource(settings_cls), env_settings
 
 
 # Fields whose names (dict keys) or items are keys: never shown in an error.

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from typing import Annotated, Any
 
-from litestar import Controller, Request, post
+from litestar import Request
 from litestar.datastructures import State
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
@@ -21,7 +21,6 @@ from models.openai import Message
 
 from . import openapi
 from .errors import InvalidRequestError
-from .guards import BEARER, api_guard, rate_guard
 from .limits import check_messages, check_prompt
 from .node import Node
 from .offload import off_loop, prompt_cost
@@ -85,16 +84,11 @@ def _piece(node: Node, token: int) -> str | list[int]:
         return list(raw)
 
 
-class TokenizerController(Controller):
+class TokenizerController(openapi.KeyedController):
     path = "/"
     tags = ["tokenizer"]
-    guards = [api_guard, rate_guard]
-    security = [{BEARER: []}]
 
-    @post(
-        "/tokenize", summary="The edge model's token ids of a text or a chat", status_code=200,
-        responses=openapi.answers(TokenList, 400, 401, 404, 408, 413, 429, 503),
-    )
+    @openapi.api_post("/tokenize", "The edge model's token ids of a text or a chat", TokenList)
     async def tokenize(self, request: Request[Any, Any, State], data: TokenizeBody) -> dict[str, Any]:
         node: Node = request.app.state.node
         model = _edge_model(node, data.model)
@@ -110,10 +104,7 @@ class TokenizerController(Controller):
         listed: list[Any] = [{"id": t, "piece": _piece(node, t)} for t in tokens] if data.with_pieces else list(tokens)
         return {"tokens": listed, "count": len(tokens), "max_model_len": node.edge.n_ctx, "model": model}
 
-    @post(
-        "/detokenize", summary="The text of the edge model's token ids", status_code=200,
-        responses=openapi.answers(Detokenized, 400, 401, 404, 408, 413, 429, 503),
-    )
+    @openapi.api_post("/detokenize", "The text of the edge model's token ids", Detokenized)
     async def detokenize(self, request: Request[Any, Any, State], data: DetokenizeBody) -> dict[str, Any]:
         node: Node = request.app.state.node
         model = _edge_model(node, data.model)

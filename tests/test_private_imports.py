@@ -16,12 +16,9 @@ SCANNED = OWN[:-1]
 # Public-named packages that their distribution documents as internal: uvicorn's API is
 # ``uvicorn.run``, ``Config`` and ``Server``.
 INTERNAL = ("uvicorn.protocols", "uvicorn.lifespan", "uvicorn.loops", "uvicorn.middleware", "uvicorn.supervisors")
-# Known and kept, each for a behaviour the dependency's public API cannot give (issue 46):
-KNOWN = [
-    # string literals escaped in full (tests/edge/test_structured.py): the converter's own
-    # escaping leaves backslashes alone, which no pre- or post-processing can undo
-    "edge/_grammar.py: _Converter overrides llama_cpp.llama_grammar.SchemaConverter._format_literal",
-]
+# Known and kept, each for a behaviour the dependency's public API cannot give (issue 46), as
+# "where: what" lines exactly as ``findings`` writes them:
+KNOWN: list[str] = []
 
 
 def _private(dotted: str) -> bool:

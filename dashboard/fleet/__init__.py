@@ -2,17 +2,6 @@
 
 from .app import create_fleet_app
 from .config import FleetSettings
-from .errors import FleetError, PrometheusUnavailableError
-from .queries import FleetQueries
-from .view import FleetView, MemberRow, NodeRow
+from .prom import PrometheusUnavailableError
 
-__all__ = [
-    "FleetError",
-    "FleetQueries",
-    "FleetSettings",
-    "FleetView",
-    "MemberRow",
-    "NodeRow",
-    "PrometheusUnavailableError",
-    "create_fleet_app",
-]
+__all__ = ["FleetSettings", "PrometheusUnavailableError", "create_fleet_app"]

@@ -2,9 +2,6 @@
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
-from contextlib import asynccontextmanager
-
 from litestar import Litestar, get
 from litestar.datastructures import State
 from litestar.response import Redirect
@@ -16,8 +13,7 @@ from router import ServerSettings
 from ..auth import DashboardAuth
 from ..plugin import operator_router
 from .config import FleetSettings
-from .errors import PrometheusUnavailableError
-from .prom import Prometheus
+from .prom import Prometheus, PrometheusUnavailableError
 from .queries import FleetQueries
 from .reader import FleetReader
 from .routes import READER, TICK, FleetController
@@ -42,17 +38,10 @@ def create_fleet_app(settings: FleetSettings, server: ServerSettings | None = No
     def home() -> Redirect:
         return Redirect(base, status_code=303)
 
-    @asynccontextmanager
-    async def lifespan(app: Litestar) -> AsyncIterator[None]:
-        try:
-            yield
-        finally:
-            await reader.aclose()
-
     return Litestar(
         route_handlers=[fleet, home],
         state=State({READER: reader, TICK: settings.tick_s}),
-        lifespan=[lifespan],
+        on_shutdown=[reader.aclose],
         openapi_config=None,
         logging_config=None,
     )

@@ -8,7 +8,18 @@ from typing import Any
 
 import httpx
 
-from .errors import PrometheusUnavailableError
+from models import EdgerouteError
+
+
+class PrometheusUnavailableError(EdgerouteError):
+    """Prometheus did not answer, or answered something that is not a query result (503)."""
+
+    status = 503
+    error_type = "service_unavailable"
+    retry_after = 5  # seconds: the next round of queries may find it back
+
+    def __init__(self, message: str) -> None:
+        super().__init__(message, code="prometheus_unavailable")
 
 
 @dataclass(frozen=True, slots=True)

@@ -5,8 +5,7 @@ from __future__ import annotations
 import asyncio
 import time
 
-from .errors import PrometheusUnavailableError
-from .prom import Prometheus, Sample
+from .prom import Prometheus, PrometheusUnavailableError, Sample
 from .queries import FleetQueries
 from .view import FleetView, build_members, build_nodes
 

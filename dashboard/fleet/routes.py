@@ -18,7 +18,7 @@ from ..live import SSE_HEADERS
 from ..pages import links_of
 from ..panels import Links
 from ..render import render
-from .errors import PrometheusUnavailableError
+from .prom import PrometheusUnavailableError
 from .reader import FleetReader
 from .view import FleetView, MemberRow, NodeRow
 

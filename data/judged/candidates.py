@@ -1,8 +1,10 @@
 """What the candidate scripts of the judged parts share: the replay (every `a` of the pairs stored,
 every `b` asks; the nearest stored question, by exact cosine over the shipped embedder, kept when
-it is >= 0.80 and not the query's own text, an exact-cache hit) and the files the readers get.
+it is >= 0.80 and not the query's own text, an exact-cache hit), the files the readers get, and
+the join of their verdicts.
 
-Imported by ``make_candidates.py`` and ``train_extra*/make_train_candidates.py``.
+Imported by ``make_candidates.py``, ``train_extra*/make_train_candidates.py``,
+``train_extra*/make_train_extra.py`` and ``calibration_extra/make_calibration_extra.py``.
 """
 
 import json
@@ -52,3 +54,25 @@ def write(out: Path, rows: list[dict], prefix: str, per: int) -> int:
             for i, r in enumerate(rows[s * per : (s + 1) * per], s * per):
                 fh.write(json.dumps({"id": f"{prefix}{i:04d}", "query": r["query"], "stored": r["stored"]}) + "\n")
     return shards
+
+
+def read_rows(path: Path) -> list[dict]:
+    """The objects of a JSONL file; [] when there is no such file."""
+    return [json.loads(line) for line in path.read_text().splitlines() if line.strip()] if path.exists() else []
+
+
+def join(candidates: list[dict], verdicts: dict[str, dict], out: Path) -> int:
+    """Write to ``out`` each candidate with its reader's verdict (``servable``, ``why``), in the
+    candidates' order; one without a verdict is left out. Returns how many were written. Nothing
+    here decides a verdict: it only copies the readers' ones."""
+    kept = 0
+    with out.open("w") as fh:
+        for c in candidates:
+            v = verdicts.get(c["id"])
+            if v is None:
+                continue
+            if not isinstance(v["servable"], bool):
+                raise SystemExit(f"{c['id']}: servable must be true or false")
+            fh.write(json.dumps({**c, "servable": v["servable"], "why": v.get("why", "")}) + "\n")
+            kept += 1
+    return kept

@@ -6,10 +6,7 @@ is stored on that decision. A semantic hit rated wrong vetoes its entry for that
 query's near paraphrases (cosine >= ``feedback_veto_similarity``); an exact hit rated wrong
 deletes its entry (it is the stored answer to that very question). Ratings of semantic hits move
 the tenant's threshold (the error budget, below); each move is logged in ``budget_log``, which keeps
-each tenant's newest ``budget_log_rows``. Rating an answer again as it is already rated runs no
-rule and logs nothing (another note or rater is stored; the very same rating writes nothing).
-
-The error budget held online: a tenant's verifier threshold moved by the ratings of its hits.
+each tenant's newest ``budget_log_rows``.
 
 Each rated semantic hit is (the verifier's probability when it was served, right or wrong). At a
 threshold ``t`` the hits that would still be served are those with probability >= t; their wrong
@@ -39,11 +36,11 @@ from ..config import CacheSettings
 from .calibration import Bound, wrong_rate_upper
 from .index import DIM
 from .keys import CacheKey, semantic_parts
-from .results import Served
+from .migrations import records
+from .results import CacheHit, Served
 from .store import CacheStore
 
 if TYPE_CHECKING:
-    from .results import CacheHit
     from .verifier import Verifier
 
 log = logging.getLogger(__name__)
@@ -52,16 +49,11 @@ Rating = Literal["right", "wrong"]
 _HISTORY = 50  # threshold moves shown per tenant
 
 
-_RECORD_COLS = "response_id, tenant, route, entry_id, query, similarity, probability, threshold, created, rating, note, rated, rated_by"
-
-
-def _record(row: tuple[Any, ...]) -> dict[str, Any]:
-    rid, tenant, route, entry_id, query, sim, prob, thr, created, rating, note, rated, by = row
-    return {
-        "id": rid, "object": "feedback", "tenant": tenant, "rating": rating, "note": note, "rated_at": rated,
-        "rated_by": by, "route": route, "entry_id": entry_id, "query": query, "similarity": sim,
-        "verifier": prob, "threshold": thr, "served_at": created,
-    }
+# A rated answer as POST /v1/feedback returns it.
+_RECORD = (
+    "SELECT response_id AS id, 'feedback' AS object, tenant, rating, note, rated AS rated_at, rated_by, route,"
+    " entry_id, query, similarity, probability AS verifier, threshold, created AS served_at FROM served"
+)
 
 
 @dataclass(frozen=True, slots=True)
@@ -172,7 +164,7 @@ class Feedback:
     ) -> None:
         """An answer returned, with the cache's decision (the query and its embedding on a semantic hit)."""
         semantic = hit is not None and hit.kind == "semantic"
-        self.note(Served(
+        served = Served(
             response_id, tenant, route, now,
             entry_id=hit.entry_id if hit is not None else None,
             query=semantic_parts(key).text if semantic and key is not None else None,
@@ -180,9 +172,7 @@ class Feedback:
             probability=hit.probability if hit is not None else None,
             threshold=self.threshold(tenant) if semantic else None,
             embedding=embedding if semantic else None,
-        ))
-
-    def note(self, served: Served) -> None:
+        )
         with self._lock:
             self._pending.append(served)
 
@@ -224,16 +214,14 @@ class Feedback:
                 c.execute(f"UPDATE served SET rating = ?, note = ?, rated = ?, rated_by = ? WHERE {where}",
                           [rating, note, now, by, *args])
                 if rating == "wrong":
-                    exact = [r[3] for r in rows if r[1] == "cache-exact" and r[3] is not None]
-                    if exact:
-                        self.db.delete_ids(exact)
+                    self.db.delete_ids([r[3] for r in rows if r[1] == "cache-exact" and r[3] is not None])
                 tenants = {r[2] for r in rows if r[1] == "cache-semantic"}
                 for t in tenants:
                     self._move(t, now)
-            record = c.execute(f"SELECT {_RECORD_COLS} FROM served WHERE {where} ORDER BY id LIMIT 1", args).fetchone()
+            record = records(c.execute(f"{_RECORD} WHERE {where} ORDER BY served.id LIMIT 1", args))[0]
         for t in tenants:
             self._load_vetoes(t)
-        return _record(record)
+        return record
 
     def _move(self, tenant: str, now: float) -> None:
         """Recompute the tenant's rule from all its ratings; log it when the threshold moves."""
@@ -261,17 +249,15 @@ class Feedback:
                 "n/a" if rule.bound is None else f"{rule.bound:.3f}", s.max_wrong_rate,
             )
 
-    def _ratings(self, tenant: str) -> list[Rated]:
+    def _rule(self, tenant: str) -> Rule:
         rows = self.db.write.execute(
             "SELECT probability, rating FROM served WHERE tenant = ? AND route = 'cache-semantic'"
             " AND rating IS NOT NULL AND probability IS NOT NULL",
             (tenant,),
         ).fetchall()
-        return [Rated(float(p), r == "wrong") for p, r in rows]
-
-    def _rule(self, tenant: str) -> Rule:
+        ratings = [Rated(float(p), r == "wrong") for p, r in rows]
         s = self.settings
-        return choose(self._ratings(tenant), self.base, s.max_wrong_rate, s.budget_confidence, s.budget_bound, self.prior)
+        return choose(ratings, self.base, s.max_wrong_rate, s.budget_confidence, s.budget_bound, self.prior)
 
     def _load(self) -> None:
         tenants = [r[0] for r in self.db.write.execute(
@@ -309,18 +295,17 @@ class Feedback:
                 if tenant is not None and t != tenant:
                     continue
                 rule = self.rules.get(t)
-                history = conn.execute(
+                history = records(conn.execute(
                     "SELECT at, threshold_from, threshold_to, rated, wrong, estimate, bound, reason FROM budget_log"
                     " WHERE tenant = ? ORDER BY id DESC LIMIT ?", (t, _HISTORY),
-                ).fetchall()
+                ))
                 out[t] = {
                     "base_threshold": self.base, "threshold": self.threshold(t),
                     "rated": int(rated), "wrong": int(wrong or 0),
                     "rated_at_threshold": rule.rated if rule else 0, "wrong_at_threshold": rule.wrong if rule else 0,
                     "estimate": rule.estimate if rule else None, "bound": rule.bound if rule else None,
                     "max_wrong_rate": self.settings.max_wrong_rate,
-                    "history": [dict(zip(("at", "threshold_from", "threshold_to", "rated", "wrong", "estimate", "bound",
-                                          "reason"), h, strict=True)) for h in history],
+                    "history": history,
                 }
         return out
 
@@ -330,11 +315,9 @@ class Feedback:
         if tenant is not None:
             where, args = where + " AND s.tenant = ?", [tenant]
         with self.db.reading("review queue") as conn:
-            rows = conn.execute(
-                f"SELECT s.response_id, s.tenant, s.query, e.prompt_text, e.answer, s.similarity, s.probability,"
-                f" s.threshold, s.created, s.rating, s.note FROM served s LEFT JOIN entries e ON e.id = s.entry_id"
-                f" WHERE {where} ORDER BY s.id DESC LIMIT ?", [*args, limit],
-            ).fetchall()
-        names = ("id", "tenant", "query", "stored_question", "answer", "similarity", "verifier", "threshold",
-                 "served_at", "rating", "note")
-        return [dict(zip(names, r, strict=True)) for r in rows]
+            return records(conn.execute(
+                "SELECT s.response_id AS id, s.tenant, s.query, e.prompt_text AS stored_question, e.answer,"
+                " s.similarity, s.probability AS verifier, s.threshold, s.created AS served_at, s.rating, s.note"
+                f" FROM served s LEFT JOIN entries e ON e.id = s.entry_id WHERE {where} ORDER BY s.id DESC LIMIT ?",
+                [*args, limit],
+            ))

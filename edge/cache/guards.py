@@ -16,16 +16,8 @@ from functools import lru_cache
 
 from . import entities
 from .lexicon import (
-    ADJECTIVE_ENDINGS as _ADJECTIVE_ENDINGS,
-    AXIS as _AXIS,
-    COMMON as _COMMON,
-    NEGATORS as _NEGATORS,
-    NEG_PREFIXES as _NEG_PREFIXES,
-    NOT_NEGATED as _NOT_NEGATED,
-    NUMBER_WORDS as _NUMBER_WORDS,
-    ORDINAL as _ORDINAL,
-    RELATION_WORDS as _RELATION_WORDS,
-    SYMMETRIC as _SYMMETRIC,
+    ADJECTIVE_ENDINGS, AXIS, COMMON, NEG_PREFIXES, NEGATORS, NOT_NEGATED, NUMBER_WORDS, ORDINAL, RELATION_WORDS,
+    SYMMETRIC,
 )
 
 REASONS = ("negation", "polarity", "number", "entity", "order")
@@ -37,8 +29,7 @@ _TOKEN = re.compile(r"[A-Za-z]+(?:'[A-Za-z]+)?|\d+(?:[.,]\d+)*")
 class TextSignals:
     """What the guards look at in one text (computed once per text)."""
 
-    tokens: tuple[str, ...]  # as written
-    lower: tuple[str, ...]
+    lower: tuple[str, ...]  # the tokens, lowercased
     negations: int
     polarity: dict[int, frozenset[int]]  # axis -> signs present
     numbers: Counter[float]
@@ -50,7 +41,7 @@ class TextSignals:
 def signals(text: str) -> TextSignals:
     tokens = tuple(_TOKEN.findall(text))
     lower = tuple(t.lower() for t in tokens)
-    negations = sum(1 for t in lower if t in _NEGATORS or t.endswith("n't"))
+    negations = sum(1 for t in lower if t in NEGATORS or t.endswith("n't"))
     polarity: dict[int, set[int]] = {}
     for i, t in enumerate(lower):
         word = t
@@ -59,7 +50,7 @@ def signals(text: str) -> TextSignals:
             word = "turn" + t
         elif t in ("on", "off"):
             continue  # a bare preposition "on" says nothing about polarity
-        axis = _AXIS.get(word)
+        axis = AXIS.get(word)
         if axis is not None:
             polarity.setdefault(axis[0], set()).add(axis[1])
     numbers: Counter[float] = Counter()
@@ -68,28 +59,27 @@ def signals(text: str) -> TextSignals:
         if value is not None:
             numbers[value] += 1
     entities = tuple(_entities(tokens))
-    content = [(i, t) for i, t in enumerate(lower) if t not in _COMMON or t in _RELATION_WORDS]
+    content = [(i, t) for i, t in enumerate(lower) if t not in COMMON or t in RELATION_WORDS]
     relations: set[tuple[str, str, str]] = set()
     for j, (_, t) in enumerate(content):
-        if t in _RELATION_WORDS and 0 < j < len(content) - 1:
+        if t in RELATION_WORDS and 0 < j < len(content) - 1:
             left, right = content[j - 1][1], content[j + 1][1]
-            if left not in _RELATION_WORDS and right not in _RELATION_WORDS:
+            if left not in RELATION_WORDS and right not in RELATION_WORDS:
                 relations.add((left, t, right))
     return TextSignals(
-        tokens, lower, negations, {k: frozenset(v) for k, v in polarity.items()}, numbers, entities,
-        frozenset(relations),
+        lower, negations, {k: frozenset(v) for k, v in polarity.items()}, numbers, entities, frozenset(relations)
     )
 
 
 def _number(token: str) -> float | None:
     if token[0].isdigit():
-        m = _ORDINAL.match(token)
+        m = ORDINAL.match(token)
         raw = m.group(1) if m else token.replace(",", "")
         try:
             return float(raw)
         except ValueError:
             return None
-    return float(_NUMBER_WORDS[token]) if token in _NUMBER_WORDS else None
+    return float(NUMBER_WORDS[token]) if token in NUMBER_WORDS else None
 
 
 def _entities(tokens: tuple[str, ...]) -> list[str]:
@@ -100,7 +90,7 @@ def _entities(tokens: tuple[str, ...]) -> list[str]:
         word = t.lower()
         if word.endswith("'s"):
             word = word[:-2]
-        if word in _COMMON or word in _AXIS or word in _NUMBER_WORDS or len(word) < 2:
+        if word in COMMON or word in AXIS or word in NUMBER_WORDS or len(word) < 2:
             continue
         found.append(word)
     return found
@@ -126,13 +116,13 @@ def _negated_words(mine: tuple[str, ...], other: tuple[str, ...]) -> int:
     own, theirs = _joined_non(mine), _joined_non(other)
     count = 0
     for word in own - theirs:
-        if word in _NOT_NEGATED or word in _NEGATORS:
+        if word in NOT_NEGATED or word in NEGATORS:
             continue
-        for prefix in _NEG_PREFIXES:
+        for prefix in NEG_PREFIXES:
             base = word[len(prefix) :].lstrip("-")
             if not word.startswith(prefix) or len(base) < 4 or base not in theirs or base in own:
                 continue
-            if prefix[0] == "i" and not base.endswith(_ADJECTIVE_ENDINGS):
+            if prefix[0] == "i" and not base.endswith(ADJECTIVE_ENDINGS):
                 continue
             count += 1
             break
@@ -162,7 +152,7 @@ def check(query: str, candidate: str) -> str | None:
         return "number"
     if len(a.numbers) > 1 and _numbers_swapped(a, b):
         return "order"
-    if entities.differ(query, candidate, _COMMON | frozenset(_AXIS) | frozenset(_NUMBER_WORDS)):
+    if entities.differ(query, candidate, COMMON | frozenset(AXIS) | frozenset(NUMBER_WORDS)):
         return "entity"
     if _reversed(a, b):
         return "order"
@@ -213,11 +203,11 @@ def _transposed(a: TextSignals, b: TextSignals) -> bool:
 
 # Words that give the things around them a direction or a role: "A to B", "A of B", "A before B".
 # "vs"/"versus" are left out: "Python vs Java" asks what "Java vs Python" asks.
-_DIRECTIONAL = _RELATION_WORDS | frozenset("of before after".split())
+_DIRECTIONAL = RELATION_WORDS | frozenset("of before after".split())
 
 
 def _sequence(s: TextSignals) -> list[str]:
-    return [_stem(w) for w in s.lower if (w not in _COMMON or w in _DIRECTIONAL) and not w[0].isdigit()]
+    return [_stem(w) for w in s.lower if (w not in COMMON or w in _DIRECTIONAL) and not w[0].isdigit()]
 
 
 def _scrambled(a: TextSignals, b: TextSignals) -> bool:
@@ -267,7 +257,7 @@ def _grouped(seq: list[str]) -> list[str]:
     out: list[str] = []
     i = 0
     while i < len(seq):
-        if i + 2 < len(seq) and seq[i + 1] in _SYMMETRIC and seq[i] not in _SYMMETRIC and seq[i + 2] not in _SYMMETRIC:
+        if i + 2 < len(seq) and seq[i + 1] in SYMMETRIC and seq[i] not in SYMMETRIC and seq[i + 2] not in SYMMETRIC:
             out.append("|".join(sorted((seq[i], seq[i + 2]))))
             i += 3
         else:
@@ -293,7 +283,7 @@ def _crossed(sa: list[str], sb: list[str], near: int, far: int) -> bool:
     repeats, so a word that is on both sides in one text only moves by its surplus)."""
     ca, cb = Counter(sa), Counter(sb)
     for pivot in ca:
-        if ca[pivot] != 1 or cb[pivot] != 1 or pivot in _SYMMETRIC or (pivot in _COMMON and pivot not in _DIRECTIONAL):
+        if ca[pivot] != 1 or cb[pivot] != 1 or pivot in SYMMETRIC or (pivot in COMMON and pivot not in _DIRECTIONAL):
             continue
         i, j = sa.index(pivot), sb.index(pivot)
         la, ra = Counter(sa[max(0, i - near) : i]), Counter(sa[i + 1 : i + 1 + near])
@@ -319,7 +309,7 @@ def _roles(s: TextSignals, shared: list[str]) -> dict[str, str | None]:
         i = next(i for i, t in enumerate(s.lower) if t == e or t == e + "'s")
         before = s.lower[i - 1] if i > 0 else ""
         after = s.lower[i + 1] if i + 1 < len(s.lower) else ""
-        if before in _RELATION_WORDS:
+        if before in RELATION_WORDS:
             roles[e] = before
         elif after in ("to", "into"):
             roles[e] = "from"
@@ -334,4 +324,4 @@ def _joined_symmetrically(s: TextSignals, shared: list[str] | set[str]) -> bool:
     if len(idx) < 2:
         return False
     between = s.lower[idx[0] + 1 : idx[-1]]
-    return any(t in _SYMMETRIC for t in between) and not any(t in _RELATION_WORDS for t in between)
+    return any(t in SYMMETRIC for t in between) and not any(t in RELATION_WORDS for t in between)

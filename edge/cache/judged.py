@@ -1,8 +1,5 @@
 """Labeled question pairs: QQP's (``{"a", "b", "duplicate"}``) and the judged replay set.
 
-QQP's pairs are split train / held-out by a hash of the first question (20% held out), so a
-repeated question stays on one side.
-
 The judged replay set: (query, nearest stored question) pairs a reader judged servable or not.
 
 Kept in the source repository's ``data/judged/`` (its README says how it was made), not in the

@@ -6,6 +6,7 @@ from __future__ import annotations
 import contextlib
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pysqlite3 as sqlite3
 import sqlite_utils
@@ -46,6 +47,12 @@ def translate(what: str) -> Iterator[None]:
         yield
     except sqlite3.Error as exc:
         raise CacheError(f"cache {what} failed: {exc}") from exc
+
+
+def records(cursor: sqlite3.Cursor) -> list[dict[str, Any]]:
+    """Every row of ``cursor`` as a dict keyed by its column names (``AS`` renames them)."""
+    names = [d[0] for d in cursor.description]
+    return [dict(zip(names, row, strict=True)) for row in cursor]
 
 
 def _entries(db: sqlite_utils.Database) -> None:
@@ -166,8 +173,8 @@ MIGRATIONS(name="0005_served_feedback")(_served_feedback)
 MIGRATIONS(name="0006_budget_log")(_budget_log)
 
 
-def migrate(db: sqlite_utils.Database) -> list[str]:
-    """Apply the pending migrations in order; return their names.
+def migrate(db: sqlite_utils.Database) -> None:
+    """Apply the pending migrations in order.
 
     The whole run holds the write lock (BEGIN IMMEDIATE), so two processes opening a new file at
     once never both apply a step; each step is a savepoint inside it.
@@ -175,11 +182,9 @@ def migrate(db: sqlite_utils.Database) -> list[str]:
     conn = db.conn
     conn.execute("BEGIN IMMEDIATE")
     try:
-        names = [m.name for m in MIGRATIONS.pending(db)]
         MIGRATIONS.apply(db)
         conn.execute("COMMIT")
     except BaseException:
         if conn.in_transaction:
             conn.execute("ROLLBACK")
         raise
-    return names

@@ -71,7 +71,7 @@ def _entity(q: str, rng: random.Random, pool: Sequence[str]) -> str | None:
     return q[: m.start(1)] + other + q[m.end(1) :]
 
 
-def _negation(q: str, rng: random.Random) -> str | None:
+def _negation(q: str) -> str | None:
     neg = _NEGATED.search(q)
     if neg is not None:  # remove an existing "not": the stored question is the negated one
         return q[: neg.start()] + neg.group(1) + q[neg.end() :]
@@ -142,7 +142,7 @@ def generate(questions: Sequence[str], n_negatives: int, n_positives: int, seed:
     makers: dict[str, Callable[[str], str | None]] = {
         "number": lambda q: _number(q, rng),
         "entity": lambda q: _entity(q, rng, pool),
-        "negation": lambda q: _negation(q, rng),
+        "negation": _negation,
         "order": lambda q: _order(q, rng),
         "scope": lambda q: _scope(q, rng),
     }

@@ -29,7 +29,8 @@ from ..errors import CacheError
 from . import guards
 from .feedback import Feedback, Rating, prior_of
 from .keys import (
-    CacheKey, embedding_text, exact_key, greedy_equivalent, request_record, semantic_parts, skip_probability,
+    CacheKey, SemanticParts, embedding_text, exact_key, greedy_equivalent, request_record, semantic_parts,
+    skip_probability,
 )
 from .results import CacheHit, Candidate, Lookup, NewEntry
 from .store import CacheStore
@@ -91,11 +92,6 @@ class EdgeCache:
         """The chance this request's lookup is skipped (``skip_by_temperature``; 0 when unset)."""
         return skip_probability(key.params, self.settings.skip_by_temperature)
 
-    def skips(self, key: CacheKey) -> bool:
-        """Whether this lookup is skipped (its answer is still stored), drawn at ``skip_probability``."""
-        p = self.skip_probability(key)
-        return p > 0.0 and self._rng.random() < p
-
     # -- the request path ------------------------------------------------------------------
 
     async def lookup(
@@ -116,7 +112,8 @@ class EdgeCache:
         if not self.cacheable(key, opt):
             emb = await self._embed_for_routing(key) if want_embedding else None
             return Lookup(None, emb, None)
-        if opt is not True and self.skips(key):
+        skip = 0.0 if opt is True else self.skip_probability(key)
+        if skip > 0.0 and self._rng.random() < skip:  # skipped: its answer is still stored
             self._count("skipped_temperature")
             emb = await self._embed_for_routing(key) if want_embedding else None
             return Lookup(None, emb, SKIPPED)
@@ -161,15 +158,15 @@ class EdgeCache:
         if tier not in TIERS:
             raise CacheError(f"tier must be one of {', '.join(TIERS)}, not {tier!r}", param="tier")
         parts = semantic_parts(key)
-        vec = embedding
-        if vec is None and self._semantic_ok(parts.text):
-            vec = await self._embedder().embed(parts.text, key.tenant)
+        vec = None
+        if self._semantic_ok(parts.text):
+            vec = embedding if embedding is not None else await self._embedder().embed(parts.text, key.tenant)
         new = NewEntry(
             tenant=key.tenant, exact_key=exact_key(key), scope=parts.scope, scope_id=parts.scope_id,
             model=key.model, prompt_text=parts.text, request=request_record(key), answer=text,
             finish_reason=finish_reason, prompt_tokens=usage.prompt_tokens,
             completion_tokens=usage.completion_tokens, tier=tier,
-            embedding=vec if self._semantic_ok(parts.text) else None, stop_word=stop_word,
+            embedding=vec, stop_word=stop_word,
         )
         self._count("stores")
         s = self.settings
@@ -207,12 +204,10 @@ class EdgeCache:
         return await asyncio.to_thread(self.db.search_text, text, tenant, limit)
 
     async def delete(self, entry_id: int) -> bool:
-        loop = asyncio.get_running_loop()
-        return await loop.run_in_executor(self._writer, self.db.delete, entry_id)
+        return await self._on_writer(self.db.delete, entry_id)
 
     async def clear(self, tenant: str | None = None) -> int:
-        loop = asyncio.get_running_loop()
-        return await loop.run_in_executor(self._writer, self.db.clear, tenant)
+        return await self._on_writer(self.db.clear, tenant)
 
     async def flush(self) -> None:
         """Write pending hit recency and counters now."""
@@ -240,8 +235,7 @@ class EdgeCache:
             return None, []
         vec = await self._embedder().embed(parts.text, key.tenant)
         cands = await self._reader.run(
-            key.tenant, self._judge, key.tenant, parts.text, parts.scope, parts.scope_id, vec, self._min_created(),
-            tiers,
+            key.tenant, self._judge, key.tenant, parts, vec, self._min_created(), tiers
         )
         return vec, cands
 
@@ -260,10 +254,7 @@ class EdgeCache:
     ) -> dict[str, Any] | None:
         """Rate an answer this node returned (of ``tenant``; None: any); the stored record, None if unknown."""
         await self.flush()
-        loop = asyncio.get_running_loop()
-        return await loop.run_in_executor(
-            self._writer, self.feedback.rate, response_id, tenant, rating, note, by, self._clock()
-        )
+        return await self._on_writer(self.feedback.rate, response_id, tenant, rating, note, by, self._clock())
 
     async def review_queue(self, tenant: str | None = None, limit: int = 50) -> list[dict[str, Any]]:
         """Recent semantic hits, newest first, for an operator to rate."""
@@ -289,21 +280,15 @@ class EdgeCache:
     # -- internals -------------------------------------------------------------------------
 
     def _judge(
-        self,
-        tenant: str,
-        text: str,
-        scope: str,
-        scope_id: int,
-        vec: np.ndarray,
-        min_created: float,
-        tiers: Sequence[str],
+        self, tenant: str, parts: SemanticParts, vec: np.ndarray, min_created: float, tiers: Sequence[str]
     ) -> list[Candidate]:
         s = self.settings
         found = self.db.search(
-            tenant, scope, scope_id, vec, nprobe=s.nprobe, probe_k=s.probe_k, min_created=min_created, tiers=tiers
+            tenant, parts.scope, parts.scope_id, vec, nprobe=s.nprobe, probe_k=s.probe_k, min_created=min_created,
+            tiers=tiers,
         )
         near = [(entry, sim) for entry, _, sim in found[: s.candidates] if sim >= s.similarity_floor]
-        refusals = [guards.check(text, e.prompt_text) if s.guards else None for e, _ in near]
+        refusals = [guards.check(parts.text, e.prompt_text) if s.guards else None for e, _ in near]
         if self.feedback.vetoes:
             for i, (e, _) in enumerate(near):
                 if refusals[i] is None and self.feedback.vetoed(tenant, e.id, vec):
@@ -313,7 +298,7 @@ class EdgeCache:
         if ask and self.verifier is not None and s.verifier:
             # One batched model run for every candidate the guards let through.
             scored = self.verifier.probabilities(
-                text, [near[i][0].prompt_text for i in ask], [near[i][1] for i in ask]
+                parts.text, [near[i][0].prompt_text for i in ask], [near[i][1] for i in ask]
             )
             threshold = self.feedback.threshold(tenant)
             for i, p in zip(ask, scored, strict=True):
@@ -356,6 +341,11 @@ class EdgeCache:
             task = asyncio.get_running_loop().create_task(self.flush())
             task.add_done_callback(_log_failure)
 
+    async def _on_writer(self, fn: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
+        """``fn(*args, **kwargs)`` on the writer thread, the only one that writes the file."""
+        loop = asyncio.get_running_loop()
+        return await loop.run_in_executor(self._writer, functools.partial(fn, *args, **kwargs))
+
     async def _with_pending(self, write: Callable[..., Any]) -> Any:
         """``write(touches=, counters=, served=)`` on the writer thread with what is pending (hit
         recency, counters, served answers); put back to go with a later write if it fails."""
@@ -363,11 +353,8 @@ class EdgeCache:
         counters, self._unflushed = self._unflushed, Counter()
         self._last_flush = time.monotonic()
         served = self.feedback.take()
-        loop = asyncio.get_running_loop()
         try:
-            return await loop.run_in_executor(
-                self._writer, functools.partial(write, touches=touches, counters=counters, served=served)
-            )
+            return await self._on_writer(write, touches=touches, counters=counters, served=served)
         except BaseException:
             for i, (ts, n) in touches.items():
                 old_ts, old_n = self._touches.get(i, (0.0, 0))

@@ -12,7 +12,7 @@ import contextlib
 import json
 import threading
 from collections.abc import Iterable, Iterator, Sequence
-from dataclasses import replace
+from dataclasses import fields, replace
 from pathlib import Path
 from typing import Any
 
@@ -22,14 +22,11 @@ import sqlite_utils
 
 from ..errors import CacheError
 from .index import DIM, IvfIndex
-from .migrations import connect, migrate, translate
+from .migrations import connect, migrate, records, translate
 from .results import Entry, NewEntry, Served
 
 SERVED_KEEP = 200_000  # answers remembered for a rating, at most (rated ones are kept)
-_ENTRY_COLS = (
-    "id, tenant, scope, prompt_text, answer, finish_reason, prompt_tokens, completion_tokens, tier, created,"
-    " stop_word"
-)
+_ENTRY_COLS = ", ".join(f.name for f in fields(Entry))  # in Entry's order: Entry(*row)
 
 
 class CacheStore:
@@ -198,9 +195,8 @@ class CacheStore:
 
     def delete_ids(self, ids: Sequence[int]) -> None:
         """Delete entries inside a transaction the caller holds."""
-        before = len(ids)
         self._delete_ids(ids)
-        self.count = max(0, self.count - before)
+        self.count = max(0, self.count - len(ids))
 
     def clear(self, tenant: str | None = None) -> int:
         with self.transaction("clear"):
@@ -225,7 +221,7 @@ class CacheStore:
         """Entries whose question or answer contains ``text`` (case-insensitive), newest first."""
         pattern = "%" + text.replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_") + "%"
         sql = (
-            "SELECT id, tenant, model, prompt_text, answer, tier, hits, created FROM entries"
+            "SELECT id, tenant, model, prompt_text AS prompt, answer AS text, tier, hits, created FROM entries"
             " WHERE (prompt_text LIKE ? ESCAPE '\\' OR answer LIKE ? ESCAPE '\\')"
         )
         args: list[Any] = [pattern, pattern]
@@ -235,9 +231,7 @@ class CacheStore:
         sql += " ORDER BY id DESC LIMIT ?"
         args.append(int(limit))
         with self.reading("search") as conn:
-            rows = conn.execute(sql, args).fetchall()
-        names = ("id", "tenant", "model", "prompt", "text", "tier", "hits", "created")
-        return [dict(zip(names, r, strict=True)) for r in rows]
+            return records(conn.execute(sql, args))
 
     def delete(self, entry_id: int) -> bool:
         with self.transaction("delete"):
@@ -352,25 +346,20 @@ class CacheStore:
                 list(counters.items()),
             )
 
-    def _expire(self, min_created: float, limit: int | None = 1000) -> int:
-        sql = "SELECT id FROM entries WHERE created < ?" + (f" LIMIT {int(limit)}" if limit else "")
+    def _expire(self, min_created: float) -> int:
+        # At most 1000 a write: a long-idle file's backlog goes over the next writes, not in one.
+        sql = "SELECT id FROM entries WHERE created < ? LIMIT 1000"
         ids = [r[0] for r in self.write.execute(sql, (min_created,))]
         # Unrated answers go with the entries' lifetime; rated ones are the budget's evidence.
         self.write.execute("DELETE FROM served WHERE created < ? AND rating IS NULL", (min_created,))
-        self._delete_ids(ids)
-        self.count -= len(ids)
+        self.delete_ids(ids)
         return len(ids)
 
     def _evict(self, max_entries: int) -> int:
         excess = self.count - max_entries
         if excess <= 0:
             return 0
-        ids = [
-            r[0]
-            for r in self.write.execute(
-                "SELECT id FROM entries ORDER BY last_used ASC, id ASC LIMIT ?", (excess,)
-            )
-        ]
-        self._delete_ids(ids)
-        self.count -= len(ids)
+        sql = "SELECT id FROM entries ORDER BY last_used ASC, id ASC LIMIT ?"
+        ids = [r[0] for r in self.write.execute(sql, (excess,))]
+        self.delete_ids(ids)
         return len(ids)

@@ -34,8 +34,6 @@ FORMAT = 2  # 1 was the logistic-regression + trees verifier over embeddings
 MODEL_FILE = "verifier.onnx"
 TOKENIZER_FILE = "verifier-tokenizer.json"
 META_FILE = "verifier.json"
-
-
 MAX_TOKENS = 64  # query + stored question; the questions a cache compares are short
 
 
@@ -48,7 +46,7 @@ class CrossEncoder:
     call scores every candidate of a lookup in one batched model run.
     """
 
-    def __init__(self, model: Path, tokenizer: Path, *, threads: int = 1, max_tokens: int = MAX_TOKENS) -> None:
+    def __init__(self, model: Path, tokenizer: Path, *, threads: int = 1) -> None:
         from tokenizers import Tokenizer
 
         try:
@@ -58,15 +56,11 @@ class CrossEncoder:
             self._session, self._run_options, self._inputs = onnx_session(model, threads)
         except Exception as exc:  # onnxruntime and tokenizers raise their own base types
             raise VerifierError(f"cannot load the verifier model {model}: {exc}") from exc
-        tok.enable_truncation(max_tokens, strategy="longest_first")
+        tok.enable_truncation(MAX_TOKENS, strategy="longest_first")
         tok.enable_padding(pad_id=0, pad_token="[PAD]")  # to the longest pair of the batch
         self._tokenizer = tok
         self._lock = threading.Lock()  # the tokenizer's padding state is shared; runs are short
         self.runs = 0
-
-    def logits(self, query: str, candidates: Sequence[str]) -> np.ndarray:
-        """Scores of ``query`` against each candidate, in one model run."""
-        return self.pair_logits([(query, c) for c in candidates])
 
     def pair_logits(self, pairs: Sequence[tuple[str, str]]) -> np.ndarray:
         """Scores of arbitrary (query, stored) pairs, in one model run."""
@@ -157,7 +151,7 @@ class Verifier:
         """Calibrated probabilities of ``query`` against each candidate (embedding cosines given
         alongside): one batched model run."""
         cos = None if cosines is None else np.asarray(cosines, dtype=np.float64)
-        return self.platt(self.model.logits(query, candidates), cos)
+        return self.platt(self.model.pair_logits([(query, c) for c in candidates]), cos)
 
     def operating_point(
         self, max_wrong_rate: float, confidence: float | None = None, bound: Bound | None = None
@@ -187,8 +181,6 @@ class Verifier:
             platt = Platt(float(doc["platt"]["a"]), float(doc["platt"]["b"]), float(doc["platt"].get("c", 0.0)))
             replay = Replay.from_json(doc["replay"]) if doc.get("replay") else None
             meta = dict(doc.get("meta", {}))
-        except VerifierError:
-            raise
         except (OSError, ValueError, KeyError, TypeError) as exc:
             raise VerifierError(f"cannot read the verifier from {directory}: {exc}") from exc
         model = CrossEncoder(directory / MODEL_FILE, directory / TOKENIZER_FILE, threads=threads)

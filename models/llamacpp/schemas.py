@@ -5,7 +5,9 @@ from __future__ import annotations
 
 from typing import Annotated, Any
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationInfo, field_validator
+from pydantic import BaseModel, ConfigDict, Field, field_validator
+
+from ..openai.schemas import refused
 
 # llama.cpp's server's defaults (its /props), so a client that sends only a prompt gets its sampler.
 DEFAULTS: dict[str, float] = {"temperature": 0.8, "top_k": 40, "top_p": 0.95, "min_p": 0.05, "repeat_penalty": 1.0}
@@ -59,12 +61,7 @@ class LlamaCompletionBody(BaseModel):
             raise ValueError("n_predict 0 (evaluate the prompt only) is not supported; -1 or a positive number")
         return value
 
-    @field_validator("grammar", "return_tokens")
-    @classmethod
-    def _unsupported(cls, value: str | bool, info: ValidationInfo) -> str | bool:
-        if value:
-            raise ValueError(_UNSUPPORTED[str(info.field_name)])
-        return value
+    _unsupported = refused(_UNSUPPORTED)
 
     def sampler(self) -> dict[str, Any]:
         """The sampling settings it runs with: its own, else llama.cpp's defaults."""
@@ -87,9 +84,7 @@ class LlamaCompletionBody(BaseModel):
             fields["stop"] = self.stop
         if self.seed >= 0 and self.seed != RANDOM_SEED:
             fields["seed"] = self.seed
-        for name in ("presence_penalty", "frequency_penalty"):
-            if getattr(self, name) is not None:
-                fields[name] = getattr(self, name)
+        fields.update(self.model_dump(include={"presence_penalty", "frequency_penalty"}, exclude_none=True))
         if self.json_schema is not None:
             fields["response_format"] = {"type": "json_schema", "json_schema": {"name": "json_schema", "schema": self.json_schema}}
         if self.n_probs:

@@ -16,8 +16,6 @@ from ..openai.stream import sse
 class LlamaCppWriter(Writer):
     """One ``/completion`` answer."""
 
-    media_type = "text/event-stream"
-
     def __init__(self, model: str, prompt: str, settings: dict[str, Any], *, probs: bool = False) -> None:
         self.model = model
         self.prompt = prompt

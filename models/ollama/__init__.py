@@ -11,7 +11,7 @@ from .schemas import (
     model_name,
     tag_name,
 )
-from .writer import MEDIA_TYPE, Endpoint, NdjsonWriter, created_at, error_body, loaded
+from .writer import MEDIA_TYPE, Endpoint, NdjsonWriter, error_body, loaded
 
 __all__ = [
     "MEDIA_TYPE",
@@ -22,7 +22,6 @@ __all__ = [
     "OllamaEmbedBody",
     "OllamaGenerateBody",
     "OllamaShowBody",
-    "created_at",
     "error_body",
     "loaded",
     "model_name",

@@ -12,7 +12,9 @@ from __future__ import annotations
 import json
 from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationInfo, field_validator
+from pydantic import BaseModel, ConfigDict, Field
+
+from ..openai.schemas import refused
 
 # Ollama's sampling defaults where a request leaves them out (its Modelfile defaults): an Ollama
 # client that sends no options gets Ollama's sampler, not OpenAI's temperature 1.0.
@@ -62,10 +64,7 @@ class Options(BaseModel):
             fields["seed"] = self.seed
         if self.stop:
             fields["stop"] = self.stop
-        for name in ("presence_penalty", "frequency_penalty"):
-            value = getattr(self, name)
-            if value is not None:
-                fields[name] = value
+        fields.update(self.model_dump(include={"presence_penalty", "frequency_penalty"}, exclude_none=True))
         return fields
 
 
@@ -83,12 +82,7 @@ class _TextOnly(BaseModel):
 
     images: list[str] | None = None
 
-    @field_validator("images")
-    @classmethod
-    def _text_only(cls, value: list[str] | None) -> list[str] | None:
-        if value:
-            raise ValueError("images are not accepted: this node's models read text only")
-        return value
+    _text_only = refused({"images": "images are not accepted: this node's models read text only"})
 
 
 class ChatMessage(_TextOnly):
@@ -145,12 +139,7 @@ class _Generating(BaseModel):
     logprobs: bool | None = None
     top_logprobs: Annotated[int, Field(ge=0, le=20)] | None = None
 
-    @field_validator("think")
-    @classmethod
-    def _no_thinking(cls, value: bool | str | None) -> bool | str | None:
-        if value not in (None, False):
-            raise ValueError("the node's models do not support thinking")
-        return value
+    _no_thinking = refused({"think": "the node's models do not support thinking"})
 
     @property
     def unloads(self) -> bool:
@@ -202,12 +191,7 @@ class OllamaGenerateBody(_TextOnly, _Generating):
     template: str | None = None
     context: list[int] | None = None
 
-    @field_validator("suffix", "template", "context")
-    @classmethod
-    def _unsupported(cls, value: str | list[int] | None, info: ValidationInfo) -> str | list[int] | None:
-        if value:
-            raise ValueError(_UNSUPPORTED[str(info.field_name)])
-        return value
+    _unsupported = refused(_UNSUPPORTED)
 
     def openai_fields(self) -> dict[str, Any]:
         """The OpenAI request it asks for: a text completion (``raw``) or a chat completion."""

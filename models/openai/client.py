@@ -122,16 +122,11 @@ def _read(data: str | bytes, what: str, key: str) -> Delta:
         text = choice.get("text")
     if text is not None and not isinstance(text, str):
         raise MalformedEventError(f"text that is not a string in {what}: {data[:80]!r}")
-    finish = choice.get("finish_reason")
+    finish, stop = choice.get("finish_reason"), choice.get("stop_reason")
     return Delta(
         text or "", finish if isinstance(finish, str) else None, usage, read_block(choice.get("logprobs")),
-        _stop_word(choice),
+        stop if isinstance(stop, str) else None,
     )
-
-
-def _stop_word(choice: dict[str, Any]) -> str | None:
-    reason = choice.get("stop_reason")
-    return reason if isinstance(reason, str) else None
 
 
 def _object(data: str | bytes, what: str) -> dict[str, Any]:

@@ -10,7 +10,7 @@ from typing import Any
 from litestar import MediaType, Request, Response
 from litestar.exceptions import HTTPException, SerializationException, ValidationException
 
-from ..errors import EdgerouteError, EngineUnavailableError
+from ..errors import EdgerouteError
 from .stream import error_body
 
 log = logging.getLogger(__name__)
@@ -69,7 +69,7 @@ def exception_handlers(
     def edgeroute_error(request: Request[Any, Any, Any], exc: EdgerouteError) -> Response[Any]:
         headers = {}
         # A 503 (engine unavailable, draining) and a 429 (rate limit) both tell when to retry.
-        retry_after = exc.retry_after if isinstance(exc, EngineUnavailableError) else getattr(exc, "retry_after", None)
+        retry_after = getattr(exc, "retry_after", None)
         if retry_after is not None:
             headers["retry-after"] = str(retry_after)
         headers.update(getattr(exc, "headers", None) or {})  # e.g. a 429's x-ratelimit-* headers

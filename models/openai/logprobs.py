@@ -43,14 +43,14 @@ def read_block(block: object) -> tuple[TokenLogprob, ...]:
     """The entries of either shape as a member sent them (``None``: none)."""
     if block is None:
         return ()
+
+    def entry(e: dict[str, Any], top: tuple[TokenLogprob, ...] = ()) -> TokenLogprob:
+        return TokenLogprob(e["token"], float(e["logprob"]), bytes(e.get("bytes") or e["token"].encode()), top)
+
     try:
         if "content" in block:  # type: ignore[operator]
             return tuple(
-                TokenLogprob(
-                    e["token"], float(e["logprob"]), bytes(e.get("bytes") or e["token"].encode()),
-                    tuple(TokenLogprob(t["token"], float(t["logprob"]), bytes(t.get("bytes") or t["token"].encode()))
-                          for t in e.get("top_logprobs") or ()),
-                )
+                entry(e, tuple(entry(t) for t in e.get("top_logprobs") or ()))
                 for e in block["content"] or ()  # type: ignore[index]
             )
         tokens, values, tops = block["tokens"], block["token_logprobs"], block.get("top_logprobs") or []  # type: ignore[index,union-attr]

@@ -27,8 +27,6 @@ class ResponseWriter(Writer):
     message item opens once the answer is known to be a text reply.
     """
 
-    media_type = "text/event-stream"
-
     def __init__(
         self, model: str, settings: dict[str, Any], *, call: ToolUse | None = None, logprobs: bool = False
     ) -> None:
@@ -43,7 +41,10 @@ class ResponseWriter(Writer):
         self._text: list[str] = []
         self._entries: list[TokenLogprob] = []
         self._call_id = new_id("call_")
+        self._call_item_id = "fc_" + self.item_id[4:]
         self._reply = ReplyStream() if call is not None and call.auto else None
+        # A named function's call is streamed as its arguments are generated.
+        self._named = call.named if call is not None else None
         self._opened = False  # the message item (``"auto"`` opens it late, or never)
         self.final: dict[str, Any] | None = None  # the finished response object, once there is one
 
@@ -75,7 +76,7 @@ class ResponseWriter(Writer):
 
     def _function_call(self, status: str, name: str, arguments: str) -> dict[str, Any]:
         return {
-            "id": "fc_" + self.item_id[4:], "type": "function_call", "status": status,
+            "id": self._call_item_id, "type": "function_call", "status": status,
             "call_id": self._call_id, "name": name, "arguments": arguments,
         }
 
@@ -106,15 +107,12 @@ class ResponseWriter(Writer):
         self._seq += 1
         return f"event: {kind}\ndata: {json.dumps(body, ensure_ascii=False)}\n\n".encode()
 
-    def _streams_call(self) -> bool:
-        return self.call is not None and self.call.named is not None
-
     def opening(self, n: int = 1) -> bytes:
         """The response's opening events (the Responses API has one output, ``n`` is 1)."""
         out = self._event("response.created", response=self._response("in_progress", []))
         out += self._event("response.in_progress", response=self._response("in_progress", []))
-        if self._streams_call():
-            item = self._function_call("in_progress", self.call.named, "")  # type: ignore[union-attr,arg-type]
+        if self._named is not None:
+            item = self._function_call("in_progress", self._named, "")
             return out + self._event("response.output_item.added", output_index=0, item=item)
         if self.call is not None:  # "required": which function is known once the call is whole
             return out
@@ -141,10 +139,10 @@ class ResponseWriter(Writer):
             if not reply:
                 return b""
             return (b"" if self._opened else self._open_message()) + self._delta(reply)
-        if self.call is not None and not self._streams_call():
+        if self._named is not None:
+            return self._event("response.function_call_arguments.delta", item_id=self._call_item_id, output_index=0, delta=text)
+        if self.call is not None:  # "required": which function is known once the call is whole
             return b""
-        if self._streams_call():
-            return self._event("response.function_call_arguments.delta", item_id="fc_" + self.item_id[4:], output_index=0, delta=text)
         return self._delta(text, logprobs)
 
     def finish(
@@ -156,7 +154,7 @@ class ResponseWriter(Writer):
         item = output[0]
         out = b""
         if item["type"] == "function_call":
-            if not self._streams_call():
+            if self._named is None:
                 out += self._event("response.output_item.added", output_index=0, item={**item, "status": "in_progress", "arguments": ""})
                 out += self._event("response.function_call_arguments.delta", item_id=item["id"], output_index=0, delta=item["arguments"])
             out += self._event(

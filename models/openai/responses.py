@@ -100,10 +100,7 @@ class TextFormat(BaseModel):
         if self.type == "json_object":
             return {"type": "json_object"}
         spec: dict[str, Any] = {"name": self.name, "schema": self.body if self.body is not None else {}}
-        if self.description is not None:
-            spec["description"] = self.description
-        if self.strict is not None:
-            spec["strict"] = self.strict
+        spec.update(self.model_dump(include={"description", "strict"}, exclude_none=True))
         return {"type": "json_schema", "json_schema": spec}
 
     def echo(self) -> dict[str, Any]:
@@ -167,10 +164,6 @@ class ResponsesBody(BaseModel):
     @property
     def format(self) -> TextFormat:
         return self.text.format if self.text is not None else TextFormat(type="text")
-
-    @property
-    def wants_logprobs(self) -> bool:
-        return LOGPROBS_INCLUDE in (self.include or ())
 
     def input_messages(self) -> list[dict[str, Any]]:
         """``input`` as chat messages (an earlier call as the assistant's ``tool_calls``, its
@@ -240,7 +233,7 @@ class ResponsesBody(BaseModel):
             fields["tool_choice"] = {"type": "function", "function": {"name": self.tool_choice.name}}
         elif self.tool_choice is not None:
             fields["tool_choice"] = self.tool_choice
-        if self.wants_logprobs:
+        if LOGPROBS_INCLUDE in (self.include or ()):
             fields["logprobs"] = True
             fields["top_logprobs"] = self.top_logprobs or 0
         return fields

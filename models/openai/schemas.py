@@ -7,7 +7,7 @@ import dataclasses
 import json
 from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+from pydantic import BaseModel, ConfigDict, Field, ValidationInfo, field_validator, model_validator
 
 from ..generation import JSON_OBJECT, SamplingParams
 from ..schema_bounds import check_schema
@@ -15,6 +15,18 @@ from .tools import NamedToolChoice, ToolChoice, ToolDef, ToolUse, tool_use
 
 Role = Literal["system", "developer", "user", "assistant", "tool"]
 MAX_TOKENS_LIMIT = 1_000_000  # beyond any context window: a bigger number is a client bug
+
+
+def refused(reasons: dict[str, str]) -> Any:
+    """A validator of the fields ``reasons`` names: a field given (truthy) is refused with its
+    reason, where the node cannot honour what it asks rather than ignore it."""
+
+    def refuse(cls: type[BaseModel], value: Any, info: ValidationInfo) -> Any:
+        if value:
+            raise ValueError(reasons[str(info.field_name)])
+        return value
+
+    return field_validator(*reasons)(refuse)
 
 
 class TextPart(BaseModel):

@@ -36,8 +36,6 @@ class ChunkWriter(Writer):
     own finish goes out when it ends, the usage and ``[DONE]`` once the last has.
     """
 
-    media_type = "text/event-stream"
-
     @classmethod
     def for_body(cls, body: ChatBody | CompletionBody, gen: GenerationRequest) -> ChunkWriter:
         """The writer of ``/v1/chat/completions`` (a chat body) and ``/v1/completions``, for the
@@ -53,14 +51,13 @@ class ChunkWriter(Writer):
         model: str,
         *,
         include_usage: bool = False,
-        rid: str | None = None,
         call: ToolUse | None = None,
         logprobs: bool = False,
     ) -> None:
         self.kind = kind
         self.model = model
         self.include_usage = include_usage
-        self.rid = rid or new_id("chatcmpl-" if kind == "chat" else "cmpl-")
+        self.rid = new_id("chatcmpl-" if kind == "chat" else "cmpl-")
         self.created = int(time.time())
         # Tools: the generated text is a call's JSON, sent as ``tool_calls`` (or, with
         # ``"auto"``, perhaps the envelope of a text reply).
@@ -143,21 +140,16 @@ class ChunkWriter(Writer):
 
         ``stop_word``: the stop sequence that ended it, sent as vLLM's ``stop_reason``."""
         out = b""
-        if self.call is not None and self.call.auto:
-            answer = self._replies.pop(index, None) or ReplyStream()
-            calls = self.call.calls(answer.text)
+        if self.call is not None:
+            reply = self._replies.pop(index, None)  # "auto": the answer so far
+            text = reply.text if reply is not None else "".join(self._streamed.pop(index, ()))
+            calls = self.call.calls(text) if self.call.named is None else None
             if calls is not None:
                 out += self._call_delta({"tool_calls": [{"index": 0, **calls[0]}]}, index)
-            elif rest := answer.rest(self.call):
-                out += self._event([self._choice(rest, None, index=index)])
-            finish_reason = _call_finish(finish_reason, calls is not None)
-        elif self.call is not None:
-            streamed = "".join(self._streamed.get(index, ()))
-            calls = self.call.calls(streamed) if self.call.named is None else None
-            if calls is not None:
-                out += self._call_delta({"tool_calls": [{"index": 0, **calls[0]}]}, index)
-            elif streamed:  # cut by max_tokens before the call was whole: the text is all there is
-                out += self._call_delta({"content": streamed}, index)
+            # What is left of an "auto" reply; a call cut by max_tokens before it was whole: its text
+            # is all there is.
+            elif rest := reply.rest(self.call) if reply is not None else text:
+                out += self._call_delta({"content": rest}, index)
             finish_reason = _call_finish(finish_reason, self.call.named is not None or calls is not None)
         out += self._event([_stop_reason(self._choice("", finish_reason, index=index), stop_word)])
         if not last:
@@ -194,9 +186,9 @@ class ChunkWriter(Writer):
         self, index: int, text: str, finish_reason: str, logprobs: Sequence[TokenLogprob],
         stop_word: str | None = None,
     ) -> dict[str, Any]:
-        block = self._block(text, logprobs, index)
         if self.kind != "chat":
-            return _stop_reason({"index": index, "text": text, "logprobs": block, "finish_reason": finish_reason}, stop_word)
+            return _stop_reason(self._choice(text, finish_reason, logprobs=logprobs, index=index), stop_word)
+        block = self._block(text, logprobs, index)
         message: dict[str, Any] = {"role": "assistant", "content": text, "refusal": None}
         if self.call is not None:
             calls = self.call.calls(text)

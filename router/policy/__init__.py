@@ -6,14 +6,13 @@ off the request path.
 
 from .classifier import ComplexityClassifier, load_classifier
 from .config import PrivateRule, RoutingSettings
-from .features import Decision, Features, Hint, Policy, Target, features_from_dict, features_to_dict
-from .policies import POLICIES, ComplexityPolicy, HybridPolicy, LengthPolicy, build_policy
+from .features import Decision, Features, Hint, Policy, features_from_dict, features_to_dict
+from .policies import ComplexityPolicy, HybridPolicy, LengthPolicy, build_policy
 from .privacy import PrivacyDetector, luhn_valid
-from .rules import decide, edge_saturated
+from .rules import decide
 from .speed import FirstTokenModel, SpeedModels
 
 __all__ = [
-    "POLICIES",
     "ComplexityClassifier",
     "ComplexityPolicy",
     "Decision",
@@ -27,10 +26,8 @@ __all__ = [
     "PrivateRule",
     "RoutingSettings",
     "SpeedModels",
-    "Target",
     "build_policy",
     "decide",
-    "edge_saturated",
     "features_from_dict",
     "features_to_dict",
     "load_classifier",

@@ -89,6 +89,8 @@ class ComplexityClassifier:
     @classmethod
     def from_json(cls, data: dict[str, Any], *, source: str = "<memory>") -> ComplexityClassifier:
         try:
+            if not isinstance(data, dict):
+                raise ValueError("not a JSON object")
             if data.get("format") != FORMAT or data.get("kind") != "logistic-regression":
                 raise ValueError(f"unsupported format {data.get('format')!r}/{data.get('kind')!r}")
             coef = np.asarray(data["coef"], dtype=np.float32)
@@ -121,10 +123,6 @@ class ComplexityClassifier:
             raise ConfigError(
                 f"cannot read classifier weights {path}: {exc}", param="routing.complexity.classifier_path"
             ) from exc
-        if not isinstance(data, dict):
-            raise ConfigError(
-                f"invalid classifier weights in {path}: not a JSON object", param="routing.complexity.classifier_path"
-            )
         return cls.from_json(data, source=str(path))
 
 

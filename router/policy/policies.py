@@ -39,8 +39,7 @@ class LengthPolicy:
         return Decision("edge", "short-prompt", score)
 
     def decide(self, f: Features) -> Decision:
-        score = self.score(f)
-        return self.length_rule(f, score)
+        return self.length_rule(f, self.score(f))
 
 
 @dataclass(frozen=True, slots=True)
@@ -75,10 +74,8 @@ class HybridPolicy:
     by up to ``cloud_pressure``. Reasons say which force decided: ``complex``/``simple`` when the
     unadjusted threshold agrees, ``edge-busy``/``cloud-busy`` when only the load tipped it.
 
-    Last, the first-token objective (``ttft_slo_s``): where each side's predicted time to the
-    first token is known (:mod:`router.policy.speed`), a proposal whose side would miss it moves
-    to a side that will meet it, or else to the sooner one (:meth:`by_speed`). Idle, both sides
-    meet it and the proposal stands.
+    Last, :meth:`by_speed` holds the proposal to the first-token objective (``ttft_slo_s``) where
+    each side's first-token time is predicted (:mod:`router.policy.speed`); idle, the proposal stands.
     """
 
     threshold: float = 0.5

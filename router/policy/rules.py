@@ -1,16 +1,10 @@
 """The hard rules, applied once around whichever policy scores a request.
 
 A policy only scores and proposes (:meth:`Policy.decide`); :func:`decide` applies, in order,
-the rules no policy may override, so a new policy cannot forget them:
-
-1. ``private`` requests stay on the edge (they never leave the box);
-2. an explicit hint wins (``hint-edge``, ``hint-cloud``);
-3. a prompt that does not fit the edge's context goes to the cloud (``edge-context``);
-4. a cloud decision while no member is healthy answers on the edge (``cloud-unhealthy``; the
-   request path marks such a response degraded); on a node with no cloud at all the reason is
-   ``edge-only`` (nothing is unhealthy there).
-
-Each decision keeps the policy's score.
+the rules no policy may override, so a new policy cannot forget them: privacy, the client's hint,
+the edge's context, then cloud health (a ``cloud-unhealthy`` answer is marked degraded by the
+request path; ``edge-only`` on a node with no cloud, where nothing is unhealthy). Each decision
+keeps the policy's score.
 """
 
 from __future__ import annotations
@@ -19,7 +13,6 @@ from .features import Decision, Features, Policy
 
 
 def decide(policy: Policy, f: Features) -> Decision:
-    """Where the request runs, and why."""
     proposed = policy.decide(f)
     decision = _hard_rule(f, proposed.score) or proposed
     if decision.target == "cloud" and f.cloud_healthy <= 0:

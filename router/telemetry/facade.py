@@ -14,7 +14,6 @@ from .config import TelemetrySettings
 from .events import DecisionEvent
 from .gcwatch import GcWatch
 from .metrics import Metrics
-from .sources import BudgetView, EdgeLoadView, NodeInfo, PoolView
 from .store import DecisionStore, find_decision
 
 log = logging.getLogger(__name__)
@@ -48,7 +47,6 @@ class Telemetry:
         self._snap: tuple[float, Snapshot] | None = None
 
     def record(self, event: DecisionEvent) -> None:
-        """Log one decision everywhere it goes."""
         self._recent.append(event)
         self.aggregator.add(event)
         self.metrics.observe(event)
@@ -102,13 +100,6 @@ class Telemetry:
             return None
         await self.store.flush()
         return await asyncio.to_thread(find_decision, self.db_path, request_id)
-
-    def render_metrics(
-        self, edge: EdgeLoadView | None = None, pool: PoolView | None = None, node: NodeInfo | None = None,
-        budget: BudgetView | None = None,
-    ) -> bytes:
-        """Prometheus text exposition, with live gauges read from ``edge``, ``pool``, ``node`` and the cache's ``budget``."""
-        return self.metrics.render(edge, pool, node, budget)
 
     def _counts(self) -> dict[str, int]:
         live = self.bus.dropped

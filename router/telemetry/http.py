@@ -56,7 +56,7 @@ def metrics_handler(request: Request[Any, Any, State]) -> Response[bytes]:
     body = b""
     if telemetry is not None:
         cache = getattr(node, "cache", None)
-        body = telemetry.render_metrics(
+        body = telemetry.metrics.render(
             edge=getattr(node, "edge", None), pool=getattr(node, "pool", None), node=node_info(request.app.state),
             budget=cache if isinstance(cache, BudgetView) else None,
         )

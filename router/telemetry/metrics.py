@@ -233,7 +233,6 @@ class Metrics:
         r.register(self._live)
 
     def observe(self, event: DecisionEvent) -> None:
-        """Count one decision."""
         self.requests.labels(event.route, event.reason, event.status).inc()
         self.latency.labels(event.route).observe(event.latency_ms / 1000)
         if event.ttft_ms is not None:

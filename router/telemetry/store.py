@@ -212,19 +212,12 @@ class DecisionStore:
         self.db.conn.close()
 
     def _run(self) -> None:
-        stop = False
-        while not stop:
+        while True:
             item = self._queue.get()
             pending: list[DecisionEvent] = []
-            marker: threading.Event | None = None
             deadline = time.monotonic() + self._interval
-            while True:
-                if item is _STOP:
-                    stop = True
-                    break
-                if isinstance(item, threading.Event):
-                    marker = item
-                    break
+            # Gather until the interval is over, a full batch is in, or a marker (flush, stop) comes.
+            while isinstance(item, list):
                 pending.extend(item)
                 remaining = deadline - time.monotonic()
                 if len(pending) >= self._batch or remaining <= 0:
@@ -235,8 +228,10 @@ class DecisionStore:
                     break
             for start in range(0, len(pending), self._batch):  # at most write_batch rows a transaction
                 self._write(pending[start : start + self._batch])
-            if marker is not None:
-                marker.set()
+            if isinstance(item, threading.Event):
+                item.set()
+            elif item is _STOP:
+                break
         # Anything queued behind the stop marker (put raced with close) is still written.
         rest: list[DecisionEvent] = []
         while True:

@@ -15,8 +15,7 @@ from models import EdgerouteError
 
 if TYPE_CHECKING:  # heavy modules load inside the commands that use them
     from edge.cache.calibration import Calibration
-    from edge.cache.judged import Judged
-    from edge.cache.judged import Pair
+    from edge.cache.judged import Judged, Pair
     from edge.embedder import Embedder
 
 JudgedOpt = Annotated[
@@ -104,7 +103,6 @@ def calibrate(
     from edge.embedder import Embedder
 
     from .verifier import calibrate as fit_calibration
-    from .verifier import cosines, score_replay
 
     settings = _budget_settings(max_wrong_rate, confidence, bound)
     if write and verifier_dir is None:
@@ -118,9 +116,7 @@ def calibrate(
         if not items:
             typer.echo("no judged pairs in the calibration part", err=True)
             raise typer.Exit(1)
-        embedder = Embedder.load(settings)
-        cos = cosines(embedder, [(j.query, j.stored) for j in items])
-        verifier = fit_calibration(verifier, score_replay(items, verifier, settings, cos))
+        verifier = fit_calibration(verifier, items, settings, Embedder.load(settings))
         assert verifier.replay is not None
         target = settings.max_wrong_rate * settings.calibration_margin  # as the node calibrates its rule
         point = operating_point(verifier.replay, target, settings.budget_confidence, settings.budget_bound)

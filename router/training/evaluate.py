@@ -11,7 +11,7 @@ from typing import Any
 import numpy as np
 
 from ..policy.classifier import ComplexityClassifier
-from ..policy.features import Features, Policy
+from ..policy.features import Decision, Features, Policy
 from ..policy.privacy import PrivacyDetector
 from ..policy.rules import decide
 from .dataset import LabeledPrompt
@@ -77,28 +77,29 @@ def time_decisions(
     *,
     repeats: int = 20,
     privacy: PrivacyDetector | None = None,
-) -> list[float]:
-    """Per-request wall time in microseconds, ``repeats`` passes after a warm-up.
+) -> tuple[list[Decision], list[float]]:
+    """Each prompt's decision (that first pass is the warm-up), then the per-request wall time in
+    microseconds over ``repeats`` more passes.
 
     What the node does for a decision beyond the embedding: the privacy rules on the prompt
     text (when ``privacy`` is given), the classifier score, the features and ``decide``.
     """
 
-    def one(e: np.ndarray, t: int, text: str) -> None:
+    def one(e: np.ndarray, t: int, text: str) -> Decision:
         if privacy is not None:
             privacy.detect(text)
-        decide(policy, _features(t, clf.score(e), state))
+        return decide(policy, _features(t, clf.score(e), state))
 
-    for e, t, text in zip(embeddings, tokens, texts, strict=True):
-        one(e, t, text)
+    rows = list(zip(embeddings, tokens, texts, strict=True))
+    decisions = [one(*row) for row in rows]
     samples: list[float] = []
     clock = time.perf_counter_ns
     for _ in range(repeats):
-        for e, t, text in zip(embeddings, tokens, texts, strict=True):
+        for row in rows:
             t0 = clock()
-            one(e, t, text)
+            one(*row)
             samples.append((clock() - t0) / 1000)
-    return samples
+    return decisions, samples
 
 
 def _ratio(num: int, den: int) -> float | None:
@@ -119,9 +120,10 @@ def evaluate(
 ) -> EvalReport:
     """Decide every prompt as the node would with idle sides, and compare with the labels."""
     state = state or NodeState()
-    decisions = [
-        decide(policy, _features(t, clf.score(e), state)) for e, t in zip(embeddings, tokens, strict=True)
-    ]
+    texts = [p.text for p in prompts]
+    decisions, samples = time_decisions(
+        clf, policy, embeddings, tokens, state, texts, repeats=repeats, privacy=privacy
+    )
     confusion = {"edge->edge": 0, "edge->cloud": 0, "cloud->edge": 0, "cloud->cloud": 0}
     reasons: dict[str, int] = {}
     misrouted: list[dict[str, Any]] = []
@@ -146,8 +148,6 @@ def evaluate(
     correct = confusion["edge->edge"] + confusion["cloud->cloud"]
     sent_cloud = confusion["edge->cloud"] + confusion["cloud->cloud"]
     label_cloud = confusion["cloud->edge"] + confusion["cloud->cloud"]
-    texts = [p.text for p in prompts]
-    samples = time_decisions(clf, policy, embeddings, tokens, state, texts, repeats=repeats, privacy=privacy)
     return EvalReport(
         policy=policy.name,
         threshold=threshold,

@@ -18,8 +18,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from edge.cache.verifier import MAX_TOKENS
-from edge.cache.verifier import MODEL_FILE, TOKENIZER_FILE
+from edge.cache.verifier import MAX_TOKENS, MODEL_FILE, TOKENIZER_FILE
 from edge.errors import VerifierError
 
 

@@ -106,13 +106,14 @@ class ReplayReport:
         return d
 
 
-def _side(targets: Sequence[str], latencies: Sequence[float], costs: Sequence[float]) -> Side:
+def _side(rows: Sequence[tuple[str, float, float]]) -> Side:
+    latencies = [latency for _, latency, _ in rows]
     return Side(
-        edge=sum(t == "edge" for t in targets),
-        cloud=sum(t == "cloud" for t in targets),
+        edge=sum(target == "edge" for target, _, _ in rows),
+        cloud=sum(target == "cloud" for target, _, _ in rows),
         latency_ms_mean=statistics.fmean(latencies) if latencies else 0.0,
         latency_ms_p50=statistics.median(latencies) if latencies else 0.0,
-        cost=sum(costs),
+        cost=sum(cost for _, _, cost in rows),
     )
 
 
@@ -123,12 +124,8 @@ def replay(
     the cost at ``prices`` (the dashboard's cost model)."""
     logged = list(records)
     models = _latency_models(logged)
-    before_t: list[str] = []
-    after_t: list[str] = []
-    before_lat: list[float] = []
-    after_lat: list[float] = []
-    before_cost: list[float] = []
-    after_cost: list[float] = []
+    before: list[tuple[str, float, float]] = []  # (target, latency ms, cost) as logged
+    after: list[tuple[str, float, float]] = []  # the same, re-decided
     reasons: dict[str, int] = {}
     skipped = unestimated = 0
     for r in logged:
@@ -151,22 +148,18 @@ def replay(
                 unestimated += 1
             else:
                 latency = model.estimate(r.completion_tokens)
-        before_t.append(old)
-        after_t.append(decision.target)
-        before_lat.append(r.latency_ms)
-        after_lat.append(latency)
-        before_cost.append(spent)
-        after_cost.append(price)
-    changed = [(a, b) for a, b in zip(before_t, after_t, strict=True) if a != b]
+        before.append((old, r.latency_ms, spent))
+        after.append((decision.target, latency, price))
+    changed_from = [a for (a, _, _), (b, _, _) in zip(before, after, strict=True) if a != b]
     return ReplayReport(
         total=len(logged),
-        replayed=len(before_t),
+        replayed=len(before),
         skipped=skipped,
-        changed=len(changed),
-        edge_to_cloud=sum(a == "edge" for a, _ in changed),
-        cloud_to_edge=sum(a == "cloud" for a, _ in changed),
-        logged=_side(before_t, before_lat, before_cost),
-        replay=_side(after_t, after_lat, after_cost),
+        changed=len(changed_from),
+        edge_to_cloud=changed_from.count("edge"),
+        cloud_to_edge=changed_from.count("cloud"),
+        logged=_side(before),
+        replay=_side(after),
         reasons=dict(sorted(reasons.items())),
         unestimated=unestimated,
     )

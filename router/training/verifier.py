@@ -20,11 +20,10 @@ import numpy as np
 
 from edge.cache import guards
 from edge.cache.calibration import Calibration
-from edge.cache.verifier import CrossEncoder
-from edge.cache.judged import Judged, calibration_items, split_judged
-from edge.cache.judged import Pair, split_pairs
+from edge.cache.judged import Judged, Pair, calibration_items, split_judged, split_pairs
 from edge.cache.rewrites import generate
 from edge.cache.verifier import MODEL_FILE, TOKENIZER_FILE, Platt, Replay, Verifier, fit_platt, operating_point
+from edge.cache.verifier import CrossEncoder
 from edge.config import CacheSettings
 from edge.embedder import Embedder
 
@@ -97,9 +96,13 @@ def score_replay(
     return ReplayScores(logits, np.asarray(cos, dtype=np.float64), np.asarray([j.servable for j in items], dtype=bool))
 
 
-def calibrate(verifier: Verifier, scores: ReplayScores) -> Verifier:
-    """Fit Platt scaling on the pairs the verifier scored, on the cross-encoder's score and the
-    embedding cosine together (see Platt); attach the calibration replay."""
+def calibrate(
+    verifier: Verifier, items: Sequence[Judged], settings: CacheSettings, embedder: Embedder
+) -> Verifier:
+    """Replay ``items`` (:func:`score_replay`); fit Platt scaling on the pairs the verifier scored, on
+    the cross-encoder's score and the embedding cosine together (see Platt); attach the replay."""
+    cos = cosines(embedder, [(j.query, j.stored) for j in items])
+    scores = score_replay(items, verifier, settings, cos)
     seen = ~np.isnan(scores.logits)
     platt = fit_platt(scores.logits[seen], scores.servable[seen], scores.cosines[seen])
     return replace(verifier, platt=platt, replay=scores.replay(platt))
@@ -159,8 +162,7 @@ def train(
     model = CrossEncoder(out_dir / MODEL_FILE, out_dir / TOKENIZER_FILE, threads=phase1.threads)
     verifier = Verifier(model, Platt(), None, meta)
     if cal_items:
-        cos = cosines(embedder, [(j.query, j.stored) for j in cal_items])
-        verifier = calibrate(verifier, score_replay(cal_items, verifier, settings, cos))
+        verifier = calibrate(verifier, cal_items, settings, embedder)
     point = (
         operating_point(verifier.replay, settings.max_wrong_rate, settings.budget_confidence, settings.budget_bound)
         if verifier.replay is not None

@@ -87,7 +87,7 @@ def llama_server(log_dir: Path, name: str = "llama") -> ServerProcess:
     port = free_port()
     gguf = resolve(EDGE_DEFAULT, default_models_dir()).path
     argv = [
-        *_with_lifeline("llama_cpp.server"),
+        *_with_lifeline("bench.llamaref"),  # llama_cpp.server, weights as the edge lays them out
         "--model",
         str(gguf),
         "--model_alias",

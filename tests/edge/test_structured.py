@@ -162,6 +162,38 @@ async def test_string_literals_are_written_into_the_grammar_as_their_json_text(e
     assert json.loads(done.text) == {"k": literal}
 
 
+@pytest.mark.parametrize("literal", ["back\\slash", 'quote"d', "line\nbreak", "\\u0000", "a\u0000b", "\ue000\\"])
+async def test_property_names_and_constants_are_written_as_their_json_text(engine: LlamaEngine, literal: str) -> None:
+    # The same literal as a property name, a constant, an object constant's key and a $ref's path;
+    # "\ue000" is where the grammar's placeholders come from, so the schema holding one must not
+    # confuse them.
+    schema = {
+        "type": "object",
+        "properties": {literal: {"const": literal}, "o": {"const": {literal: [literal]}}, "r": {"$ref": f"#/properties/{literal}"}},
+        "required": [literal, "o", "r"],
+        "additionalProperties": False,
+    }
+    done = await collect(engine.stream(ask(json.dumps(schema, ensure_ascii=False), max_tokens=80)))  # as the API writes it
+    key = json.dumps(literal)
+    assert done.text == f'{{{key}:{key},"o":{json.dumps({literal: [literal]})},"r":{key}}}'
+    assert json.loads(done.text) == {literal: literal, "o": {literal: [literal]}, "r": literal}
+
+
+def test_a_placeholder_character_in_the_schema_is_kept_apart_however_it_is_written() -> None:
+    literals = ["\ue000", "\\", "\ue001\n", "\\ue002"]
+    escaped, raw = (gbnf_for(json.dumps({"enum": literals}, ensure_ascii=flag)) for flag in (True, False))
+    assert escaped == raw
+    for literal in literals:  # its JSON text, escaped for the grammar
+        assert '"' + json.dumps(literal).replace("\\", "\\\\").replace('"', '\\"') + '"' in raw
+
+
+def test_a_schema_that_leaves_no_placeholder_free_is_a_request_error() -> None:
+    every = "".join(map(chr, range(0xE000, 0xF900)))
+    with pytest.raises(ResponseFormatError, match="too many characters") as info:
+        gbnf_for(json.dumps({"enum": [every + "\\"]}, ensure_ascii=False))
+    assert info.value.param == "response_format"
+
+
 @pytest.mark.parametrize(
     ("pattern", "says"),
     [("^[\\x00]$", "NUL"), ("^a\\u0000b$", "NUL"), ("^\ud800$", "not valid Unicode"), ("^a\u0001$", "raw control character")],

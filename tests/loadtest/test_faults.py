@@ -3,23 +3,18 @@ command's, reported in the README)."""
 
 from __future__ import annotations
 
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 
-pytestmark = pytest.mark.slow
+from loadtest.servers import run_edgeroute
 
-REPO = Path(__file__).resolve().parents[2]
+pytestmark = pytest.mark.slow
 
 
 def test_a_short_fault_run_passes(tmp_path: Path) -> None:
-    out = subprocess.run(
-        [sys.executable, "-c", "from edgeroute.cli import main; main()", "bench", "faults", "--requests", "40",
-         "--concurrency", "4", "--data-dir", str(tmp_path / "d")],
-        capture_output=True, text=True, cwd=REPO, timeout=300,
-    )
+    out = run_edgeroute("bench", "faults", "--requests", "40", "--concurrency", "4", "--data-dir", str(tmp_path / "d"),
+                        timeout=300)
     assert out.returncode == 0, out.stdout + out.stderr
     assert "complete streams:   40 (100.0%)" in out.stdout
     assert "[DONE] per stream:  {1: 40}" in out.stdout

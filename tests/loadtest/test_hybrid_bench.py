@@ -5,7 +5,8 @@ from __future__ import annotations
 import itertools
 import platform
 
-from bench.hybrid import config_report, describe_cpu, good_requests, side_of, workload_shares
+from bench.harness import describe_cpu
+from bench.hybrid import config_report, good_requests, side_of, workload_shares
 from loadtest.loadgen import LoadConfig, Result, workload
 
 

@@ -12,6 +12,8 @@ import httpx
 import openai
 import pytest
 
+from bench.llamaref import reference_llama
+
 pytestmark = pytest.mark.slow
 
 MSG = [{"role": "user", "content": "What is the capital of France?"}]
@@ -24,13 +26,11 @@ def client(node_url: str) -> openai.OpenAI:
 
 @pytest.fixture(scope="module")
 def raw_llama():  # type: ignore[no-untyped-def]
-    from llama_cpp import Llama
-
     from models import EDGE_DEFAULT, default_models_dir, resolve
 
     # The edge runs llama.cpp with flash attention (it keeps greedy output batch-independent),
     # so the reference does too: other attention kernels round differently. Same KV types (q8_0 keys, f16 values).
-    llm = Llama(
+    llm = reference_llama(
         str(resolve(EDGE_DEFAULT, default_models_dir()).path),
         n_ctx=2048, flash_attn=True, type_k=8, type_v=1, verbose=False,
     )

@@ -25,7 +25,7 @@ FROZEN_MS = 5_000.0
 def report(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Report]:
     tmp = tmp_path_factory.mktemp("hostile")
     with node_process(*NODE_ARGS, "--data-dir", str(tmp), log_path=tmp / "node.log", env=NODE_ENV) as node:
-        yield run_campaign(node, spread(fixed_schemas()))
+        yield run_campaign(node, spread(fixed_schemas()), concurrency=4)
 
 
 def test_every_hostile_schema_gets_a_4xx_naming_the_field_or_an_answer(report: Report) -> None:

@@ -9,6 +9,8 @@ import httpx
 import openai
 import pytest
 
+from bench.llamaref import reference_llama
+
 pytestmark = pytest.mark.slow
 
 PROMPT = "1, 2, 3, 4,"
@@ -79,13 +81,11 @@ def test_the_edge_agrees_with_llama_cpps_own_logprobs() -> None:
     reports, and values within the edge's quantized-KV, flash-attention difference."""
     import asyncio
 
-    import llama_cpp
-
     from edge import EdgeSettings, LlamaEngine
     from models import EDGE_DEFAULT, GenerationRequest, SamplingParams, collect, default_models_dir, resolve
 
     path = str(resolve(EDGE_DEFAULT, default_models_dir()).path)
-    ref = llama_cpp.Llama(model_path=path, logits_all=True, verbose=False, n_ctx=256, n_threads=1)
+    ref = reference_llama(model_path=path, logits_all=True, verbose=False, n_ctx=256, n_threads=1)
     theirs = ref.create_completion(PROMPT, max_tokens=6, temperature=0, logprobs=3)["choices"][0]["logprobs"]
 
     async def ours() -> Any:

@@ -35,7 +35,7 @@ async def test_record_goes_everywhere(tmp_path: Path) -> None:
     await telemetry.flush()
     assert [e.request_id for e in read_decisions(telemetry.db_path)] == [f"r{i}" for i in range(5)]
     assert (
-        b'edgeroute_requests_total{reason="short",route="edge",status="ok"} 3.0' in telemetry.render_metrics()
+        b'edgeroute_requests_total{reason="short",route="edge",status="ok"} 3.0' in telemetry.metrics.render()
     )
     telemetry.unsubscribe(sub)
     await telemetry.aclose()

@@ -70,7 +70,7 @@ async def test_pauses_reach_metrics(tmp_path: Path) -> None:
         watch.close()
         gc.enable()
         await telemetry.aclose()
-    text = telemetry.render_metrics().decode()
+    text = telemetry.metrics.render().decode()
     count = re.search(r'edgeroute_gc_pause_seconds_count\{generation="2"\} (\d+)\.0', text)
     # The freeze's own collection happens before the callback is installed: exactly the two above.
     assert count is not None and int(count.group(1)) == 2

@@ -33,7 +33,7 @@ def event(route: str, prompt: int, completion: int, status: str = "ok") -> Decis
 def test_node_info_and_draining_are_exported(tmp_path: Path) -> None:
     telemetry = Telemetry(TelemetrySettings(enabled=False), tmp_path)
     info = NodeInfo("store-7", "smollm2-135m-q4_1", "0123456789ab", "0.1.0", "/dashboard", draining=True)
-    got = samples(telemetry.render_metrics(node=info).decode())
+    got = samples(telemetry.metrics.render(node=info).decode())
     labels = (
         ("dashboard_path", "/dashboard"),
         ("edge_model", "smollm2-135m-q4_1"),
@@ -46,7 +46,7 @@ def test_node_info_and_draining_are_exported(tmp_path: Path) -> None:
 
 
 def test_no_node_no_info(tmp_path: Path) -> None:
-    text = Telemetry(TelemetrySettings(enabled=False), tmp_path).render_metrics().decode()
+    text = Telemetry(TelemetrySettings(enabled=False), tmp_path).metrics.render().decode()
     assert "edgeroute_node_info" not in text
     assert "edgeroute_node_draining" not in text
 
@@ -60,7 +60,7 @@ def test_spend_counters_follow_the_prices(tmp_path: Path) -> None:
     telemetry.record(event("edge", 1000, 1000))  # spent 2000 tokens * 0.5/1k = 1; all-cloud 1 + 2 = 3
     telemetry.record(event("cache-exact", 1000, 1000))  # spent 0; all-cloud 3
     telemetry.record(event("cloud", 1000, 1000, status="error"))  # failed: on neither side
-    got = samples(telemetry.render_metrics().decode())
+    got = samples(telemetry.metrics.render().decode())
     assert got[("edgeroute_spend_total", (("currency", "EUR"),))] == pytest.approx(3.0)
     assert got[("edgeroute_spend_all_cloud_total", (("currency", "EUR"),))] == pytest.approx(8.0)
 

@@ -10,35 +10,22 @@ copies the readers' ones.
     python data/judged/calibration_extra/make_calibration_extra.py WORK_DIR
 """
 
-import json
 import sys
 from pathlib import Path
 
-
-def rows(path: Path) -> list[dict]:
-    return [json.loads(line) for line in path.read_text().splitlines() if line.strip()] if path.exists() else []
-
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # candidates.py
+from candidates import join, read_rows  # noqa: E402
 
 if len(sys.argv) != 2:
     raise SystemExit(__doc__)
 src = Path(sys.argv[1])
 out = Path(__file__).resolve().parent / "calibration_extra.jsonl"
-candidates = rows(src / "candidates.jsonl")
 verdicts: dict[str, dict] = {}
 for n in range(4):
-    shard, got = rows(src / f"shard_{n}.jsonl"), rows(src / f"verdicts_{n}.jsonl")
+    shard, got = read_rows(src / f"shard_{n}.jsonl"), read_rows(src / f"verdicts_{n}.jsonl")
     if [r["id"] for r in got] != [r["id"] for r in shard]:
         print(f"shard {n}: {len(got)} verdicts for {len(shard)} pairs (or ids out of order), skipped")
         continue
     verdicts.update({r["id"]: r for r in got})
-kept = 0
-with out.open("w") as fh:
-    for c in candidates:
-        v = verdicts.get(c["id"])
-        if v is None:
-            continue
-        if not isinstance(v["servable"], bool):
-            raise SystemExit(f"{c['id']}: servable must be true or false")
-        fh.write(json.dumps({**c, "servable": v["servable"], "why": v.get("why", "")}) + "\n")
-        kept += 1
+kept = join(read_rows(src / "candidates.jsonl"), verdicts, out)
 print(f"wrote {kept} judged calibration-extra pairs to {out}")

@@ -8,32 +8,26 @@ verdict is left out. Nothing here decides a verdict: it only copies the readers'
     python data/judged/train_extra/make_train_extra.py WORK_DIR
 """
 
-import json
 import sys
 from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # candidates.py
+from candidates import join, read_rows  # noqa: E402
 
 SHARD = 400
 if len(sys.argv) != 2:
     raise SystemExit(__doc__)
 src = Path(sys.argv[1])
 out = Path(__file__).resolve().parent / "train_extra.jsonl"
-candidates = [json.loads(line) for line in (src / "candidates.jsonl").read_text().splitlines() if line.strip()]
+candidates = read_rows(src / "candidates.jsonl")
+if not candidates:
+    raise SystemExit(f"no candidates in {src}")
 verdicts: dict[str, dict] = {}
 for n in range(4):
-    path = src / f"verdicts_{n}.jsonl"
-    rows = [json.loads(line) for line in path.read_text().splitlines() if line.strip()] if path.exists() else []
+    rows = read_rows(src / f"verdicts_{n}.jsonl")
     if len(rows) != SHARD:
         print(f"shard {n}: {len(rows)} verdicts, skipped")
         continue
     verdicts.update({r["id"]: r for r in rows})
-kept = 0
-with out.open("w") as fh:
-    for c in candidates:
-        v = verdicts.get(c["id"])
-        if v is None:
-            continue
-        if not isinstance(v["servable"], bool):
-            raise SystemExit(f"{c['id']}: servable must be true or false")
-        fh.write(json.dumps({**c, "servable": v["servable"], "why": v.get("why", "")}) + "\n")
-        kept += 1
+kept = join(candidates, verdicts, out)
 print(f"wrote {kept} judged train-extra pairs to {out}")

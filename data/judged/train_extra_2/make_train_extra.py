@@ -13,16 +13,13 @@ import json
 import sys
 from pathlib import Path
 
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # candidates.py
+from candidates import read_rows as rows  # noqa: E402
+
 if len(sys.argv) != 2:
     raise SystemExit(__doc__)
 src = Path(sys.argv[1])
 out = Path(__file__).resolve().parent / "train_extra_2.jsonl"
-
-
-def rows(path: Path) -> list[dict]:
-    return [json.loads(line) for line in path.read_text().splitlines() if line.strip()] if path.exists() else []
-
-
 kept = 0
 with out.open("w") as fh:
     for k in (1, 2, 3):
