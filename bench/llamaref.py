@@ -2,7 +2,7 @@
 model's weights laid out as the edge lays them out.
 
 On a CPU with AMX, llama.cpp repacks the weights for its AMX kernels, which segfault in decode on
-Sapphire Rapids VMs (ggml-org/llama.cpp#20824; ``edge/_runtime.py`` keeps the plain layout there).
+Sapphire Rapids VMs (``edge.cpus.has_amx``; the edge keeps the plain layout there).
 ``Llama`` and ``llama_cpp.server`` take no setting for it: their model parameters start from
 ``llama_model_default_params``, which :func:`plain_weights` wraps while a reference loads.
 
@@ -15,15 +15,9 @@ import runpy
 import sys
 from collections.abc import Iterator
 from contextlib import contextmanager
-from pathlib import Path
 from typing import Any
 
-
-def has_amx() -> bool:
-    try:
-        return "amx_int8" in Path("/proc/cpuinfo").read_text()
-    except OSError:
-        return False
+from edge.cpus import has_amx
 
 
 @contextmanager

@@ -22,6 +22,7 @@ from ._grammar import Candidates, Constrained, free
 from models import REPEAT_WINDOW
 
 from .config import EdgeSettings
+from .cpus import has_amx
 from .errors import EngineLoadError, GenerationError
 
 _backend_lock = threading.Lock()
@@ -41,13 +42,6 @@ def _init_backend() -> None:
             logging.getLogger("llama-cpp-python").setLevel(logging.ERROR)
             llama_cpp.llama_backend_init()
             _backend_ready = True
-
-
-def _has_amx() -> bool:
-    try:
-        return "amx_int8" in Path("/proc/cpuinfo").read_text()
-    except OSError:
-        return False
 
 
 class Vocab:
@@ -169,9 +163,8 @@ class Runtime:
             model_params = llama_cpp.llama_model_default_params()
             model_params.n_gpu_layers = 0
             # llama.cpp's AMX path (weights repacked into an extra buffer type) segfaults in
-            # ggml_backend_amx_mul_mat on Sapphire Rapids VMs (ggml-org/llama.cpp#20824, unfixed):
-            # on a CPU with AMX the weights stay in their plain layout.
-            model_params.use_extra_bufts = not _has_amx()
+            # ggml_backend_amx_mul_mat: on a CPU with AMX the weights stay in their plain layout.
+            model_params.use_extra_bufts = not has_amx()
             self._model = llama_cpp.llama_model_load_from_file(str(path).encode("utf-8"), model_params)
             if not self._model:
                 raise ValueError("the model did not load")

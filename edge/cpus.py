@@ -1,4 +1,5 @@
-"""How many physical cores this process may run on, and the llama.cpp thread count they give.
+"""How many physical cores this process may run on, the llama.cpp thread count they give, and
+whether the CPU has AMX.
 
 llama.cpp's threads spin-wait for each other at every step, so more threads than free cores
 (two hyperthreads of one core, or a core the node's HTTP and embedding work also needs) slow
@@ -45,3 +46,18 @@ def physical_cores(cpus: Iterable[int] | None = None, sysfs: Path = SYSFS_CPUS) 
 def auto_threads(cpus: Iterable[int] | None = None, sysfs: Path = SYSFS_CPUS) -> int:
     """The physical cores less one (left to the node's HTTP and embedding work), at least 1."""
     return max(1, physical_cores(cpus, sysfs) - 1)
+
+
+def has_amx(cpuinfo: str | None = None) -> bool:
+    """Whether the first CPU of a ``/proc/cpuinfo`` text (None: this machine's) lists ``amx_int8``.
+
+    llama.cpp's AMX kernels, fed weights repacked for them, segfault in decode on Sapphire Rapids
+    VMs (https://github.com/ggml-org/llama.cpp/issues/20824): where this is true the edge keeps the
+    weights in their plain layout."""
+    if cpuinfo is None:
+        try:
+            cpuinfo = Path("/proc/cpuinfo").read_text()
+        except OSError:
+            return False
+    flags = next((line.partition(":")[2].split() for line in cpuinfo.splitlines() if line.startswith("flags")), [])
+    return "amx_int8" in flags

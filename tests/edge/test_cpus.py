@@ -79,3 +79,32 @@ def test_a_bad_value_from_the_environment_is_a_config_error(monkeypatch: pytest.
         load_settings(data_dir=tmp_path)
     monkeypatch.setenv("EDGEROUTE_EDGE__N_THREADS", "4")
     assert load_settings(data_dir=tmp_path).edge.threads() == 4
+
+
+SAPPHIRE_RAPIDS = "processor\t: 0\nmodel name\t: Intel(R) Xeon(R) Processor\nflags\t\t: fpu avx2 avx512f amx_bf16 amx_tile amx_int8\n"
+EPYC = "processor\t: 0\nmodel name\t: AMD EPYC\nflags\t\t: fpu avx2 avx512f avx512_bf16\n"
+
+
+def test_amx_is_read_from_the_first_cpus_flags() -> None:
+    from edge.cpus import has_amx
+
+    assert has_amx(SAPPHIRE_RAPIDS) is True
+    assert has_amx(EPYC) is False
+    assert has_amx("model name\t: amx_int8 in a name, not a flag\n") is False
+    assert has_amx("") is False
+
+
+@pytest.mark.parametrize(("amx", "extra_bufts"), [(True, False), (False, True)])
+def test_a_reference_llama_lays_its_weights_out_as_the_edge_does(
+    monkeypatch: pytest.MonkeyPatch, amx: bool, extra_bufts: bool
+) -> None:
+    import llama_cpp.llama_cpp as lib
+
+    from bench import llamaref
+
+    monkeypatch.setattr(llamaref, "has_amx", lambda: amx)
+    default = lib.llama_model_default_params
+    with llamaref.plain_weights():
+        assert lib.llama_model_default_params().use_extra_bufts is extra_bufts
+    assert lib.llama_model_default_params is default
+    assert lib.llama_model_default_params().use_extra_bufts is True
