@@ -230,7 +230,7 @@ def run_config(name: str, args: argparse.Namespace, work: Path, cpus: list[int])
         loaded = time.monotonic()
     report = config_report(results, wall, args.slo, cfg)
     if node is not None:  # stopped: its decision log is complete
-        extra["ttft_prediction_error"] = prediction_errors(work / name / "telemetry.db")
+        extra.update(decision_summary(work / name / "telemetry.db"))
     return {"config": name, "what": CONFIGS[name], "startup_s": round(ready_s, 1), "cut": cut,
             "stop_s": round(time.monotonic() - loaded, 1), **report, **extra}
 
@@ -254,11 +254,16 @@ def idle_cpu_pct(pid: int, seconds: float) -> float:
     return 100.0 * (used() - before) / (time.monotonic() - began)
 
 
-def prediction_errors(db: Path) -> dict[str, Any]:
-    """|predicted - observed| / observed first-token time of the run's streamed engine answers."""
-    errors = sorted(e for ev in read_decisions(db) if (e := prediction_error(ev)) is not None) if db.exists() else []
-    p = percentiles(errors)
-    return {"p50": p["p50"], "p95": p["p95"], "n": p["n"]}
+def decision_summary(db: Path) -> dict[str, Any]:
+    """From the node's decision log: |predicted - observed| / observed first-token time of the run's
+    streamed engine answers, and how many decisions each routing reason made."""
+    events = read_decisions(db) if db.exists() else []
+    p = percentiles(sorted(e for ev in events if (e := prediction_error(ev)) is not None))
+    reasons: dict[str, int] = {}
+    for ev in events:
+        reasons[ev.reason] = reasons.get(ev.reason, 0) + 1
+    return {"ttft_prediction_error": {"p50": p["p50"], "p95": p["p95"], "n": p["n"]},
+            "reasons": dict(sorted(reasons.items(), key=lambda kv: -kv[1]))}
 
 
 def _s(value: float | None) -> str:
@@ -299,6 +304,8 @@ def table(report: dict[str, Any]) -> str:
             notes.append(f"first-token prediction error p50/p95 {_pct(pe['p50'])}/{_pct(pe['p95'])} (n={pe['n']})")
         if r.get("vs_parts_sum") is not None:
             notes.append(f"{r['vs_parts_sum']:.2f}x the sum of e and f")
+        if r.get("reasons"):
+            notes.append("reasons " + ", ".join(f"{k} {v}" for k, v in r["reasons"].items()))
         if r.get("idle_cpu_pct") is not None:
             notes.append(f"idle CPU {r['idle_cpu_pct']:.1f}% of a core")
         if notes:

@@ -20,6 +20,7 @@ from .errors import (
 )
 from .events import MemberStatus, PoolEvent
 from .local import LocalMember
+from .member.launcher import native_bf16
 from .pool import CloudPool, Started
 from .runtime import open_pool
 from .twin import prepare_twin
@@ -43,6 +44,7 @@ __all__ = [
     "PoolSettings",
     "PoolUnavailableError",
     "StreamBrokenError",
+    "native_bf16",
     "open_pool",
     "register_prepare_steps",
     "Started",

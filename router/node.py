@@ -12,7 +12,7 @@ from collections.abc import AsyncIterator
 from contextlib import AsyncExitStack, asynccontextmanager
 from dataclasses import dataclass, field
 
-from cloud import CloudPool, open_pool
+from cloud import CloudPool, PoolSettings, native_bf16, open_pool
 from edge import EdgeCache, EdgeSettings, Embedder, LlamaEngine, physical_cores
 from models import EMBEDDING_DEFAULT, resolve
 from models.files import private_dir
@@ -46,7 +46,8 @@ class Node:
     pool: CloudPool | None = None
     limiter: RateLimiter | None = None  # None: no per-tenant rate is configured
     responses: ResponseStore | None = None  # the Responses API's stored responses
-    speed: SpeedModels = field(default_factory=SpeedModels)  # each side's first-token model
+    speed: SpeedModels = field(default_factory=SpeedModels)  # each side's speed models
+    edge_yields: bool = False  # the local member runs on the edge's cores and is the faster engine
 
     @property
     def edge_model(self) -> str:
@@ -101,12 +102,23 @@ def local_member_threads(edge: EdgeSettings, cores: int | None = None) -> int:
     return max(1, (physical_cores() if cores is None else cores) - edge.threads())
 
 
+def member_first(cloud: PoolSettings, cpuinfo: str | None = None) -> bool:
+    """Whether the node's local member (none configured, no thread count set) will compute bfloat16
+    on this CPU's own instructions: there it is the faster engine of the box (docs/cloud.md), so it
+    runs on every core and the edge yields it the cores under load; elsewhere the two split them."""
+    return (
+        not cloud.members and cloud.local_member and cloud.local_threads is None
+        and native_bf16(cloud.local_dtype, cpuinfo)
+    )
+
+
 @asynccontextmanager
 async def open_node(settings: Settings) -> AsyncIterator[Node]:
     """Every resource of the node, opened in order and closed in reverse, whatever happens."""
     private_dir(settings.data_dir)
     spec = resolve(settings.edge.model, settings.models_dir)
     policy = build_policy(settings.routing)
+    first = member_first(settings.cloud)
     async with AsyncExitStack() as stack:
         telemetry = Telemetry(settings.telemetry, settings.data_dir)
         stack.push_async_callback(telemetry.aclose)
@@ -121,9 +133,14 @@ async def open_node(settings: Settings) -> AsyncIterator[Node]:
                 # vLLM takes minutes to load and warm up on a CPU: the node serves from the edge
                 # meanwhile, and the local member joins the pool once it answers.
                 wait_for_local=False,
-                local_threads=local_member_threads(settings.edge),
+                local_threads=None if first else local_member_threads(settings.edge),
             )
         )
+        if pool.local_member is not None:
+            log.info(
+                "local member: %s", "bfloat16 on this CPU's own instructions: it takes every core and the edge "
+                "yields them to it under load" if first else "it shares the cores the edge's threads leave",
+            )
         hybrid = bool(pool.status()) or bool(settings.cloud.members) or pool.local_member is not None
         cache: EdgeCache | None = None
         embedder: Embedder | None = None
@@ -152,4 +169,5 @@ async def open_node(settings: Settings) -> AsyncIterator[Node]:
             pool=pool if hybrid else None,
             limiter=limiter if limiter.enabled else None,
             responses=responses,
+            edge_yields=first and pool.local_member is not None,
         )

@@ -155,17 +155,19 @@ def _features(
     wanted = gen.params.max_tokens or node.settings.edge.default_max_tokens
     # The members themselves, not pool.status(): a status row per member per request is wasted work.
     healthy = [m for m in node.pool.members if m.healthy] if node.pool is not None else []
+    depths = {m.name: m.depth() for m in healthy}
     state = _State(
         edge.prompt_tokens,
-        SpeedModels.edge_state(edge.prompt_tokens, load.running, edge.wait_s),
-        {m.name: m.depth() for m in healthy},
+        SpeedModels.edge_state(edge.prompt_tokens, load.running, edge.wait_s, sum(depths.values())),
+        load.running,
+        depths,
         time.perf_counter(),
     )
     # The models learn decision -> first token; the request has already waited this long (the
     # body, the cache lookup, the tokenizing), which counts against the objective as it is.
     elapsed = state.decided_at - arrived
-    edge_s = node.speed.edge.predict(state.edge)
-    cloud_s = node.speed.cloud(edge.prompt_tokens, state.depths.items()) if healthy else None
+    edge_p = node.speed.edge.predict(state.edge, wanted)
+    cloud_p = node.speed.cloud(edge.prompt_tokens, depths.items(), load.running, wanted) if healthy else None
     features = Features(
         prompt_tokens=edge.prompt_tokens,
         max_tokens=gen.params.max_tokens,
@@ -175,15 +177,18 @@ def _features(
         edge_max_queue=node.settings.edge.max_queue,
         fits_edge_context=edge.prompt_tokens + wanted <= edge.n_ctx,
         cloud_healthy=len(healthy),
-        cloud_outstanding=sum(state.depths.values()),
+        cloud_outstanding=sum(depths.values()),
         cloud_ttft_ms=node.pool.ttft_ms_p50() if node.pool is not None else None,
         hint=hint,
         private=private,
         edge_capacity=load.capacity,
         edge_wait_ms=None if edge.wait_s is None else edge.wait_s * 1000.0,
         cloud_configured=node.pool is not None,
-        edge_ttft_s=None if edge_s is None else elapsed + edge_s,
-        cloud_ttft_s=None if cloud_s is None else elapsed + cloud_s,
+        edge_ttft_s=None if edge_p is None else elapsed + edge_p.first_s,
+        cloud_ttft_s=None if cloud_p is None else elapsed + cloud_p.first_s,
+        edge_done_s=None if edge_p is None else elapsed + edge_p.done_s,
+        cloud_done_s=None if cloud_p is None else elapsed + cloud_p.done_s,
+        edge_yields=node.edge_yields,
     )
     return features, state
 
@@ -194,6 +199,7 @@ class _State:
 
     prompt_tokens: int
     edge: tuple[float, ...]
+    edge_running: int
     depths: dict[str, int]  # healthy member -> requests in flight or queued on it
     decided_at: float  # perf_counter() when the state was read
 
@@ -251,17 +257,18 @@ class _Recorder:
         self._emit(error)
 
     def _learn(self) -> None:
-        """Teach the side that answered how long its first token took from the state it was in
-        (streamed answers only: a whole answer's first chunk is its end)."""
+        """Teach the side that answered how long its first token and its answer took from the
+        state it was in (streamed answers only: a whole answer's first chunk is its end)."""
         first, record = self.record.first_token_at, self.record
-        if not record.ctx.stream or first is None:
+        if not record.ctx.stream or first is None or record.usage is None:
             return
         speed, state = self.node.speed, self._state
-        seconds = first - state.decided_at
+        times = (first - state.decided_at, time.perf_counter() - state.decided_at, record.usage.completion_tokens)
         if record.route == "edge":
-            speed.edge.observe(state.edge, seconds)
+            speed.edge.observe(state.edge, *times)
         elif record.route == "cloud" and (member := record.plan.member if record.plan else None) in state.depths:
-            speed.member(member).observe(speed.member_state(state.prompt_tokens, state.depths[member]), seconds)
+            x = speed.member_state(state.prompt_tokens, state.depths[member], state.edge_running)
+            speed.member(member).observe(x, *times)
 
     def failed(self, exc: BaseException) -> None:
         """Nothing started: the request is recorded as an error with the decision's reason."""

@@ -111,6 +111,20 @@ def pick_dtype(choice: str, device: Device, flags: set[str]) -> str:
     return "bfloat16" if flags & BF16_FLAGS else "float32"
 
 
+def native_bf16(dtype: str, cpuinfo: str | None = None) -> bool:
+    """Whether a member asked for ``dtype`` on this host computes in bfloat16 on the CPU's own
+    instructions (a ``/proc/cpuinfo`` text; None: this machine's). False on a CUDA host."""
+    if pick_device("auto") == "cuda":
+        return False
+    if cpuinfo is None:
+        try:
+            cpuinfo = Path("/proc/cpuinfo").read_text()
+        except OSError:
+            return False
+    flags = cpu_flags(cpuinfo)
+    return pick_dtype(dtype, "cpu", flags) == "bfloat16" and bool(flags & BF16_FLAGS)
+
+
 def describe_cpu(cpuinfo: str, flags: set[str]) -> str:
     """``model name`` and the ISA flags that matter to vLLM's kernels, e.g. ``AMD EPYC (avx2 avx512f)``."""
     model = next(

@@ -10,22 +10,24 @@ from .features import Decision, Features, Hint, Policy, features_from_dict, feat
 from .policies import ComplexityPolicy, HybridPolicy, LengthPolicy, build_policy
 from .privacy import PrivacyDetector, luhn_valid
 from .rules import decide
-from .speed import FirstTokenModel, SpeedModels
+from .speed import Prediction, SideModel, SpeedModels, TimeModel
 
 __all__ = [
     "ComplexityClassifier",
     "ComplexityPolicy",
     "Decision",
     "Features",
-    "FirstTokenModel",
     "Hint",
     "HybridPolicy",
     "LengthPolicy",
     "Policy",
     "PrivacyDetector",
+    "Prediction",
     "PrivateRule",
     "RoutingSettings",
+    "SideModel",
     "SpeedModels",
+    "TimeModel",
     "build_policy",
     "decide",
     "features_from_dict",

@@ -31,9 +31,14 @@ class Features:
     edge_capacity: int = 1  # requests the edge decodes at once (its slots)
     edge_wait_ms: float | None = None  # the edge's estimate of a new request's wait for a slot
     cloud_configured: bool = True  # False on an edge-only node (no pool): no cloud to be unhealthy
-    # Predicted seconds to the first token on each side (router.policy.speed); None: not known yet.
+    # Predicted seconds to the first token and to the answer's end (of max_tokens, or the default)
+    # on each side (router.policy.speed); None: not known yet.
     edge_ttft_s: float | None = None
     cloud_ttft_s: float | None = None
+    edge_done_s: float | None = None
+    cloud_done_s: float | None = None
+    # The local member runs on the edge's cores and is the faster engine: the edge yields under load.
+    edge_yields: bool = False
 
 
 @dataclass(frozen=True, slots=True)

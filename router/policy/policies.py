@@ -75,7 +75,9 @@ class HybridPolicy:
     unadjusted threshold agrees, ``edge-busy``/``cloud-busy`` when only the load tipped it.
 
     Last, :meth:`by_speed` holds the proposal to the first-token objective (``ttft_slo_s``) where
-    each side's first-token time is predicted (:mod:`router.policy.speed`); idle, the proposal stands.
+    each side's first-token time is predicted (:mod:`router.policy.speed`), and under load sends a
+    prompt proposed for the edge to the cloud when the cloud would also meet the objective and end
+    the answer sooner; idle, the proposal stands.
     """
 
     threshold: float = 0.5
@@ -116,14 +118,33 @@ class HybridPolicy:
     def by_speed(self, f: Features, proposed: Decision) -> Decision:
         """The proposal, unless its side is predicted to miss the first-token objective while the
         other side will meet it, or will at least answer sooner (reason ``edge-slow`` or
-        ``cloud-slow``: the side that was passed over). A side with no prediction counts as fast."""
+        ``cloud-slow``: the side that was passed over). A side with no prediction counts as fast.
+
+        Under load (anything in flight on either side), an edge proposal goes to a cloud predicted
+        to meet the objective and to end the answer sooner (``edge-later``): an easy prompt is
+        answered well on either side, and on a busy node the sooner end frees its client and the
+        cores for the next request. A cloud proposal is the quality preference and stays.
+
+        Where the edge yields (``edge_yields``: a local member computing natively on the edge's own
+        cores), under load every edge proposal goes to the cloud (``edge-yields``) and nothing
+        moves to the edge."""
         if proposed.reason == "edge-saturated":
             return proposed  # the edge would refuse it: no prediction of the queue's speed applies
-        mine, other = (f.edge_ttft_s, f.cloud_ttft_s) if proposed.target == "edge" else (f.cloud_ttft_s, f.edge_ttft_s)
-        if mine is None or mine <= self.ttft_slo_s or other is None:
-            return proposed
-        if other <= self.ttft_slo_s or other < mine:
-            return Decision("cloud" if proposed.target == "edge" else "edge", f"{proposed.target}-slow", proposed.score)
+        edge_first = proposed.target == "edge"
+        busy = f.edge_running + f.edge_waiting + f.cloud_outstanding > 0
+        if f.edge_yields and busy:
+            # Both engines on the same cores stall each other (each one's threads wait for the
+            # others at every step): under load the faster member keeps them all.
+            return Decision("cloud", "edge-yields", proposed.score) if edge_first else proposed
+        mine, other = (f.edge_ttft_s, f.cloud_ttft_s) if edge_first else (f.cloud_ttft_s, f.edge_ttft_s)
+        if mine is not None and mine > self.ttft_slo_s and other is not None and (
+            other <= self.ttft_slo_s or other < mine
+        ):
+            return Decision("cloud" if edge_first else "edge", f"{proposed.target}-slow", proposed.score)
+        if edge_first and busy and f.cloud_ttft_s is not None and f.cloud_ttft_s <= self.ttft_slo_s and (
+            f.edge_done_s is not None and f.cloud_done_s is not None and f.cloud_done_s < f.edge_done_s
+        ):
+            return Decision("cloud", "edge-later", proposed.score)
         return proposed
 
     def propose(self, f: Features) -> Decision:

@@ -255,6 +255,20 @@ def test_auto_dtype_is_bfloat16_only_where_the_cpu_computes_it() -> None:
     assert describe_cpu(cpuinfo, cpu_flags(cpuinfo)) == "AMD EPYC (avx2 avx512f avx512_bf16)"
 
 
+def test_native_bf16_is_a_cpu_member_computing_bfloat16_on_its_own_instructions(monkeypatch: pytest.MonkeyPatch) -> None:
+    import cloud.member.launcher as launcher
+    from cloud import native_bf16
+
+    bf16 = "model name\t: Xeon\nflags\t\t: fpu avx2 avx512f avx512_bf16\n"
+    monkeypatch.setattr(launcher, "pick_device", lambda choice: "cpu")
+    assert native_bf16("auto", bf16) is True
+    assert native_bf16("bfloat16", bf16) is True
+    assert native_bf16("float32", bf16) is False
+    assert native_bf16("bfloat16", bf16.replace(" avx512_bf16", "")) is False  # emulated
+    monkeypatch.setattr(launcher, "pick_device", lambda choice: "cuda")
+    assert native_bf16("auto", bf16) is False  # a GPU member does not run on the CPU's cores
+
+
 def test_a_member_reachable_beyond_loopback_without_a_key_is_warned_about() -> None:
     for quiet in ("127.0.0.1", "::1", "localhost", "127.0.0.2"):
         assert check_exposure(MemberServerSettings(host=quiet)) == ()

@@ -117,19 +117,24 @@ def test_the_simulated_wan_holds_each_way_for_half_the_round_trip() -> None:
     assert first >= 0.16 and second >= 0.08
 
 
-def test_the_prediction_error_is_read_from_the_nodes_decision_log(tmp_path) -> None:  # type: ignore[no-untyped-def]
+def test_the_prediction_error_and_the_reasons_are_read_from_the_nodes_decision_log(tmp_path) -> None:  # type: ignore[no-untyped-def]
     import pytest
 
-    from bench.hybrid import prediction_errors
+    from bench.hybrid import decision_summary
     from router.telemetry import DecisionEvent
     from router.telemetry.store import connect
 
     db = connect(tmp_path / "telemetry.db")
-    for i, (route, ttft) in enumerate([("edge", 100.0), ("edge", 125.0), ("cloud", 400.0), ("cache-exact", 5.0)]):
-        event = DecisionEvent(ts=0.0, request_id=f"r{i}", tenant="t", model="auto", route=route, reason="x",
+    rows = [("edge", "simple", 100.0), ("edge", "simple", 125.0), ("cloud", "edge-later", 400.0), ("cache-exact", "simple", 5.0)]
+    for i, (route, reason, ttft) in enumerate(rows):
+        event = DecisionEvent(ts=0.0, request_id=f"r{i}", tenant="t", model="auto", route=route, reason=reason,
                               stream=True, ttft_ms=ttft, features={"edge_ttft_s": 0.1, "cloud_ttft_s": 0.2})
         db["decisions"].insert(event.to_row())
     db.conn.close()
-    errors = prediction_errors(tmp_path / "telemetry.db")  # 0, 0.2 and 0.5: the cache hit has no side
+    summary = decision_summary(tmp_path / "telemetry.db")
+    errors = summary["ttft_prediction_error"]  # 0, 0.2 and 0.5: the cache hit has no side
     assert errors["n"] == 3 and errors["p50"] == pytest.approx(0.2) and errors["p95"] == pytest.approx(0.47)
-    assert prediction_errors(tmp_path / "none.db") == {"p50": None, "p95": None, "n": 0}
+    assert summary["reasons"] == {"simple": 3, "edge-later": 1}
+    assert list(summary["reasons"]) == ["simple", "edge-later"]  # the most frequent first
+    assert decision_summary(tmp_path / "none.db") == {"ttft_prediction_error": {"p50": None, "p95": None, "n": 0},
+                                                       "reasons": {}}

@@ -39,11 +39,43 @@ def test_a_cloud_slower_than_the_objective_passes_complex_prompts_to_a_fast_edge
             assert newest.features["cloud_ttft_s"] >= SLOW_FIRST_TOKEN_S
             # Met by the edge on an idle box; on a busy one the edge is at least the sooner side.
             assert 0 < newest.features["edge_ttft_s"] < newest.features["cloud_ttft_s"]
+            # Each side's pace was learnt too: the answer's end (4 tokens) is predicted after its first token.
+            assert newest.features["edge_done_s"] > newest.features["edge_ttft_s"]
+            assert newest.features["cloud_done_s"] >= newest.features["cloud_ttft_s"]
             # A whole (non-streamed) answer's first chunk is its end: it teaches no model.
             assert len(member.access_log) == 13
             snap = shared_snapshot(app.state.node.telemetry)
             error = snap.ttft_prediction_error
             # Checked from each side's 13th answer on: the cloud's last hinted one and this edge answer.
             assert error is not None and error.count == 2
+    finally:
+        member.close()
+
+
+def test_an_edge_that_yields_its_cores_sends_easy_prompts_to_the_cloud_while_anything_runs(tmp_path: Path) -> None:
+    import dataclasses
+
+    member = RecordingServer(good_stream("cloud ", "answer"))
+    try:
+        with node(tmp_path, [member.settings("m")]) as (base, app):
+            # As a local member computing bfloat16 natively on the edge's cores makes it (router.node.member_first).
+            app.state.node = dataclasses.replace(app.state.node, edge_yields=True)
+            client = openai.OpenAI(base_url=base + "/v1", api_key="x", max_retries=0, timeout=120)
+
+            def reason() -> str:
+                raw = client.chat.completions.with_raw_response.create(
+                    model="auto", messages=[{"role": "user", "content": "Say hi."}], max_tokens=4
+                )
+                return raw.headers["x-edgeroute-reason"]
+
+            assert reason() == "simple"  # idle: the complexity score decides
+            busy = client.chat.completions.create(
+                model="edge", messages=[{"role": "user", "content": "Write a long story about a lighthouse."}],
+                max_tokens=400, stream=True,
+            )
+            assert next(iter(busy)).choices  # the edge is decoding an answer now
+            assert reason() == "edge-yields"
+            assert len(member.access_log) == 1  # that easy prompt, and only it, reached the member
+            busy.close()
     finally:
         member.close()

@@ -1,4 +1,4 @@
-"""Speed-aware routing: each side's first-token model, and the objective over the proposal."""
+"""Speed-aware routing: each side's speed models, the objective over the proposal, and the sooner end under load."""
 
 from __future__ import annotations
 
@@ -6,7 +6,10 @@ import dataclasses
 
 import pytest
 
-from router.policy import Decision, Features, FirstTokenModel, HybridPolicy, LengthPolicy, RoutingSettings, SpeedModels, build_policy, decide
+from router.policy import (
+    Decision, Features, HybridPolicy, LengthPolicy, Prediction, RoutingSettings, SideModel, SpeedModels, TimeModel,
+    build_policy, decide,
+)
 from router.telemetry import DecisionEvent
 from router.telemetry.aggregate import Aggregator, prediction_error
 
@@ -25,7 +28,7 @@ def feat(**changes: object) -> Features:
 
 
 def test_no_prediction_before_enough_answers() -> None:
-    model = FirstTokenModel(min_samples=4)
+    model = TimeModel(min_samples=4)
     for i in range(3):
         model.observe((float(i), 0.0), 0.1)
         assert model.predict((1.0, 0.0)) is None
@@ -36,7 +39,7 @@ def test_no_prediction_before_enough_answers() -> None:
 
 def test_a_linear_side_is_learnt_and_extrapolated() -> None:
     """0.05 s + 1 ms per prompt token + 0.4 s per request ahead: predicted within a percent."""
-    model = FirstTokenModel(min_samples=12)
+    model = TimeModel(min_samples=12)
     for tokens in (20, 80, 150, 300, 600):
         for ahead in (0, 1, 2, 3):
             model.observe((float(tokens), float(ahead)), 0.05 + 0.001 * tokens + 0.4 * ahead)
@@ -45,7 +48,7 @@ def test_a_linear_side_is_learnt_and_extrapolated() -> None:
 
 
 def test_a_prediction_is_never_below_the_fastest_answer_seen() -> None:
-    model = FirstTokenModel(min_samples=3)
+    model = TimeModel(min_samples=3)
     for tokens, seconds in ((100.0, 0.30), (200.0, 0.40), (300.0, 0.50)):
         model.observe((tokens,), seconds)
     assert model.predict((0.0,)) == pytest.approx(0.30)
@@ -54,14 +57,14 @@ def test_a_prediction_is_never_below_the_fastest_answer_seen() -> None:
 def test_the_fit_minimises_the_relative_error() -> None:
     """Ten answers of 0.1 s and two of 1 s in one state: the relative-error optimum
     sum(1/y) / sum(1/y^2) = 102 / 1002, not the mean 0.25 s a plain least-squares fit gives."""
-    model = FirstTokenModel(min_samples=12)
+    model = TimeModel(min_samples=12)
     for seconds in [0.1] * 10 + [1.0] * 2:
         model.observe((1.0,), seconds)
     assert model.predict((1.0,)) == pytest.approx(102 / 1002, rel=0.01)
 
 
 def test_the_window_forgets_old_answers() -> None:
-    model = FirstTokenModel(window=20, min_samples=5)
+    model = TimeModel(window=20, min_samples=5)
     for _ in range(20):
         model.observe((1.0,), 3.0)
     for _ in range(20):
@@ -69,14 +72,34 @@ def test_the_window_forgets_old_answers() -> None:
     assert model.predict((1.0,)) == pytest.approx(0.2, abs=1e-3)
 
 
+def test_a_side_learns_its_pace_per_token_beside_its_first_token() -> None:
+    side = SideModel()
+    for running in range(12):
+        # first token 0.1 s + 0.1 s per request decoding; then 10 ms per token + 5 ms per request
+        first, per_token = 0.1 + 0.1 * running, 0.01 + 0.005 * running
+        side.observe((float(running),), first, first + per_token * 40, 41)
+    side.observe((0.0,), 0.1, 0.1, 1)  # a one-token answer has no pace: only its first token counts
+    assert side.first.samples == 13 and side.per_token.samples == 12
+    p = side.predict((4.0,), 101)
+    assert p is not None
+    assert p.first_s == pytest.approx(0.5, rel=0.02)
+    assert p.done_s == pytest.approx(0.5 + 0.03 * 100, rel=0.02)
+    assert SideModel().predict((4.0,), 101) is None
+
+
 def test_the_cloud_is_its_soonest_member_and_unknown_while_one_is_untimed() -> None:
     speed = SpeedModels()
     for depth in range(12):
-        speed.member("a").observe(SpeedModels.member_state(50, depth), 0.2 + 0.5 * depth)
-        speed.member("b").observe(SpeedModels.member_state(50, depth), 0.1 + 0.1 * depth)
-    assert speed.cloud(50, [("a", 0), ("b", 4)]) == pytest.approx(0.2 + 0.0, abs=1e-2)
-    assert speed.cloud(50, [("a", 2), ("b", 4)]) == pytest.approx(0.5, abs=1e-2)
-    assert speed.cloud(50, [("a", 0), ("c", 0)]) is None
+        first_a, first_b = 0.2 + 0.5 * depth, 0.1 + 0.1 * depth
+        speed.member("a").observe(SpeedModels.member_state(50, depth, 0), first_a, first_a + 0.9, 10)
+        speed.member("b").observe(SpeedModels.member_state(50, depth, 0), first_b, first_b + 9.0, 10)
+    best = speed.cloud(50, [("a", 0), ("b", 4)], 0, 10)
+    assert best is not None
+    assert best.first_s == pytest.approx(0.2, abs=1e-2)  # a's first token
+    assert best.done_s == pytest.approx(1.1, abs=1e-2)  # and a's end: b paces 1 s per token
+    # each the soonest of any member: b's first token, a's end
+    assert speed.cloud(50, [("a", 2), ("b", 4)], 0, 10) == Prediction(pytest.approx(0.5, abs=1e-2), pytest.approx(2.1, abs=1e-2))  # type: ignore[arg-type]
+    assert speed.cloud(50, [("a", 0), ("c", 0)], 0, 10) is None
 
 
 # --- the rule -------------------------------------------------------------------------------------
@@ -108,6 +131,40 @@ def test_hard_rules_and_a_saturated_edge_stay_above_the_objective() -> None:
     assert decide(POLICY, saturated) == Decision("cloud", "edge-saturated", 0.2)
     unhealthy = feat(cloud_healthy=0, edge_ttft_s=5.0, cloud_ttft_s=None)
     assert decide(POLICY, unhealthy) == Decision("edge", "simple", 0.2)
+
+
+BUSY = feat(cloud_outstanding=3, edge_ttft_s=0.3, cloud_ttft_s=0.4, edge_done_s=4.0, cloud_done_s=2.5)
+
+
+def test_under_load_an_easy_prompt_goes_to_the_side_that_ends_it_sooner() -> None:
+    assert decide(POLICY, BUSY) == Decision("cloud", "edge-later", 0.2)
+    assert decide(POLICY, dataclasses.replace(BUSY, cloud_outstanding=0, edge_running=1)) == Decision("cloud", "edge-later", 0.2)
+    # the edge ends it sooner, or the cloud's end is not known yet
+    assert decide(POLICY, dataclasses.replace(BUSY, cloud_done_s=4.5)) == Decision("edge", "simple", 0.2)
+    assert decide(POLICY, dataclasses.replace(BUSY, edge_done_s=None)) == Decision("edge", "simple", 0.2)
+
+
+def test_the_sooner_end_moves_nothing_idle_nor_to_a_cloud_that_misses_the_objective() -> None:
+    idle = dataclasses.replace(BUSY, cloud_outstanding=0)
+    assert decide(POLICY, idle) == Decision("edge", "simple", 0.2)
+    assert decide(POLICY, dataclasses.replace(BUSY, cloud_ttft_s=1.2)) == Decision("edge", "simple", 0.2)
+    # a complex prompt stays on the cloud however soon the edge would end it
+    assert decide(POLICY, dataclasses.replace(BUSY, complexity=0.9, edge_done_s=0.5)) == Decision("cloud", "complex", 0.9)
+    assert decide(POLICY, dataclasses.replace(BUSY, private=True)) == Decision("edge", "private", 0.2)
+
+
+YIELDS = feat(edge_yields=True, cloud_outstanding=2, edge_ttft_s=0.2, cloud_ttft_s=2.0, edge_done_s=1.0, cloud_done_s=5.0)
+
+
+def test_an_edge_on_the_members_cores_yields_them_under_load() -> None:
+    # whatever the predictions say: the two engines on the same cores would stall each other
+    assert decide(POLICY, YIELDS) == Decision("cloud", "edge-yields", 0.2)
+    assert decide(POLICY, dataclasses.replace(YIELDS, cloud_outstanding=0, edge_running=1)) == Decision("cloud", "edge-yields", 0.2)
+    assert decide(POLICY, dataclasses.replace(YIELDS, complexity=0.9)) == Decision("cloud", "complex", 0.9)  # not cloud-slow
+    # idle, the complexity score decides; the hard rules and a cloud that is down still send it to the edge
+    assert decide(POLICY, dataclasses.replace(YIELDS, cloud_outstanding=0)) == Decision("edge", "simple", 0.2)
+    assert decide(POLICY, dataclasses.replace(YIELDS, private=True)) == Decision("edge", "private", 0.2)
+    assert decide(POLICY, dataclasses.replace(YIELDS, cloud_healthy=0)) == Decision("edge", "cloud-unhealthy", 0.2)
 
 
 def test_the_objective_is_a_routing_setting() -> None:

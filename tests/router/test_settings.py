@@ -77,3 +77,21 @@ def test_a_local_member_gets_the_cores_the_edge_leaves() -> None:
     assert local_member_threads(EdgeSettings(n_threads=3), cores=8) == 5
     assert local_member_threads(EdgeSettings(n_threads=4), cores=2) == 1  # never none
     assert local_member_threads(EdgeSettings(n_threads="auto"), cores=2) == max(1, 2 - EdgeSettings().threads())
+
+
+def test_the_local_member_goes_first_only_where_it_computes_bfloat16_natively(monkeypatch: pytest.MonkeyPatch) -> None:
+    import cloud.member.launcher as launcher
+    from cloud import MemberSettings, PoolSettings
+    from router.node import member_first
+
+    monkeypatch.setattr(launcher, "pick_device", lambda choice: "cpu")  # as on a host with no GPU
+    amx = "model name\t: Xeon\nflags\t\t: fpu avx2 avx512f avx512_bf16 amx_bf16 amx_int8\n"
+    avx2 = "model name\t: EPYC\nflags\t\t: fpu avx2 fma\n"
+    assert member_first(PoolSettings(), amx) is True
+    assert member_first(PoolSettings(), avx2) is False  # float32 there: the two engines split the cores
+    assert member_first(PoolSettings(local_dtype="float32"), amx) is False
+    assert member_first(PoolSettings(local_dtype="bfloat16"), avx2) is False  # emulated
+    assert member_first(PoolSettings(local_threads=1), amx) is False  # the operator sized it
+    assert member_first(PoolSettings(local_member=False), amx) is False
+    remote = MemberSettings(name="gpu", base_url="http://10.0.0.2:8000/v1", model="m")
+    assert member_first(PoolSettings(members=[remote]), amx) is False
