@@ -25,8 +25,10 @@ then finish (up to ``--drain`` s). Goodput is the requests answered whose first 
 Reported per configuration: goodput, requests, tokens/s, TTFT p50/p95 (overall, by request kind,
 by side), route shares (``x-edgeroute-route``; the member alone has none: its side is cloud),
 cloud tokens; for the nodes their goodput over the better single engine's (a, b), d's over the
-sum of e and f, and the node's first-token prediction error (from its decision log); with the
-CPU's model and ISA. Measure on an otherwise idle box: oversubscribed cores slow llama.cpp badly.
+sum of e and f, the node's first-token prediction error and its decisions per reason (from its
+decision log) and its own process's CPU under load (the edge, the cache's models, HTTP; not the
+member's processes); with the CPU's model and ISA. Measure on an otherwise idle box: oversubscribed
+cores slow llama.cpp badly.
 """
 
 from __future__ import annotations
@@ -226,8 +228,11 @@ def run_config(name: str, args: argparse.Namespace, work: Path, cpus: list[int])
             wait_ready(cfg.target + "/healthz", node.alive, 60, "the pinned member", _member_joined)
             _warm(cfg.target, ["edge", "cloud"], None, node=True)
         ready_s = time.monotonic() - started
+        node_cpu = cpu_seconds(node.pid) if node is not None else 0.0
         results, wall, cut = asyncio.run(_load(cfg, args.seconds + args.drain))
         loaded = time.monotonic()
+        if node is not None:  # the node's own process (the edge, the cache's models, HTTP), not its member
+            extra["node_cpu_pct"] = 100.0 * (cpu_seconds(node.pid) - node_cpu) / wall
     report = config_report(results, wall, args.slo, cfg)
     if node is not None:  # stopped: its decision log is complete
         extra.update(decision_summary(work / name / "telemetry.db"))
@@ -306,6 +311,8 @@ def table(report: dict[str, Any]) -> str:
             notes.append(f"{r['vs_parts_sum']:.2f}x the sum of e and f")
         if r.get("reasons"):
             notes.append("reasons " + ", ".join(f"{k} {v}" for k, v in r["reasons"].items()))
+        if r.get("node_cpu_pct") is not None:
+            notes.append(f"node process CPU under load {r['node_cpu_pct']:.0f}% of a core")
         if r.get("idle_cpu_pct") is not None:
             notes.append(f"idle CPU {r['idle_cpu_pct']:.1f}% of a core")
         if notes:

@@ -198,6 +198,8 @@ def gbnf_for(json_schema: str) -> str:
     so the converter's expansion is small before it starts."""
     try:
         gbnf = _json_schema_to_gbnf(json_schema)
+    except ResponseFormatError:
+        raise  # already says what in the schema cannot be held
     except Exception as exc:  # the converter asserts, or fails on a shape it does not expect
         raise ResponseFormatError(
             f"response_format: this JSON Schema cannot be enforced: {exc or type(exc).__name__}", param=_PARAM
