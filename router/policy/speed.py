@@ -127,8 +127,8 @@ class SpeedModels:
     def cloud(
         self, prompt_tokens: int, depths: Iterable[tuple[str, int]], edge_running: int, tokens: int
     ) -> Prediction | None:
-        """The soonest healthy member's (the pool picks the least deep); None if any is unknown:
-        the pool may pick a member this node has never timed."""
+        """The soonest first token and the soonest end among the healthy members (the pool picks
+        the least deep); None if any is unknown: the pool may pick a member this node has never timed."""
         best: Prediction | None = None
         for name, depth in depths:
             p = self.member(name).predict(self.member_state(prompt_tokens, depth, edge_running), tokens)
