@@ -121,8 +121,7 @@ def native_bf16(dtype: str, cpuinfo: str | None = None) -> bool:
             cpuinfo = Path("/proc/cpuinfo").read_text()
         except OSError:
             return False
-    flags = cpu_flags(cpuinfo)
-    return pick_dtype(dtype, "cpu", flags) == "bfloat16" and bool(flags & BF16_FLAGS)
+    return dtype in ("auto", "bfloat16") and bool(cpu_flags(cpuinfo) & BF16_FLAGS)
 
 
 def describe_cpu(cpuinfo: str, flags: set[str]) -> str:
