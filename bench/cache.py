@@ -26,8 +26,8 @@ import platform
 import shutil
 import tempfile
 import time
-from collections.abc import Coroutine
-from dataclasses import dataclass
+from collections import Counter
+from collections.abc import Callable, Coroutine
 from pathlib import Path
 from typing import Annotated, Any, Optional, TypeVar
 
@@ -43,12 +43,16 @@ from bench.cache_adversarial import generate as generate_adversarial  # noqa: E4
 from bench.harness import md_table, write_json  # noqa: E402
 from edge.cache import Judged, Verifier, load_judged, load_pairs, split_judged, split_pairs  # noqa: E402
 from edge.cache.keys import exact_key, normalize_text, request_record, semantic_parts  # noqa: E402
+from edge.cache.results import Candidate  # noqa: E402
 from edge.cache.store import NewEntry  # noqa: E402
 from models import SamplingParams  # noqa: E402
 
 REPO = Path(__file__).resolve().parent.parent
 DEFAULT_PAIRS = REPO.parent / "shared" / "data" / "qqp_pairs.jsonl"
 GREEDY = SamplingParams(temperature=0.0)
+# The nearest above a cosine (GPTCache's default, a strict one), and the shipped setting: floor,
+# guards and the calibrated verifier at the default error budget.
+DECIDERS = ("cosine >= 0.80", "cosine >= 0.97", "shipped")
 T = TypeVar("T")
 
 
@@ -78,22 +82,6 @@ def pct(xs: list[float], q: float) -> float:
     return float(np.percentile(np.asarray(xs) * 1000.0, q))
 
 
-@dataclass
-class Rates:
-    served: int = 0
-    right: int = 0
-    unjudged: int = 0  # served an entry other than the judged nearest one (counted wrong)
-
-    def as_dict(self, answerable: int) -> dict[str, float]:
-        return {
-            "served": self.served,
-            "right": self.right,
-            "precision": self.right / self.served if self.served else 0.0,
-            "recall_of_answerable": self.right / answerable if answerable else 0.0,
-            "served_unjudged_entry": self.unjudged,
-        }
-
-
 def stored_set(pairs_path: Path, judged: list[Judged]) -> list[str]:
     """What the judged replay stored: every held-out ``a`` of the QQP pairs, plus each judged stored text."""
     _, held = split_pairs(load_pairs(pairs_path))
@@ -104,7 +92,7 @@ def embed_texts(embedder: Embedder, texts: list[str]) -> np.ndarray:
     return np.concatenate([embedder.embed_batch(texts[i : i + 64]) for i in range(0, len(texts), 64)])
 
 
-async def bulk_cache(
+def bulk_cache(
     texts: list[str], embedder: Embedder, path: Path, tenant: str | list[str] = "bench",
     vecs: np.ndarray | None = None, settings: CacheSettings | None = None, verifier: Verifier | None = None,
     params: SamplingParams = GREEDY, answer: str = "{}",
@@ -126,12 +114,28 @@ async def in_batches(calls: list[Coroutine[Any, Any, T]], size: int = 32) -> lis
     return out
 
 
-def judged_labels(part: list[Judged]) -> tuple[dict[tuple[str, str], bool], list[str], set[str]]:
-    """The verdict of each judged (query, stored) pair by normalized texts, the distinct queries in
-    order, and the answerable ones (normalized; a servable stored question was judged for them)."""
+def judged_labels(part: list[Judged]) -> tuple[Callable[[str, str], bool | None], list[str], set[str]]:
+    """The verdict of serving a stored question for an asked one (normalized texts; None: not judged),
+    the distinct queries in order, and the answerable ones (normalized; a servable stored question
+    was judged for them)."""
     label = {(normalize_text(j.query), normalize_text(j.stored)): j.servable for j in part}
-    answerable = {normalize_text(j.query) for j in part if j.servable}
-    return label, list(dict.fromkeys(j.query for j in part)), answerable
+
+    def verdict(asked: str, served: str) -> bool | None:
+        # The same text in another case is the same question (the replay skipped those as
+        # exact-cache territory when it sampled the judged pairs).
+        return True if served.lower() == asked.lower() else label.get((asked, served))
+
+    return verdict, list(dict.fromkeys(j.query for j in part)), {normalize_text(j.query) for j in part if j.servable}
+
+
+def decide(cands: list[Candidate]) -> dict[str, Candidate | None]:
+    """What each of DECIDERS serves of a lookup's candidates (best first)."""
+    top = cands[0] if cands else None
+    return {
+        "cosine >= 0.80": top if top and top.similarity >= 0.80 else None,
+        "cosine >= 0.97": top if top and top.similarity >= 0.97 else None,
+        "shipped": next((c for c in cands if c.refusal is None), None),
+    }
 
 
 async def judged_replay(
@@ -142,39 +146,29 @@ async def judged_replay(
     Only (query, judged nearest) pairs carry a judgement: a decider serving any other entry is
     counted wrong (conservative) unless the entry's text is the query's own.
     """
-    label, queries, answerable = judged_labels(test)
-    cache = await bulk_cache(stored, embedder, work / "judged.db", vecs=stored_vecs)
-    deciders = {"cosine >= 0.80": Rates(), "cosine >= 0.97": Rates(), "shipped": Rates()}
-    refusals: dict[str, int] = {}
+    verdict, queries, answerable = judged_labels(test)
+    cache = bulk_cache(stored, embedder, work / "judged.db", vecs=stored_vecs)
+    counts: dict[str, Counter[str]] = {name: Counter() for name in DECIDERS}
+    refusals: Counter[str] = Counter()
     looks = await in_batches([cache.candidates(key(q)) for q in queries])
     for q, (_, cands) in zip(queries, looks, strict=True):
-        top = cands[0] if cands else None
-        shipped = next((c for c in cands if c.refusal is None), None)
-        picks = {
-            "cosine >= 0.80": top if top and top.similarity >= 0.80 else None,
-            "cosine >= 0.97": top if top and top.similarity >= 0.97 else None,
-            "shipped": shipped,
-        }
+        picks = decide(cands)
         for name, c in picks.items():
-            if c is None:
-                continue
-            rates = deciders[name]
-            rates.served += 1
-            served_text, asked = c.entry.prompt_text, normalize_text(q)
-            verdict = label.get((asked, served_text))
-            # The same text in another case is the same question (the replay skipped those
-            # as exact-cache territory when it sampled the judged pairs).
-            same = served_text.lower() == asked.lower()
-            rates.unjudged += verdict is None and not same
-            rates.right += bool(verdict) or same
-        if shipped is None and top is not None and top.refusal is not None:
-            refusals[top.refusal] = refusals.get(top.refusal, 0) + 1
+            if c is not None:
+                right = verdict(normalize_text(q), c.entry.prompt_text)
+                counts[name].update(served=1, right=bool(right), unjudged=right is None)
+        if picks["shipped"] is None and cands:
+            refusals[cands[0].refusal or ""] += 1
     await cache.aclose()
+    n = len(answerable)
     return {
-        "queries": len(queries), "answerable": len(answerable), "entries": len(stored),
+        "queries": len(queries), "answerable": n, "entries": len(stored),
         "threshold": cache.threshold, "max_wrong_rate": cache.settings.max_wrong_rate,
-        "deciders": {n: r.as_dict(len(answerable)) for n, r in deciders.items()},
-        "refusals_of_nearest": refusals,
+        "deciders": {name: {
+            "served": c["served"], "right": c["right"], "precision": c["right"] / c["served"] if c["served"] else 0.0,
+            "recall_of_answerable": c["right"] / n if n else 0.0, "served_unjudged_entry": c["unjudged"],
+        } for name, c in counts.items()},
+        "refusals_of_nearest": dict(refusals),
     }
 
 
@@ -185,7 +179,7 @@ async def adversarial(
     pairs = generate_adversarial(questions, per_category=per_category, seed=seed)
     stored = list(dict.fromkeys(p.stored for p in pairs))
     answer_of = {t: str(i) for i, t in enumerate(stored)}  # bulk_cache answers entry i with "i"
-    cache = await bulk_cache(stored, embedder, work / "adversarial.db")
+    cache = bulk_cache(stored, embedder, work / "adversarial.db")
     per: dict[str, dict[str, int]] = {}
     examples: dict[str, list[list[str]]] = {}
     looks = await in_batches([cache.lookup(key(p.query)) for p in pairs])

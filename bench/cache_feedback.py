@@ -22,6 +22,7 @@ import asyncio
 import os
 import re
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -41,17 +42,9 @@ PARAMS = SamplingParams(temperature=0.0, max_tokens=1)  # what each asked reques
 _ENTRY = re.compile(r"entry-(\d+)")
 
 
-def _warm(path: Path, stored: list[str], vecs: np.ndarray, embedder: Embedder) -> None:
-    """The stored set in the node's cache file, keyed as the asked requests are; entry i answers "entry-i"."""
-
-    async def put() -> None:
-        cache = await bulk_cache(stored, embedder, path, TENANT, vecs, params=PARAMS, answer="entry-{}")
-        await cache.aclose()
-
-    asyncio.run(put())
-
-
-def _replay(base: str, queries: list[str], stored: list[str], label: dict[tuple[str, str], bool], feedback: bool) -> list[dict[str, Any]]:
+def _replay(
+    base: str, queries: list[str], stored: list[str], verdict: Callable[[str, str], bool | None], feedback: bool
+) -> list[dict[str, Any]]:
     """Ask every query in order; rate the first half's semantic hits when ``feedback``. One row per query."""
     half = len(queries) // 2
     rows: list[dict[str, Any]] = []
@@ -62,20 +55,16 @@ def _replay(base: str, queries: list[str], stored: list[str], label: dict[tuple[
             resp.raise_for_status()
             route = resp.headers["x-edgeroute-route"]
             answer = resp.json()["choices"][0]["message"]["content"] or ""
-            verdict: bool | None = None
-            if route.startswith("cache-"):
-                m = _ENTRY.fullmatch(answer.strip())
-                served = stored[int(m.group(1))] if m else None
-                if served is not None:
-                    asked = normalize_text(q)
-                    same = normalize_text(served).lower() == asked.lower()
-                    verdict = True if same else label.get((asked, normalize_text(served)))
+            right: bool | None = None
+            m = _ENTRY.fullmatch(answer.strip()) if route.startswith("cache-") else None
+            if m is not None:
+                right = verdict(normalize_text(q), normalize_text(stored[int(m.group(1))]))
             rated = False
-            if feedback and n < half and route == "cache-semantic" and verdict is not None:
-                r = client.post("/v1/feedback", json={"id": resp.json()["id"], "rating": "right" if verdict else "wrong"})
+            if feedback and n < half and route == "cache-semantic" and right is not None:
+                r = client.post("/v1/feedback", json={"id": resp.json()["id"], "rating": "right" if right else "wrong"})
                 r.raise_for_status()
                 rated = True
-            rows.append({"query": q, "route": route, "verdict": verdict, "rated": rated})
+            rows.append({"query": q, "route": route, "verdict": right, "rated": rated})
     return rows
 
 
@@ -99,7 +88,7 @@ def run(
 ) -> dict[str, Any]:
     """``exact``: the stream in order with the questions that are a stored question's own text
     among the judged ones (each an exact hit, answerable); None: the judged queries alone."""
-    label, queries, answerable = judged_labels(test)
+    verdict, queries, answerable = judged_labels(test)
     if exact is not None:
         own = {s.lower() for s in stored}
         judged = set(queries)
@@ -111,11 +100,13 @@ def run(
     for name, feedback in (("without feedback", False), ("with feedback", True)):
         data = work / name.replace(" ", "-")
         data.mkdir(parents=True)
-        _warm(data / "cache.db", stored, stored_vecs, embedder)
+        # The stored set in the node's cache file, keyed as the asked requests are; entry i answers "entry-i".
+        asyncio.run(bulk_cache(stored, embedder, data / "cache.db", TENANT, stored_vecs, params=PARAMS,
+                               answer="entry-{}").aclose())
         print(f"{name}: a node, {len(queries)} queries ...", flush=True)
         with node_process("--data-dir", str(data), "--log-level", "warning", "--no-local-member", timeout=180) as node:
             started = time.perf_counter()
-            rows = _replay(node.base, queries, stored, label, feedback)
+            rows = _replay(node.base, queries, stored, verdict, feedback)
             took = time.perf_counter() - started
             status = httpx.get(node.base + "/metrics", timeout=30).text
         threshold = next((float(line.split()[-1]) for line in status.splitlines()

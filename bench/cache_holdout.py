@@ -55,12 +55,10 @@ async def _candidates(cache: EdgeCache, keys: list[Any]) -> list[list[Any]]:
 
 
 async def judged(part: list[Any], stored: list[str], vecs: np.ndarray, embedder: Embedder, work: Path) -> dict[str, Any]:
-    label, queries, answerable = judged_labels(part)
-    cache = await bulk_cache(stored, embedder, work / f"judged-{len(part)}.db", vecs=vecs, settings=ALL)
+    verdict, queries, answerable = judged_labels(part)
+    cache = bulk_cache(stored, embedder, work / f"judged-{len(part)}.db", vecs=vecs, settings=ALL)
     looks = await _candidates(cache, [key(q) for q in queries])
-    asked = [normalize_text(q) for q in queries]
-    rows = [_verdicts(cands, lambda s, a=a: s.lower() == a.lower() or label.get((a, s), False))
-            for a, cands in zip(asked, looks, strict=True)]
+    rows = [_verdicts(cands, lambda s, a=normalize_text(q): bool(verdict(a, s))) for q, cands in zip(queries, looks, strict=True)]
     return {"rows": rows, "positives": len(answerable)}
 
 
@@ -96,7 +94,7 @@ async def unseen(pairs_path: Path, embedder: Embedder, work: Path) -> dict[str, 
     """Every sampled ``a`` stored, every ``b`` that is not an exact hit asked; each candidate was read."""
     stored, queries, read = unseen_set(pairs_path)
     label = {(j.query, j.stored): j.servable for j in read}
-    cache = await bulk_cache(stored, embedder, work / "unseen.db", settings=ALL)
+    cache = bulk_cache(stored, embedder, work / "unseen.db", settings=ALL)
     looks = await _candidates(cache, [key(q) for q in queries])
     unread = sum((q, c.entry.prompt_text) not in label for q, cands in zip(queries, looks, strict=True) for c in cands)
     rows = [_verdicts(cands, lambda s, q=q: label.get((q, s), False)) for q, cands in zip(queries, looks, strict=True)]
@@ -106,7 +104,7 @@ async def unseen(pairs_path: Path, embedder: Embedder, work: Path) -> dict[str, 
 async def ood(path: Path, embedder: Embedder, work: Path) -> dict[str, Any]:
     pairs = load_ood(path)
     tenants = [f"p{i}" for i in range(len(pairs))]
-    cache = await bulk_cache([p.stored for p in pairs], embedder, work / f"{path.stem}.db", tenants, settings=ALL)
+    cache = bulk_cache([p.stored for p in pairs], embedder, work / f"{path.stem}.db", tenants, settings=ALL)
     looks = await _candidates(cache, [key(p.query, t) for p, t in zip(pairs, tenants, strict=True)])
     rows = [_verdicts(cands, lambda _s, p=p: p.servable) for p, cands in zip(pairs, looks, strict=True)]
     return {"rows": rows, "positives": sum(p.servable for p in pairs)}

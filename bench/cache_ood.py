@@ -24,13 +24,12 @@ from typing import Annotated, Any, Optional
 
 import typer
 
-from bench.cache import REPO, bulk_cache, in_batches, key, write_result
+from bench.cache import DECIDERS, REPO, bulk_cache, decide, in_batches, key, write_result
 from bench.harness import md_table
 from edge import CacheSettings, Embedder
 from edge.cache import Verifier
 
 DEFAULT = REPO / "bench" / "data" / "ood_pairs.jsonl"
-DECIDERS = ("cosine >= 0.80", "cosine >= 0.97", "shipped")
 
 
 @dataclass(frozen=True, slots=True)
@@ -53,20 +52,16 @@ async def replay(
     """Each pair's stored question in its own tenant, its query asked: what each decider does
     (``verifier``: another one than the shipped)."""
     tenants = [f"p{i}" for i in range(len(pairs))]
-    cache = await bulk_cache([p.stored for p in pairs], embedder, work / "ood.db", tenants, verifier=verifier)
+    cache = bulk_cache([p.stored for p in pairs], embedder, work / "ood.db", tenants, verifier=verifier)
     looks = await in_batches([cache.candidates(key(p.query, t)) for p, t in zip(pairs, tenants, strict=True)])
     rows: list[dict[str, Any]] = []
     for p, (_, cands) in zip(pairs, looks, strict=True):
         top = cands[0] if cands else None
-        sim = top.similarity if top is not None else 0.0
         rows.append({
-            "pair": p, "cosine": sim,
+            "pair": p, "cosine": top.similarity if top is not None else 0.0,
             "refusal": top.refusal if top is not None else "floor",
             "probability": top.probability if top is not None else None,
-            "served": {
-                "cosine >= 0.80": sim >= 0.80, "cosine >= 0.97": sim >= 0.97,
-                "shipped": top is not None and top.refusal is None,
-            },
+            "served": {name: c is not None for name, c in decide(cands).items()},
         })
     threshold = cache.threshold
     await cache.aclose()
