@@ -50,13 +50,13 @@ from typing import Any
 import httpx
 
 from bench.dashboard_sse import cpu_seconds
-from bench.harness import describe_cpu, write_json
+from bench.harness import describe_cpu, member_joined, write_json
 from bench.hostile import NODE_ENV
 from bench.memory import rss_tree
 from loadtest.loadgen import LoadConfig, Result, run_load
 from loadtest.loadreport import percentiles, summarize
 from bench.wan import delayed_proxy
-from loadtest.servers import EDGEROUTE, NodeProcess, free_port, node_process, wait_ready
+from loadtest.servers import EDGEROUTE, NodeProcess, free_port, node_process
 from models import EDGE_DEFAULT
 from router.telemetry import read_decisions
 from router.telemetry.aggregate import prediction_error
@@ -72,10 +72,9 @@ CONFIGS = {
 WORKLOADS = {"mix": None, "short": ("short", "repeat"), "long": ("long_prompt", "long_answer")}
 
 
-def workload_shares(name: str, shares: dict[str, float] | None = None) -> dict[str, float]:
+def workload_shares(name: str) -> dict[str, float]:
     """The mix's shares (``LoadConfig``'s default) restricted to the kinds of workload ``name``."""
-    shares = dict(LoadConfig().shares if shares is None else shares)
-    kinds = WORKLOADS[name]
+    shares, kinds = dict(LoadConfig().shares), WORKLOADS[name]
     return shares if kinds is None else {k: v for k, v in shares.items() if k in kinds}
 
 
@@ -84,11 +83,11 @@ def good_requests(results: list[Result], slo_s: float) -> int:
     return sum(1 for r in results if r.ok and r.ttft_s is not None and r.ttft_s <= slo_s)
 
 
-def side_of(route: str, direct: str = "cloud") -> str:
-    """edge, cloud, cache or error; ``foreign`` (a server that names no route) is ``direct``."""
+def side_of(route: str) -> str:
+    """edge, cloud, cache or error; ``foreign`` (a server that names no route: the member alone) is cloud."""
     if route.startswith("cache-"):
         return "cache"
-    return direct if route == "foreign" else route
+    return "cloud" if route == "foreign" else route
 
 
 def _ttft(results: list[Result]) -> dict[str, Any]:
@@ -114,11 +113,6 @@ def config_report(results: list[Result], wall_s: float, slo_s: float, cfg: LoadC
         "route_shares": s["route_shares"],
         "cloud_tokens": sum(r.tokens for r in results if side_of(r.route) == "cloud"),
     }
-
-
-def _member_joined(response: httpx.Response) -> bool:
-    cloud = response.json().get("cloud") if response.status_code == 200 else None
-    return cloud is not None and cloud["members"] > 0 and cloud["healthy"] == cloud["members"]
 
 
 def vllm_member(log: Path, key: str, prefix: list[str], threads: int | None, dtype: str, timeout_s: float) -> Any:
@@ -197,9 +191,9 @@ def run_config(name: str, args: argparse.Namespace, work: Path, cpus: list[int])
             url = _tracked(stack, vllm_member(work / f"{name}-member.log", key, prefix, threads, args.member_dtype,
                                               args.startup_timeout)).base
             _warm(url, [EDGE_DEFAULT], key, node=False)
-            if name == "e" and args.rtt_ms > 0:  # the clients reach a cloud-only service across the WAN
-                url = f"http://127.0.0.1:{stack.enter_context(delayed_proxy('127.0.0.1', _port(url), args.rtt_ms))}"
-            cfg.target, cfg.model, cfg.api_key = url, EDGE_DEFAULT, key
+            # e's clients reach a cloud-only service across the WAN
+            cfg.target = _behind(stack, url, args.rtt_ms if name == "e" else 0)
+            cfg.model, cfg.api_key = EDGE_DEFAULT, key
         elif name in ("b", "f"):
             threads = len(cpus) if name == "b" else 1
             command = ["taskset", "-c", str(cpus[0]), *EDGEROUTE] if name == "f" else EDGEROUTE
@@ -210,23 +204,20 @@ def run_config(name: str, args: argparse.Namespace, work: Path, cpus: list[int])
         elif name == "c":
             env = {"EDGEROUTE_CACHE__ENABLED": "true"}  # the shipped default (edge_node turns it off)
             node = _tracked(stack, edge_node(work, "c", env, local_member=True))
-            cfg.target = node.base
-            wait_ready(cfg.target + "/healthz", node.alive, args.startup_timeout, "the node's local member",
-                       _member_joined)
-            _warm(cfg.target, ["edge", "cloud"], None, node=True)
-            extra["idle_cpu_pct"] = idle_cpu_pct(node.pid, args.idle_s)
         else:
             member = _tracked(stack, vllm_member(work / "d-member.log", key, ["taskset", "-c", str(cpus[1])], 1,
                                                  args.member_dtype, args.startup_timeout)).base
-            if args.rtt_ms > 0:
-                member = f"http://127.0.0.1:{stack.enter_context(delayed_proxy('127.0.0.1', _port(member), args.rtt_ms))}"
-            entry = {"name": "pinned", "base_url": member + "/v1", "model": EDGE_DEFAULT, "api_key": key}
+            entry = {"name": "pinned", "base_url": _behind(stack, member, args.rtt_ms) + "/v1", "model": EDGE_DEFAULT,
+                     "api_key": key}
             env = {"EDGEROUTE_CACHE__ENABLED": "true", "EDGEROUTE_EDGE__N_THREADS": "1",
                    "EDGEROUTE_CLOUD__MEMBERS": json.dumps([entry])}
             node = _tracked(stack, edge_node(work, "d", env, command=["taskset", "-c", str(cpus[0]), *EDGEROUTE]))
+        if node is not None:  # c's local member starts with the node, d's is up already
             cfg.target = node.base
-            wait_ready(cfg.target + "/healthz", node.alive, 60, "the pinned member", _member_joined)
+            member_joined(node, args.startup_timeout if name == "c" else 60)
             _warm(cfg.target, ["edge", "cloud"], None, node=True)
+            if name == "c":
+                extra["idle_cpu_pct"] = idle_cpu_pct(node.pid, args.idle_s)
         ready_s = time.monotonic() - started
         node_cpu = cpu_seconds(node.pid) if node is not None else 0.0
         results, wall, cut = asyncio.run(_load(cfg, args.seconds + args.drain))
@@ -240,8 +231,11 @@ def run_config(name: str, args: argparse.Namespace, work: Path, cpus: list[int])
             "stop_s": round(time.monotonic() - loaded, 1), **report, **extra}
 
 
-def _port(url: str) -> int:
-    return int(url.rsplit(":", 1)[1].split("/")[0])
+def _behind(stack: ExitStack, url: str, rtt_ms: float) -> str:
+    """``url`` across ``rtt_ms`` of round trip (:mod:`bench.wan`; 0: ``url`` itself)."""
+    if rtt_ms <= 0:
+        return url
+    return f"http://127.0.0.1:{stack.enter_context(delayed_proxy('127.0.0.1', int(url.rsplit(':', 1)[1]), rtt_ms))}"
 
 
 def idle_cpu_pct(pid: int, seconds: float) -> float:

@@ -16,8 +16,8 @@ from pathlib import Path
 
 import httpx
 
-from bench.harness import write_json
-from loadtest.servers import node_process, wait_ready
+from bench.harness import member_joined, write_json
+from loadtest.servers import node_process
 
 
 def _status(pid: int) -> dict[str, int]:
@@ -65,15 +65,11 @@ def main() -> None:
     ap.add_argument("serve_args", nargs="*", help="extra `edgeroute serve` arguments (after --)")
     args = ap.parse_args()
 
-    def joined(health: httpx.Response) -> bool:  # the node answers from the edge while its member starts
-        cloud = health.json().get("cloud") if health.status_code == 200 else None
-        return health.status_code == 200 and (cloud is None or cloud["healthy"] == cloud["members"] > 0)
-
     with tempfile.TemporaryDirectory(prefix="edgeroute-mem-") as data_dir, node_process(
         "--data-dir", data_dir, "--log-level", "warning", *args.serve_args, port=args.port,
         timeout=args.startup_timeout,
     ) as node:
-        wait_ready(node.base + "/healthz", node.alive, args.startup_timeout, "the node's member", joined)
+        member_joined(node, args.startup_timeout)
         started = rss_tree(node.proc.pid)
         routes = [_ask(args.port, "edge", args.max_tokens), _ask(args.port, "cloud", args.max_tokens)]
         after = rss_tree(node.proc.pid)
