@@ -9,11 +9,8 @@ from collections.abc import Iterable, Sequence
 from pathlib import Path
 from typing import Any
 
-import httpx
-
 from cloud.member.launcher import cpu_flags
 from cloud.member.launcher import describe_cpu as launcher_cpu
-from loadtest.servers import NodeProcess, wait_ready
 
 ISA = ("avx2", "avx512f", "avx512_bf16", "amx")
 
@@ -46,14 +43,3 @@ def md_table(header: Sequence[str], rows: Iterable[Sequence[object]]) -> str:
     widths = [max(len(row[i]) for row in cells) for i in range(len(header))]
     return "\n".join("| " + " | ".join(cell.rjust(w) if i else cell.ljust(w) for i, (cell, w) in
                                        enumerate(zip(row, widths, strict=True))) + " |" for row in cells)
-
-
-def member_joined(node: NodeProcess, timeout: float) -> None:
-    """Return once ``node``'s cloud members (if it has any) are all healthy: a node answers from its
-    edge while its members start."""
-
-    def joined(health: httpx.Response) -> bool:
-        cloud = health.json().get("cloud") if health.status_code == 200 else None
-        return health.status_code == 200 and (cloud is None or cloud["healthy"] == cloud["members"] > 0)
-
-    wait_ready(node.base + "/healthz", node.alive, timeout, "the node's cloud member", joined)

@@ -50,9 +50,9 @@ from typing import Any
 import httpx
 
 from bench.dashboard_sse import cpu_seconds
-from bench.harness import describe_cpu, member_joined, write_json
+from bench.harness import describe_cpu, write_json
 from bench.hostile import NODE_ENV
-from bench.memory import rss_tree
+from bench.memory import member_joined, rss_tree
 from loadtest.loadgen import LoadConfig, Result, run_load
 from loadtest.loadreport import percentiles, summarize
 from bench.wan import delayed_proxy

@@ -16,8 +16,8 @@ from pathlib import Path
 
 import httpx
 
-from bench.harness import member_joined, write_json
-from loadtest.servers import node_process
+from bench.harness import write_json
+from loadtest.servers import NodeProcess, node_process, wait_ready
 
 
 def _status(pid: int) -> dict[str, int]:
@@ -42,6 +42,17 @@ def rss_tree(pid: int, depth: int = 0) -> list[dict[str, object]]:
     for kid in kids:
         rows += rss_tree(kid, depth + 1)
     return rows
+
+
+def member_joined(node: NodeProcess, timeout: float) -> None:
+    """Return once ``node``'s cloud members (if it has any) are all healthy: a node answers from its
+    edge while its members start."""
+
+    def joined(health: httpx.Response) -> bool:
+        cloud = health.json().get("cloud") if health.status_code == 200 else None
+        return health.status_code == 200 and (cloud is None or cloud["healthy"] == cloud["members"] > 0)
+
+    wait_ready(node.base + "/healthz", node.alive, timeout, "the node's cloud member", joined)
 
 
 def _ask(port: int, model: str, max_tokens: int) -> str:
