@@ -1,19 +1,13 @@
-"""Two hostile clients against a real edge-only node, each measured against the node left alone.
+"""Two hostile clients against a real edge-only node, each measured against the node left alone
+(docs/reliability.md describes both runs).
 
     python -m bench.abuse fairness [--hogs 2] [--seconds 60]
     python -m bench.abuse stall [--streams 60] [--half-open 300] [--hold 30] [--after 60]
 
-``fairness``: tenant B asks short questions one after another (32-token greedy streams), first
-alone, then while tenant A's clients each hold the edge with ``n: 8, max_tokens: 1900,
-temperature: 1`` answers. It reports B's first-token times in both phases, A's admitted and
-refused requests, and the worst ``/healthz`` round trip of each phase.
-
-``stall``: slow readers (streams of long answers whose client reads one byte a second) and
-half-open connections (a request's headers never finished), held, then all closed at once; a
-monitor opens a new connection to ``/healthz`` every 100 ms from before the abuse until
-``--after`` seconds after the close, and the report gives the worst round trip of each phase.
-
-Loopback only: the node is started here, on a free port, with its cache off.
+``fairness``: tenant B's short questions, alone, then while tenant A's clients hold the edge with
+``n: 8`` long answers. ``stall``: slow readers and half-open connections held, then closed at
+once, while a monitor opens a new connection to ``/healthz`` every 100 ms. Loopback only: the node
+is started here, on a free port, with its cache off.
 """
 
 from __future__ import annotations

@@ -3,19 +3,11 @@
     python -m bench.cache [--pairs ../shared/data/qqp_pairs.jsonl] [--judged DIR] [--scales 10000,100000]
     python -m bench.cache --feedback [--unseen [--exact]]   (a judged stream over HTTP, with and without ratings)
 
-Judged replay: every stored question of the replay (the held-out QQP ``a`` texts) is warmed,
-every query of the judged *test* part is asked through the real cache. Three deciders on the same
-lookups: cosine >= 0.80 (GPTCache's default), cosine >= 0.97, and the shipped setting (floor,
-guards, calibrated verifier at the default error budget). A served hit is right when a reader
-judged (query, served entry) servable; only the nearest pairs are judged, so serving any other
-entry counts as wrong unless it is the query's own text. Recall is over answerable queries (those
-whose judged nearest stored question is servable).
-
-Adversarial: held-out questions stored, edits that change a number, entity, negation, order or
-scope asked (every hit is false), plus plain paraphrases (hits are right). ``bench/cache_adversarial.py``.
-
-Scale: synthetic vectors (mixtures of real question embeddings plus noise, each entry labeled
-with the text of its main component) in one tenant, the worst case for the per-tenant scan.
+Judged replay: every held-out QQP ``a`` text stored, every query of the judged *test* part asked,
+three DECIDERS on the same lookups. Only the nearest pairs are judged, so serving any other entry
+counts as wrong unless it is the query's own text. Adversarial: ``bench/cache_adversarial.py``.
+Scale: synthetic vectors (mixtures of real question embeddings plus noise) in one tenant, the
+worst case for the per-tenant scan.
 """
 
 from __future__ import annotations

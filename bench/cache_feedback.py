@@ -2,18 +2,11 @@
 
     python -m bench.cache --feedback [--pairs ../shared/data/qqp_pairs.jsonl] [--judged DIR]
 
-The stored set of the judged replay (``bench.cache``; with ``--unseen`` the QQP sample outside every
-judged set, ``bench.cache_holdout``) is warmed into a fresh node's cache; the
-judged test part's queries are then asked in order, one at a time, with the openai wire format
-(greedy, one token: the answer text is not under test). Run twice on fresh nodes:
-
-- without feedback;
-- with feedback: every semantic hit served in the first half is rated through ``POST
-  /v1/feedback`` by its judged verdict (right when a reader judged the served entry servable).
-
-Reported per half: hits served, precision, recall of answerable queries. A hit on an entry that
-is not a judged pair's (an earlier query's generated answer, stored by its miss) has no verdict:
-it is not rated and counts as wrong, as in ``bench.cache``'s replay.
+The judged replay's stored set (with ``--unseen``, ``bench.cache_holdout``'s unseen QQP sample) is
+warmed into a fresh node's cache and the test part's queries asked in order, twice on fresh nodes:
+without feedback, and with every semantic hit of the first half rated through ``POST
+/v1/feedback`` by its judged verdict. A hit on an entry no pair judged is not rated and counts as
+wrong, as in ``bench.cache``'s replay.
 """
 
 from __future__ import annotations

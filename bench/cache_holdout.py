@@ -1,18 +1,12 @@
 """Does the shipped rule hold out of sample? The wrong rate of served semantic hits, per verifier
 threshold, on every judged source: the calibration part (in sample) and the sources the threshold
-was not fitted to.
+was not fitted to (docs/cache.md).
 
     python -m bench.cache_holdout [--pairs ../shared/data/qqp_pairs.jsonl]
 
-Sources: the judged calibration and test parts replayed as ``bench.cache`` replays them (every
-held-out QQP ``a`` stored, every judged query asked; a served entry other than the judged nearest
-counts wrong), and the hand-written assistant pairs (``bench/data/ood_pairs.jsonl`` and
-``ood_val_pairs.jsonl``, each pair in its own tenant), and the QQP sample outside every judged set
-(``data/judged/unseen_qqp``: 17,556 train-split pairs, every ``a`` stored, every ``b`` asked, each
-candidate read; exact hits counted apart). One lookup per query with every guard-passing
-candidate scored; a threshold serves the most similar candidate whose probability reaches it.
-Also the shipped rule and the rule each ``max_wrong_rate`` calibrates to (``calibration_margin`` 1),
-with its wrong rate on each source.
+One lookup per query with every guard-passing candidate scored; a threshold serves the most
+similar candidate whose probability reaches it. Also the shipped rule and the rule each
+``max_wrong_rate`` calibrates to.
 """
 
 from __future__ import annotations

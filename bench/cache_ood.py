@@ -1,15 +1,10 @@
-"""The semantic cache on questions unlike QQP's: hand-written pairs of assistant prompts.
+"""The semantic cache on questions unlike QQP's: hand-written pairs of assistant prompts
+(``bench/data/README.md``), nothing of which trained, calibrated or tuned the cache.
 
     python -m bench.cache_ood [--pairs bench/data/ood_pairs.jsonl]
 
-Every pair is (stored question, asked question, servable by issue 12's criterion, category,
-domain), written by reader sessions (``bench/data/README.md``): paraphrases that may be served and
-near-misses that must not be (a number, a named entity, a common noun or action, a negation, the
-direction, the scope changed), in domains QQP has little of (programming, math, health, cooking,
-travel, customer support, law and tax, grammar, DIY). Each pair is stored in its own tenant, so
-the only candidate is the pair's own stored question; three deciders on the same lookups: cosine
->= 0.80, cosine >= 0.97, and the shipped setting (floor, guards, calibrated verifier at the
-default error budget). Nothing here was used to train, calibrate or tune the cache.
+Each pair is stored in its own tenant, so the only candidate is the pair's own stored question;
+bench.cache's three DECIDERS on the same lookups.
 """
 
 from __future__ import annotations

@@ -1,14 +1,9 @@
-"""Load check: does the dashboard stay responsive with 100 decisions/s flowing?
+"""Load check: does the dashboard stay responsive with 100 decisions/s flowing? (docs/dashboard.md)
 
-A server process runs the dashboard on loopback with the real ``Telemetry`` (SQLite log in a
-temporary data dir, live bus, metrics, rolling aggregates) and records synthetic decisions at
-``--rate`` per second from its event loop, as the request path would. (The edge model cannot
-serve 100 real requests/s on 2 cores; what is measured here is the telemetry and dashboard
-side.) This process opens ``--clients`` SSE streams like browser tabs and polls the pages.
-
-Reported: SSE delivery latency (decision recorded -> row received), SSE messages per client
-per second (batching), page and /metrics latency under load, server CPU idle vs under load,
-and decisions written to SQLite. Prints a table and a JSON line.
+A server process runs the dashboard with the real ``Telemetry`` and records synthetic decisions at
+``--rate`` per second from its event loop, as the request path would (the edge model cannot serve
+100 real requests/s on 2 cores); this process opens ``--clients`` SSE streams like browser tabs
+and polls the pages. Prints a table and a JSON line.
 
     python bench/dashboard_sse.py --rate 100 --duration 20 --clients 3
 """

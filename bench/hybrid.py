@@ -1,34 +1,17 @@
-"""The hybrid against its parts: one seeded mixed workload, side by side, on the same cores.
+"""The hybrid against its parts: one seeded mixed workload, side by side, on the same cores
+(docs/routing.md describes the method and the report).
 
     python -m bench.hybrid [--workload mix|short|long] [--configs a,b,c] [--pinned] [--rtt-ms 0]
                            [--seconds 60] [--clients 8] [--slo 1.0] [--seed 0] [--json PATH]
 
-Configurations (each one's servers are started fresh and stopped, whole process groups, before
-the next):
-
-- ``a``: the cloud member alone: vLLM served by ``edgeroute cloud serve`` (``--member-dtype``,
-  default ``auto``; every core), the clients calling it directly with its API key;
-- ``b``: the edge alone: a node with no member (``--no-local-member``), edge threads = cores, cache off;
-- ``c``: the node as ``make run`` starts it: its shipped defaults, local member included, cache on
-  (the run starts once the local member has joined the pool; its idle CPU is sampled first);
-- ``d`` (``--pinned``): the node pinned to the first core (``taskset``; edge 1 thread) and the member
-  to the second (``--threads 1``), configured as a pool member (not the local one); cache on;
-  ``--rtt-ms``: the member behind a proxy that holds each byte half that each way (:mod:`bench.wan`);
-- ``e`` and ``f`` (``--pinned``): d's parts alone: the member on the second core (behind the same
-  round trip: clients reach a cloud-only service across the WAN), the edge on the first.
-
-The workload is ``bench load``'s ``mix`` (``loadtest.loadgen``) with its default shares, or only
-its short kinds (``short``: short questions and paraphrased repeats) or its long ones (``long``:
-long prompts and long answers), greedy, closed-loop clients for ``--seconds``; requests in flight
-then finish (up to ``--drain`` s). Goodput is the requests answered whose first token came within
-``--slo`` seconds, per second of the run. One warm-up request per side goes first, uncounted.
-Reported per configuration: goodput, requests, tokens/s, TTFT p50/p95 (overall, by request kind,
-by side), route shares (``x-edgeroute-route``; the member alone has none: its side is cloud),
-cloud tokens; for the nodes their goodput over the better single engine's (a, b), d's over the
-sum of e and f, the node's first-token prediction error and its decisions per reason (from its
-decision log) and its own process's CPU under load (the edge, the cache's models, HTTP; not the
-member's processes); with the CPU's model and ISA. Measure on an otherwise idle box: oversubscribed
-cores slow llama.cpp badly.
+Each configuration's servers are started fresh and stopped, whole process groups, before the
+next: a) the cloud member alone (``edgeroute cloud serve``, every core, called directly with its
+key); b) the edge alone (no member, cache off); c) the node as ``make run`` starts it; with
+``--pinned``, d) the node on the first core (``taskset``) with the member on the second, a
+configured member ``--rtt-ms`` away (:mod:`bench.wan`), and d's parts alone: e) the member, f) the
+edge. The workload is ``bench load``'s ``mix`` (or its short or long kinds), greedy, closed-loop
+clients; goodput counts the answers whose first token came within ``--slo`` s, per second.
+Measure on an otherwise idle box: oversubscribed cores slow llama.cpp badly.
 """
 
 from __future__ import annotations

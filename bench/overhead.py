@@ -1,23 +1,14 @@
 """What the node adds in front of a cloud member: the latency of a 1-token request through the node
-(``model: cloud``, cache off) minus the same request sent to the member directly.
-
-The member is vLLM's server on the edge model's twin (``--member vllm``, the default: the node's
-own member, started with ``edgeroute cloud serve``), llama.cpp's OpenAI-compatible server on
-the edge GGUF (``--member llama``) or ``bench.pool``'s echo server, which answers at once and
-takes no core (``--member echo``: the node's own cost), on loopback; the node is ``edgeroute
-serve`` with that server as its only member. Direct and
-routed requests alternate (the order flips every pair) on kept-alive connections, so machine noise
-hits both alike; the figure is the median of the paired differences. ``GET /healthz`` on the node
-is timed too: the cost of one trip through the HTTP stack alone.
-
-Two rows per node: ``whole`` (the client sends ``stream: false``; the node asks the member for a
-whole answer too) and ``stream`` (the client streams; the node streams from the member).
+(``model: cloud``, cache off) minus the same request sent to the member directly (docs/cloud.md).
 
     python -m bench.overhead [--member vllm|llama|echo] [--pairs 200] [--warmup 20]
                              [--json artifacts/bench_overhead.json] [--against DIR]
 
-``--against DIR`` starts a second node from another checkout (e.g. an older commit unpacked with
-``git archive``) in front of the same member, timed in the same rounds: a regression check that
+The member (vLLM's ``edgeroute cloud serve``, llama.cpp's server, or ``bench.pool``'s echo server:
+the node's own cost) is the node's only member, on loopback. Direct and routed requests alternate
+(the order rotates every round) on kept-alive connections, so machine noise hits both alike; the
+figure is the median of the paired differences, for a whole answer and for a stream.
+``--against DIR`` times a node from another checkout in the same rounds: a regression check that
 the machine's load cannot bias.
 """
 

@@ -1,12 +1,9 @@
-"""What the cloud pool adds over calling a member directly: latency per request and TTFT.
+"""What the cloud pool adds over calling a member directly: latency per request and TTFT
+(docs/cloud.md).
 
-Two members, each started as a child process on loopback:
-  * ``echo``: a minimal OpenAI SSE server answering instantly (8 chunks), so the difference is
-    the pool's own overhead (choice, breaker, retries setup, parsing, events) and nothing else;
-  * ``vllm``: the node's default local member, vLLM's server on the edge model's twin (1 rank,
-    bfloat16), for TTFT through the pool.
-"Direct" is the same streaming request read with httpx + httpx-sse, without the pool.
-Direct and pooled requests alternate, so machine noise hits both alike.
+Two members on loopback: ``echo``, a minimal OpenAI SSE server answering at once (the pool's own
+overhead and nothing else), and ``vllm``, the node's default local member. "Direct" is the same
+streaming request read with httpx + httpx-sse; direct and pooled requests alternate.
 
     python -m bench.pool [--requests 300] [--vllm-requests 20] [--json out.json]
 """
