@@ -15,7 +15,6 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
-import statistics
 import tempfile
 import threading
 import time
@@ -25,7 +24,7 @@ from typing import Any
 
 import httpx
 
-from bench.harness import describe_cpu, write_json
+from bench.harness import describe_cpu, percentile, write_json
 from bench.hostile import NODE_ARGS, NODE_ENV
 from loadtest.servers import node_process
 
@@ -134,10 +133,8 @@ async def _hog(base: str, stop: asyncio.Event, counts: dict[str, int]) -> None:
 def _stats(values: list[float]) -> dict[str, Any]:
     if not values:
         return {"n": 0}
-    ordered = sorted(values)
-    p95 = ordered[min(len(ordered) - 1, round(0.95 * (len(ordered) - 1)))]
-    return {"n": len(values), "p50_ms": round(statistics.median(values) * 1000), "p95_ms": round(p95 * 1000),
-            "max_ms": round(max(values) * 1000)}
+    return {"n": len(values), "p50_ms": round(percentile(values, 50) * 1000),
+            "p95_ms": round(percentile(values, 95) * 1000), "max_ms": round(max(values) * 1000)}
 
 
 async def fairness(base: str, hogs: int, seconds: float, warmup: float) -> dict[str, Any]:

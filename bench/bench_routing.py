@@ -20,6 +20,7 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
+from bench.harness import write_json  # noqa: E402
 from router.policy import PrivacyDetector, RoutingSettings, build_policy, load_classifier  # noqa: E402
 from router.training.calibrate import threshold_for_share  # noqa: E402
 from router.training.dataset import load_prompts, select  # noqa: E402
@@ -97,7 +98,7 @@ def main() -> None:
               "calibration": calibration}
     print(json.dumps(result))
     if args.json_out:
-        args.json_out.write_text(json.dumps(result, indent=2))
+        write_json(args.json_out, result)
 
 
 if __name__ == "__main__":

@@ -133,11 +133,7 @@ def decide(cands: list[Candidate]) -> dict[str, Candidate | None]:
 async def judged_replay(
     test: list[Judged], stored: list[str], stored_vecs: np.ndarray, embedder: Embedder, work: Path
 ) -> dict[str, Any]:
-    """Warm every stored question, ask every judged test query through the cache; three deciders.
-
-    Only (query, judged nearest) pairs carry a judgement: a decider serving any other entry is
-    counted wrong (conservative) unless the entry's text is the query's own.
-    """
+    """Warm every stored question, ask every judged test query through the cache; three deciders."""
     verdict, queries, answerable = judged_labels(test)
     cache = bulk_cache(stored, embedder, work / "judged.db", vecs=stored_vecs)
     counts: dict[str, Counter[str]] = {name: Counter() for name in DECIDERS}
@@ -251,13 +247,11 @@ async def scale(
         print(f"  {have:>9,} entries: built in {build_s:.1f}s, search p50 {results[-1]['search_p50_ms']:.2f} ms",
               flush=True)
     # verifier and embedding alone
-    ver_t = []
-    for text in queries[:n_queries]:  # three candidates, one batched run: a lookup's worst case
-        s = time.perf_counter()
+    ver_t, emb_t = [], []
+    for text in queries[:n_queries]:
+        s = time.perf_counter()  # three candidates, one batched run: a lookup's worst case
         verifier.probabilities(text, base_texts[:3], [0.9, 0.88, 0.85])
         ver_t.append(time.perf_counter() - s)
-    emb_t = []
-    for text in queries[:n_queries]:
         s = time.perf_counter()
         await embedder.embed(text)
         emb_t.append(time.perf_counter() - s)

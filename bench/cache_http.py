@@ -20,9 +20,8 @@ from pathlib import Path
 from typing import Any
 
 import httpx
-import numpy as np
 
-from bench.harness import machine, write_json
+from bench.harness import machine, percentile, write_json
 from loadtest.servers import node_process
 
 BODY = {"model": "auto", "messages": [{"role": "user", "content": "What is the capital of France?"}],
@@ -74,7 +73,7 @@ def main() -> None:
             timed(client, base + path, body)  # the model answers, the cache stores
         for name, (case_url, body) in cases.items():
             times, routes = zip(*(timed(client, case_url, body) for _ in range(args.requests)), strict=True)
-            result[name] = {"p50_ms": statistics.median(times), "p99_ms": float(np.percentile(times, 99)),
+            result[name] = {"p50_ms": statistics.median(times), "p99_ms": percentile(times, 99),
                             "routes": sorted(set(routes)) if body is not None else ["-"]}
     print(f"exact cache hit over HTTP, {args.requests} sequential requests on one keep-alive connection")
     print(f"first request (model answers, cache stores): {result['first']['ms']:.1f} ms, "

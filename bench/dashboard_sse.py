@@ -28,6 +28,7 @@ from types import SimpleNamespace
 import httpx
 from httpx_sse import connect_sse
 
+from bench.harness import percentile
 from loadtest.servers import NodeProcess, free_port
 
 ROUTES = ("edge", "edge", "cloud", "cache-exact", "cache-semantic")
@@ -120,13 +121,6 @@ def cpu_seconds(pid: int) -> float:
     return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
-def pct(values: list[float], q: float) -> float:
-    if not values:
-        return float("nan")
-    ordered = sorted(values)
-    return ordered[max(0, min(len(ordered) - 1, round(q / 100 * len(ordered)) - 1))]
-
-
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--rate", type=float, default=100.0, help="decisions per second")
@@ -185,11 +179,11 @@ def main() -> None:
         "feed_messages_per_s": round(per_client_s(0), 2),
         "stats_messages_per_s": round(per_client_s(1), 2),
         "sse_kib_per_s": round(per_client_s(2) / 1024, 1),
-        "delivery_ms_p50": round(pct(lat, 50), 1),
-        "delivery_ms_p95": round(pct(lat, 95), 1),
+        "delivery_ms_p50": round(percentile(lat, 50), 1),
+        "delivery_ms_p95": round(percentile(lat, 95), 1),
         "delivery_ms_max": round(max(lat), 1) if lat else None,
-        "page_ms_p50": {p: round(pct(v, 50), 1) for p, v in page_ms.items()},
-        "page_ms_p95": {p: round(pct(v, 95), 1) for p, v in page_ms.items()},
+        "page_ms_p50": {p: round(percentile(v, 50), 1) for p, v in page_ms.items()},
+        "page_ms_p95": {p: round(percentile(v, 95), 1) for p, v in page_ms.items()},
         "server_cpu_idle_pct": round(100 * (cpu1 - cpu0) / args.idle, 1),
         "server_cpu_load_pct": round(100 * (cpu2 - cpu1) / load_s, 1),
         "decisions_written": written,

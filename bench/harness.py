@@ -9,6 +9,8 @@ from collections.abc import Iterable, Sequence
 from pathlib import Path
 from typing import Any
 
+import numpy as np
+
 from cloud.member.launcher import cpu_flags
 from cloud.member.launcher import describe_cpu as launcher_cpu
 
@@ -29,6 +31,11 @@ def describe_cpu(cpuinfo: str | None = None) -> dict[str, Any]:
 
 def machine() -> str:
     return f"{platform.machine()} {os.cpu_count()} cores, {platform.python_version()}"
+
+
+def percentile(values: Sequence[float], q: float) -> float:
+    """Linear between ranks (numpy's); nan of no values."""
+    return float(np.percentile(values, q)) if len(values) else float("nan")
 
 
 def write_json(path: Path, data: Any, indent: int = 2) -> None:

@@ -21,6 +21,7 @@ import tempfile
 import time
 from collections.abc import Callable
 from contextlib import ExitStack
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -63,21 +64,17 @@ def measure(
     """Each round times the member directly and every node once, in an order that rotates."""
     body = {"messages": [{"role": "user", "content": "Hi"}], "max_tokens": 1, "temperature": 0, "stream": stream}
 
-    def post(client: httpx.Client, url: str, model: str) -> Callable[[], httpx.Response]:
-        def call() -> httpx.Response:
-            if not stream:
-                return client.post(url, json={**body, "model": model})
-            with client.stream("POST", url, json={**body, "model": model}) as resp:
-                for _ in resp.iter_bytes():
-                    pass
-                return resp
-
-        return call
+    def post(client: httpx.Client, url: str, model: str) -> httpx.Response:
+        if not stream:
+            return client.post(url, json={**body, "model": model})
+        with client.stream("POST", url, json={**body, "model": model}) as resp:
+            resp.read()
+            return resp
 
     clients = {name: httpx.Client(timeout=60) for name in ["direct", *nodes]}
     try:
-        calls = {"direct": post(clients["direct"], member + "/v1/chat/completions", alias)}
-        calls.update({name: post(clients[name], url + "/v1/chat/completions", "cloud") for name, url in nodes.items()})
+        calls = {"direct": partial(post, clients["direct"], member + "/v1/chat/completions", alias)}
+        calls.update({name: partial(post, clients[name], url + "/v1/chat/completions", "cloud") for name, url in nodes.items()})
         first = next(iter(nodes))
         health = lambda: clients[first].get(nodes[first] + "/healthz")  # noqa: E731
         order = list(calls)

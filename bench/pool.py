@@ -23,7 +23,7 @@ import httpx
 from httpx_sse import aconnect_sse
 
 from cloud import CloudPool, LocalMember, MemberSettings, PoolSettings
-from bench.harness import md_table, write_json
+from bench.harness import md_table, percentile, write_json
 from loadtest.servers import NodeProcess, free_port
 from models.openai.client import request_body
 from models import GenerationRequest, SamplingParams
@@ -118,7 +118,6 @@ async def measure(member: MemberSettings, request: GenerationRequest, n: int, wa
             samples.append((dt, df, pt, pf))
     d_total, d_ttft, p_total, p_ttft = (list(column) for column in zip(*samples, strict=True))
     diffs = [p - d for p, d in zip(p_total, d_total, strict=True)]
-    q = lambda xs: statistics.quantiles(xs, n=100)[98] if len(xs) >= 2 else xs[0]  # noqa: E731
     return {
         "member": member.name,
         "requests": n,
@@ -126,7 +125,7 @@ async def measure(member: MemberSettings, request: GenerationRequest, n: int, wa
         "pool_p50_ms": statistics.median(p_total),
         "added_p50_ms": statistics.median(p_total) - statistics.median(d_total),
         "added_paired_p50_ms": statistics.median(diffs),
-        "pool_p99_ms": q(p_total),
+        "pool_p99_ms": percentile(p_total, 99),
         "direct_ttft_p50_ms": statistics.median(d_ttft),
         "pool_ttft_p50_ms": statistics.median(p_ttft),
     }
