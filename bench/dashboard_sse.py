@@ -34,7 +34,6 @@ from loadtest.servers import NodeProcess, free_port
 ROUTES = ("edge", "edge", "cloud", "cache-exact", "cache-semantic")
 
 
-# --------------------------------------------------------------------------- server side
 def serve(port: int, rate: float, start_after: float, duration: float, data_dir: Path) -> None:
     import uvicorn
     from litestar import Litestar
@@ -85,7 +84,6 @@ def serve(port: int, rate: float, start_after: float, duration: float, data_dir:
     uvicorn.run(app, host="127.0.0.1", port=port, log_level="warning", timeout_graceful_shutdown=3)
 
 
-# --------------------------------------------------------------------------- client side
 @dataclass
 class ClientStats:
     feed_messages: int = 0
@@ -117,7 +115,11 @@ def sse_client(url: str, stop: threading.Event, stats: ClientStats) -> None:
 
 
 def cpu_seconds(pid: int) -> float:
-    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    """The CPU time process ``pid`` has used (0 once it is gone)."""
+    try:
+        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    except OSError:
+        return 0.0
     return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 

@@ -224,13 +224,8 @@ def _behind(stack: ExitStack, url: str, rtt_ms: float) -> str:
 def idle_cpu_pct(pid: int, seconds: float) -> float:
     """The CPU the process tree of ``pid`` used while idle, in % of one core."""
     def used() -> float:
-        total = 0.0
-        for row in rss_tree(pid):
-            try:
-                total += cpu_seconds(int(row["pid"]))  # type: ignore[call-overload]
-            except OSError:
-                continue
-        return total
+        return sum(cpu_seconds(int(row["pid"])) for row in rss_tree(pid))  # type: ignore[call-overload]
+
     before, began = used(), time.monotonic()
     time.sleep(seconds)
     return 100.0 * (used() - before) / (time.monotonic() - began)
