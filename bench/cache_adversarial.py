@@ -1,11 +1,8 @@
 """Adversarial pairs for ``bench.cache``: edits of held-out questions that a cache must refuse.
 
-Generated from held-out QQP questions with templates and a seed that the verifier's training
-(``edge/cache/rewrites.py``, seed 0) does not use: number words and scaled numbers instead of small
-digit shifts, a fixed list of names instead of names taken from the questions, "never"/"n't"
-negations instead of an inserted "not", "X than Y" and "X into Y" swaps, and other scope
-conditions. Every pair in CATEGORIES must be refused; "paraphrase" pairs (wording only) may be
-served.
+Generated with templates and a seed that the verifier's training (``edge/cache/rewrites.py``,
+seed 0) does not use (docs/cache.md lists them). Every pair in CATEGORIES must be refused;
+"paraphrase" pairs (wording only) may be served.
 """
 
 from __future__ import annotations

@@ -1,11 +1,9 @@
-"""Cross-validated choice of the error-budget rule, on calibration data only.
+"""Cross-validated choice of the error-budget rule, on calibration data only (docs/cache.md).
 
-The calibration data: the judged calibration part plus ``calibration_extra/``. For each repetition
-(seeded) it is split into 5 folds; Platt scaling and the threshold are fitted on 4 and applied to
-the fifth. Per rule (an upper confidence bound on the wrong rate, Wilson or Clopper-Pearson, at a
-confidence level; Wilson at 0.5 is the point estimate): how often the held-out fold's precision
-meets the budget, the pooled out-of-fold precision and its range over repetitions, and the recall
-of answerable queries it keeps. The test part is never read.
+The judged calibration part plus ``calibration_extra/``, split into 5 folds per seeded
+repetition; Platt scaling and the threshold fitted on 4 and applied to the fifth, per rule (an
+upper confidence bound on the wrong rate at a confidence level; Wilson at 0.5 is the point
+estimate). The test part is never read.
 
     python -m bench.cache_calibration_cv [--verifier-dir DIR] [--reps 20] [--no-extra]
 """

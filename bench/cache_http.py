@@ -1,13 +1,11 @@
-"""An exact cache hit answered over HTTP: latency as a client sees it, keep-alive, one at a time.
+"""An exact cache hit answered over HTTP: latency as a client sees it, keep-alive, one at a time
+(the README's "An exact cache hit over HTTP").
 
     python -m bench.cache_http [--requests 300] [--json artifacts/bench_cache_http.json]
 
-Starts an edge-only node, asks one greedy question once (the edge model answers and the cache
-stores it), then asks the same question ``--requests`` times, non-streamed and streamed, and
-reports p50/p99 of the whole request (send to last byte) and checks every reply was a hit.
-``GET /healthz`` on the same connection is the floor: what any request costs this server and client.
-The same question in Ollama's ``/api/chat`` and llama.cpp's ``/completion`` shapes (each asked
-once first: their default samplers make them other cache entries) measures those writers' cost.
+``GET /healthz`` on the same connection is the floor: what any request costs this server and
+client. Ollama's and llama.cpp's shapes of the question are asked once first: their default
+samplers make them other cache entries.
 """
 
 from __future__ import annotations
