@@ -142,9 +142,8 @@ def main() -> None:
             started = time.monotonic()
             stop = threading.Event()
             clients = [ClientStats() for _ in range(args.clients)]
-            threads = [threading.Thread(target=sse_client, args=(url, stop, c), daemon=True) for c in clients]
-            for t in threads:
-                t.start()
+            for c in clients:
+                threading.Thread(target=sse_client, args=(url, stop, c), daemon=True).start()
             time.sleep(max(0.0, started + warmup - time.monotonic()))
             cpu0 = cpu_seconds(server.pid)
             time.sleep(args.idle)

@@ -25,6 +25,7 @@ import signal
 import sys
 import tempfile
 import time
+from collections import Counter
 from contextlib import ExitStack
 from datetime import datetime, timezone
 from pathlib import Path
@@ -236,11 +237,8 @@ def decision_summary(db: Path) -> dict[str, Any]:
     streamed engine answers, and how many decisions each routing reason made."""
     events = read_decisions(db) if db.exists() else []
     p = percentiles(sorted(e for ev in events if (e := prediction_error(ev)) is not None))
-    reasons: dict[str, int] = {}
-    for ev in events:
-        reasons[ev.reason] = reasons.get(ev.reason, 0) + 1
     return {"ttft_prediction_error": {"p50": p["p50"], "p95": p["p95"], "n": p["n"]},
-            "reasons": dict(sorted(reasons.items(), key=lambda kv: -kv[1]))}
+            "reasons": dict(Counter(ev.reason for ev in events).most_common())}
 
 
 def _s(value: float | None) -> str:
