@@ -79,9 +79,7 @@ def unseen_set(pairs_path: Path) -> tuple[list[str], list[str], list[Judged]]:
     stored = list(dict.fromkeys(normalize_text(p.a) for p in sample))
     lower = {s.lower() for s in stored}
     queries = [q for q in dict.fromkeys(normalize_text(p.b) for p in sample) if q.lower() not in lower]
-    read = [json.loads(line) for line in (UNSEEN / "unseen_qqp.jsonl").open(encoding="utf-8")]
-    judged = [Judged(r["id"], r["query"], r["stored"], float(r["cosine"]), bool(r["servable"]), r["label"]) for r in read]
-    return stored, queries, judged
+    return stored, queries, load_judged(UNSEEN / "unseen_qqp.jsonl")
 
 
 async def unseen(pairs_path: Path, embedder: Embedder, work: Path) -> dict[str, Any]:
