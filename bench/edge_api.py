@@ -77,25 +77,20 @@ def main() -> None:
     env = {"EDGEROUTE_EDGE__PREFIX_REUSE": "false"}
     env |= {"EDGEROUTE_EDGE__N_THREADS": str(args.threads)} if args.threads is not None else {}
     threads = {"n_threads": args.threads, "n_threads_batch": args.threads} if args.threads else {}
-    raw: list[dict[str, float]] = []
-    api: list[dict[str, float]] = []
-    raw_ttft: list[float] = []
-    api_ttft: list[float] = []
     with node_process("--data-dir", "artifacts/bench-edge-data", "--log-level", "warning", "--no-local-member",
                       port=args.port, env=env, timeout=120) as node:
         llm = reference_llama(str(spec.path), n_ctx=2048, n_batch=256, verbose=False, **threads)
         try:
             raw_round(llm, 8), api_round(node.base, 8)  # warm-up
-            for _ in range(args.rounds):
-                raw.append(raw_round(llm, args.max_tokens))
-                api.append(api_round(node.base, args.max_tokens))
-            for _ in range(args.ttft_rounds):
-                raw_ttft.append(raw_round(llm, 2)["ttft_ms"])
-                api_ttft.append(api_round(node.base, 2)["ttft_ms"])
+            # each pair in order: the raw round, then the API's
+            long = [(raw_round(llm, args.max_tokens), api_round(node.base, args.max_tokens)) for _ in range(args.rounds)]
+            short = [(raw_round(llm, 2)["ttft_ms"], api_round(node.base, 2)["ttft_ms"]) for _ in range(args.ttft_rounds)]
         finally:
             llm.close()
+    raw, api = zip(*long, strict=True)
+    raw_ttft, api_ttft = zip(*short, strict=True)
 
-    def med(rows: list[dict[str, float]]) -> float:
+    def med(rows: tuple[dict[str, float], ...]) -> float:
         return statistics.median(r["decode_tok_s"] for r in rows)
 
     diffs = sorted(a - r for a, r in zip(api_ttft, raw_ttft, strict=True))
