@@ -20,21 +20,14 @@ from bench.harness import write_json
 from loadtest.servers import NodeProcess, node_process, wait_ready
 
 
-def _status(pid: int) -> dict[str, int]:
-    """VmRSS, RssAnon and RssFile of ``pid`` in MiB."""
-    out: dict[str, int] = {}
-    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
-        key, _, value = line.partition(":")
-        if key in ("VmRSS", "RssAnon", "RssFile"):
-            out[key] = int(value.split()[0]) // 1024
-    return out
-
-
 def rss_tree(pid: int, depth: int = 0) -> list[dict[str, object]]:
-    """The process ``pid`` and its descendants, each with its RSS figures and command line."""
+    """The process ``pid`` and its descendants, each with its command line and its VmRSS, RssAnon
+    and RssFile in MiB."""
     try:
         cmd = Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace").strip()
-        rows: list[dict[str, object]] = [{"pid": pid, "depth": depth, "cmd": cmd[:100], **_status(pid)}]
+        status = dict(line.split(":", 1) for line in Path(f"/proc/{pid}/status").read_text().splitlines())
+        rss = {k: int(status[k].split()[0]) // 1024 for k in ("VmRSS", "RssAnon", "RssFile") if k in status}
+        rows: list[dict[str, object]] = [{"pid": pid, "depth": depth, "cmd": cmd[:100], **rss}]
         children = Path(f"/proc/{pid}/task").glob("*/children")  # one file per thread
         kids = [int(kid) for path in children for kid in path.read_text().split()]
     except (FileNotFoundError, ProcessLookupError):
