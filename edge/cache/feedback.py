@@ -37,8 +37,8 @@ from .calibration import Bound, wrong_rate_upper
 from .index import DIM
 from .keys import CacheKey, semantic_parts
 from .migrations import records
-from .results import CacheHit, Served
-from .store import CacheStore
+from .results import CacheHit
+from .store import CacheStore, ServedRow
 
 if TYPE_CHECKING:
     from .verifier import Verifier
@@ -141,7 +141,7 @@ class Feedback:
         self, db: CacheStore, settings: CacheSettings, base: float, prior: Prior | None = None
     ) -> None:
         self.db, self.settings, self.base, self.prior = db, settings, base, prior
-        self._pending: list[Served] = []
+        self._pending: list[ServedRow] = []
         self._lock = threading.Lock()
         self.rules: dict[str, Rule] = {}  # tenants with rated semantic hits
         # (tenant, entry id) -> the query embeddings it was rated wrong for, one per row
@@ -164,24 +164,22 @@ class Feedback:
     ) -> None:
         """An answer returned, with the cache's decision (the query and its embedding on a semantic hit)."""
         semantic = hit is not None and hit.kind == "semantic"
-        served = Served(
-            response_id, tenant, route, now,
-            entry_id=hit.entry_id if hit is not None else None,
-            query=semantic_parts(key).text if semantic and key is not None else None,
-            similarity=hit.similarity if hit is not None else None,
-            probability=hit.probability if hit is not None else None,
-            threshold=self.threshold(tenant) if semantic else None,
-            embedding=embedding if semantic else None,
+        decision = (hit.entry_id, hit.similarity, hit.probability) if hit is not None else (None, None, None)
+        row = (
+            response_id, tenant, route, now, *decision,
+            semantic_parts(key).text if semantic and key is not None else None,
+            self.threshold(tenant) if semantic else None,
+            np.asarray(embedding, dtype=np.float32).tobytes() if semantic and embedding is not None else None,
         )
         with self._lock:
-            self._pending.append(served)
+            self._pending.append(row)
 
-    def take(self) -> list[Served]:
+    def take(self) -> list[ServedRow]:
         with self._lock:
             rows, self._pending = self._pending, []
         return rows
 
-    def restore(self, rows: list[Served]) -> None:
+    def restore(self, rows: list[ServedRow]) -> None:
         with self._lock:
             self._pending[:0] = rows
 
