@@ -1,18 +1,8 @@
 """The entity guard: does one question name something (a person, place, product) the other does not?
 
 Entities are capitalized words that are not sentence openers, question words or common words
-(``lexicon.COMMON``). A name counts as present in the other text when the other text has the
-same word, written in any case, in singular or plural, or as:
-
-- its acronym, or the acronym's expansion: "United Kingdom" ~ "UK" ~ "U.K.", "United States of
-  America" ~ "USA";
-- its demonym: "India" ~ "Indian", "America" ~ "American";
-- the rest of the same name when only one side drops a part of it ("Donald Trump" ~ "Trump"), as
-  long as the other side names nothing new (so "Donald Trump" vs "Ivanka Trump" still differs).
-
-A currency is not an entity ("under INR 45K" ~ "under 45k"); two different currencies still
-differ ("under 500 USD" vs "under 500 INR"). A Quora-style topic prefix ("Music: what's your
-favourite song?") names the topic, not the question's specifics, so its words are not entities.
+(``lexicon.COMMON``); what counts as the same name (acronyms, demonyms, a dropped part, currencies,
+topic prefixes) is docs/cache.md's entity rule.
 """
 
 from __future__ import annotations

@@ -1,25 +1,9 @@
 """Ratings of served answers, and what they change: each tenant's threshold and the vetoed pairs.
 
 Every answer the node returns is noted with the cache's decision (in memory, written with the
-cache's next write: no fsync of its own on the request path). A rating (``POST /v1/feedback``)
-is stored on that decision. A semantic hit rated wrong vetoes its entry for that query and the
-query's near paraphrases (cosine >= ``feedback_veto_similarity``); an exact hit rated wrong
-deletes its entry (it is the stored answer to that very question). Ratings of semantic hits move
-the tenant's threshold (the error budget, below); each move is logged in ``budget_log``, which keeps
-each tenant's newest ``budget_log_rows``.
-
-Each rated semantic hit is (the verifier's probability when it was served, right or wrong). At a
-threshold ``t`` the hits that would still be served are those with probability >= t; their wrong
-rate has the same one-sided upper confidence bound ``edgeroute cache calibrate`` uses
-(:func:`edge.cache.calibration.wrong_rate_upper`). The rule kept is the lowest threshold, never
-below the calibrated one, at which either no rated hit is wrong (the calibration still speaks
-for it) or the bound is within ``max_wrong_rate``: wrong ratings make it stricter, and it comes
-down again only when enough right ratings bring the bound back within the budget.
-
-The calibration replay counts too, as ``budget_prior_ratings`` ratings at its own wrong rate at
-that threshold divided by ``calibration_margin`` (out of sample the wrong rate ran up to about
-twice the replay's), so a tenant's first ratings are weighed with the replay's evidence rather
-than alone; its ratings outweigh the replay once there are more of them than the prior's weight.
+cache's next write: no fsync of its own on the request path). The rule that ratings move (the
+error budget online, with the calibration replay as a prior) is docs/cache.md's "Feedback and the
+error budget online"; each move is logged in ``budget_log``.
 """
 
 from __future__ import annotations
@@ -103,24 +87,12 @@ class Rule:
         return self.wrong / self.rated if self.rated else None
 
 
-def estimate(
-    ratings: Sequence[Rated], threshold: float, confidence: float, bound: Bound, prior: Prior | None = None
-) -> Rule:
-    """The wrong rate of the rated hits at ``threshold`` and its upper confidence bound (with the prior's counts)."""
-    kept = [r for r in ratings if r.probability >= threshold]
-    wrong = sum(r.wrong for r in kept)
-    if not kept:
-        return Rule(threshold, 0, 0, None)
-    n, k = (0.0, 0.0) if prior is None else prior.at(threshold)
-    upper = float(wrong_rate_upper(np.array([wrong + k]), np.array([len(kept) + n]), confidence, bound)[0])
-    return Rule(threshold, len(kept), wrong, upper)
-
-
 def choose(
     ratings: Sequence[Rated], base: float, max_wrong_rate: float, confidence: float, bound: Bound,
     prior: Prior | None = None,
 ) -> Rule:
-    """The lowest threshold >= ``base`` the ratings allow (see the module's docstring).
+    """The lowest threshold >= ``base`` at which no rated hit is wrong or the upper confidence bound of
+    the wrong rate (over the ratings and the prior) is within ``max_wrong_rate``.
 
     The candidates are ``base`` and, for each wrong-rated hit above it, the next float above its
     probability (the served set changes only there); the highest of them has no wrong hit left,
@@ -128,9 +100,14 @@ def choose(
     """
     wrong_ps = sorted({r.probability for r in ratings if r.wrong and r.probability >= base})
     for t in [base, *(float(np.nextafter(p, np.inf)) for p in wrong_ps)]:
-        rule = estimate(ratings, t, confidence, bound, prior)
-        if rule.wrong == 0 or (rule.bound is not None and rule.bound <= max_wrong_rate):
-            return rule
+        kept = [r for r in ratings if r.probability >= t]
+        if not kept:
+            return Rule(t, 0, 0, None)
+        wrong = sum(r.wrong for r in kept)
+        n, k = (0.0, 0.0) if prior is None else prior.at(t)
+        upper = float(wrong_rate_upper(np.array([wrong + k]), np.array([len(kept) + n]), confidence, bound)[0])
+        if wrong == 0 or upper <= max_wrong_rate:
+            return Rule(t, len(kept), wrong, upper)
     raise AssertionError("unreachable: the last candidate keeps no wrong hit")
 
 

@@ -1,10 +1,8 @@
 """Guards against false semantic hits: two prompts close in embedding space that ask different things.
 
-Each guard compares the query with a candidate and names a reason when they differ in a way that
-changes the answer: negation (a negating prefix counts: "unacceptable" against "acceptable"),
-polarity (antonyms such as on/off), numbers, named entities, or the order of two things ("London
-to Paris" vs "Paris to London", "what percent of 80 is 20" vs "of 20 is 80"). A guard only refuses; it
-never accepts. Rules are deliberately simple lexical ones, written to leave paraphrases alone.
+Each guard names a reason (negation, polarity, number, entity, order: docs/cache.md) when the query
+and a candidate differ in a way that changes the answer. A guard only refuses, never accepts: simple
+lexical rules, written to leave paraphrases alone.
 """
 
 from __future__ import annotations
@@ -211,12 +209,8 @@ def _sequence(s: TextSignals) -> list[str]:
 
 
 def _scrambled(a: TextSignals, b: TextSignals) -> bool:
-    """The same content words, rearranged around a directional word beyond one swap or one moved phrase.
-
-    "getting stronger than other currencies" / "other stronger than getting currencies": the words
-    next to "than" changed while the words are the same. A moved phrase that keeps every
-    directional word's neighbours ("in India, what is..." fronted) is left alone.
-    """
+    """The same content words with other neighbours around a directional word: "getting stronger than
+    other currencies" / "other stronger than getting currencies" (a fronted phrase keeps them)."""
     sa, sb = _sequence(a), _sequence(b)
     if sa == sb or sorted(sa) != sorted(sb) or not any(w in _DIRECTIONAL for w in sa):
         return False
@@ -229,16 +223,10 @@ _ROLE_WINDOW = 3
 
 
 def _swapped_around(a: TextSignals, b: TextSignals) -> bool:
-    """Two things changed sides of the word that relates them: "X dislikes Y" / "Y dislikes X".
-
-    The criterion's direction in general, not only at "to"/"than": a pivot word (a content or
-    directional word, not "and"/"or"/"vs") occurring once in each text, with a word that was just
-    before it now after it and one that was just after it now before it. A moved phrase crosses
-    every pivot in one direction only, so it passes. Two views: when both texts are the same words
-    rearranged, every word counts, within a few words of the pivot (so "faster than its speed" /
-    "its faster than in speed" counts its small words); otherwise the content words both share,
-    and the pivot's own neighbours must be the ones that crossed (a reworded question moves
-    phrases around more freely).
+    """Two things changed sides of the pivot word that relates them: "X dislikes Y" / "Y dislikes X"
+    (docs/cache.md's order rule). When both texts are the same words rearranged, every word within a
+    few words of the pivot counts; otherwise only the content words both share, and the pivot's own
+    neighbours must be the ones that crossed (a reworded question moves phrases around more freely).
     """
     full_a, full_b = [_stem(w) for w in a.lower], [_stem(w) for w in b.lower]
     if full_a != full_b and sorted(full_a) == sorted(full_b):

@@ -166,26 +166,16 @@ def _judged(row: dict[str, Any]) -> Judged:
 
 
 def load_train_extra(paths: Iterable[Path] | Path | None = None) -> list[Judged]:
-    """Judged pairs from QQP's train split: training data whatever their query hash says (default:
-    ``train_extra/``, a subdirectory, so ``load_judged`` of the judged directory never reads it into
-    the calibration or test parts).
-
-    They are not held-out pairs (their texts share nothing with the judged set), so they belong to no
-    part; ``train`` adds them to the train part only. Pairs already in the judged set are dropped.
-    """
+    """Judged pairs from QQP's train split (default: ``train_extra/``): training data whatever their
+    query hash says, less the pairs already in the judged set."""
     extra = load_judged(default_dir() / "train_extra" if paths is None else paths)
     base = {(j.query, j.stored) for j in load_judged()} if paths is None else set()
     return [j for j in extra if (j.query, j.stored) not in base]
 
 
 def load_calibration_extra(paths: Iterable[Path] | Path | None = None) -> list[Judged]:
-    """Judged held-out replay pairs whose query is not in the judged set: calibration data only
-    (default: ``calibration_extra/``, the rest of the held-out replay, a subdirectory like train_extra).
-
-    Their query hash would put some in the test part's range, but the test part is the judged set's
-    own test queries, which these never repeat: they belong to no part, and ``calibration_items``
-    adds them to the calibration part only (never training, never test).
-    """
+    """Judged held-out replay pairs whose query is not in the judged set (default:
+    ``calibration_extra/``): calibration data only, whatever their query hash says."""
     if paths is None:
         paths = default_dir() / "calibration_extra"
         if not paths.is_dir():

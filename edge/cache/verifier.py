@@ -124,18 +124,10 @@ class Replay:
         return cls(np.asarray(doc["scores"], dtype=np.float64), np.asarray(doc["servable"], dtype=bool))
 
 
-def operating_point(
-    replay: Replay, max_wrong_rate: float, confidence: float | None = None, bound: Bound | None = None
-) -> Calibration:
+def operating_point(replay: Replay, max_wrong_rate: float, confidence: float, bound: Bound) -> Calibration:
     """The lowest threshold whose served hits on ``replay`` are wrong at most ``max_wrong_rate`` of
-    the time with ``confidence`` (one-sided upper bound ``bound`` on the wrong rate; defaults: the
-    settings' ``budget_confidence`` and ``budget_bound``)."""
-    defaults = CacheSettings()
-    return sweep(
-        replay.scores, replay.servable, 1.0 - max_wrong_rate,
-        confidence=defaults.budget_confidence if confidence is None else confidence,
-        bound=defaults.budget_bound if bound is None else bound,
-    )
+    the time with ``confidence`` (one-sided upper bound ``bound`` on the wrong rate)."""
+    return sweep(replay.scores, replay.servable, 1.0 - max_wrong_rate, confidence=confidence, bound=bound)
 
 
 @dataclass
@@ -153,9 +145,7 @@ class Verifier:
         cos = None if cosines is None else np.asarray(cosines, dtype=np.float64)
         return self.platt(self.model.pair_logits([(query, c) for c in candidates]), cos)
 
-    def operating_point(
-        self, max_wrong_rate: float, confidence: float | None = None, bound: Bound | None = None
-    ) -> Calibration:
+    def operating_point(self, max_wrong_rate: float, confidence: float, bound: Bound) -> Calibration:
         if self.replay is None:
             raise VerifierError("this verifier has no calibration replay; run `edgeroute cache calibrate --write`")
         return operating_point(self.replay, max_wrong_rate, confidence, bound)
