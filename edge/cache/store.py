@@ -210,18 +210,14 @@ class CacheStore:
             yield self.read
 
     def clear(self, tenant: str | None = None) -> int:
+        where, args = ("WHERE tenant = ?", (tenant,)) if tenant is not None else ("", ())
         with self.transaction("clear"):
+            ids = [r[0] for r in self.write.execute(f"SELECT id FROM entries {where}", args)]
+            self.delete_ids(ids)
             if tenant is None:
-                n = self.write.execute("SELECT count(*) FROM entries").fetchone()[0]
-                self.write.execute("DELETE FROM entries")
-                self.write.execute("DELETE FROM cache_vec")
                 self.write.execute("DELETE FROM counters")
-            else:
-                ids = [r[0] for r in self.write.execute("SELECT id FROM entries WHERE tenant = ?", (tenant,))]
-                self.delete_ids(ids)
-                n = len(ids)
         self.count = self._count()
-        return n
+        return len(ids)
 
     def entries_per_tenant(self) -> dict[str, int]:
         sql = "SELECT tenant, count(*) FROM entries GROUP BY tenant ORDER BY tenant"

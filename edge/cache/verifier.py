@@ -116,13 +116,6 @@ class Replay:
     scores: np.ndarray
     servable: np.ndarray
 
-    def as_json(self) -> dict[str, Any]:
-        return {"scores": [round(float(s), 6) for s in self.scores], "servable": [bool(x) for x in self.servable]}
-
-    @classmethod
-    def from_json(cls, doc: dict[str, Any]) -> Replay:
-        return cls(np.asarray(doc["scores"], dtype=np.float64), np.asarray(doc["servable"], dtype=bool))
-
 
 def operating_point(replay: Replay, max_wrong_rate: float, confidence: float, bound: Bound) -> Calibration:
     """The lowest threshold whose served hits on ``replay`` are wrong at most ``max_wrong_rate`` of
@@ -169,7 +162,10 @@ class Verifier:
                     "retrain with `edgeroute cache train-verifier`"
                 )
             platt = Platt(float(doc["platt"]["a"]), float(doc["platt"]["b"]), float(doc["platt"].get("c", 0.0)))
-            replay = Replay.from_json(doc["replay"]) if doc.get("replay") else None
+            rd = doc.get("replay")
+            replay = None if not rd else Replay(
+                np.asarray(rd["scores"], dtype=np.float64), np.asarray(rd["servable"], dtype=bool)
+            )
             meta = dict(doc.get("meta", {}))
         except (OSError, ValueError, KeyError, TypeError) as exc:
             raise VerifierError(f"cannot read the verifier from {directory}: {exc}") from exc
@@ -182,7 +178,10 @@ class Verifier:
             "format": FORMAT,
             "model": "MiniLM cross-encoder (ONNX INT8) + Platt scaling",
             "platt": {"a": round(self.platt.a, 6), "b": round(self.platt.b, 6), "c": round(self.platt.c, 6)},
-            "replay": self.replay.as_json() if self.replay is not None else None,
+            "replay": None if self.replay is None else {
+                "scores": [round(float(s), 6) for s in self.replay.scores],
+                "servable": [bool(x) for x in self.replay.servable],
+            },
             "meta": self.meta,
         }
         try:

@@ -9,7 +9,7 @@ import pytest
 from cache_helpers import GREEDY, chat, embedder  # noqa: F401  (module-scoped fixture)
 
 from edge import CacheSettings, EdgeCache, Embedder
-from edge.cache import read_warmup
+from edge.cache.warmup import read_warmup
 from edge.cache.keys import skip_probability
 from edge.cache.store import CacheStore
 from edge.errors import CacheError

@@ -10,7 +10,8 @@ import pytest
 from cache_helpers import embedder  # noqa: F401  (module-scoped fixture)
 
 from edge import CacheSettings, Embedder, VerifierError
-from edge.cache import Verifier, load_judged, split_judged, sweep
+from edge.cache import Verifier, load_judged, split_judged
+from edge.cache.calibration import sweep
 from edge.cache.index import IvfIndex
 from edge.cache.judged import part_of
 from edge.cache.judged import Pair, is_heldout, load_pairs
