@@ -35,8 +35,7 @@ class Names:
 
 def stem(word: str) -> str:
     """Possessive and plural 's' removed: France's ~ France, Muslims ~ Muslim, TVs ~ TV."""
-    if word.endswith("'s"):
-        word = word[:-2]
+    word = word.removesuffix("'s")
     return word[:-1] if len(word) > 2 and word.endswith("s") and not word.endswith("ss") else word
 
 
@@ -71,7 +70,7 @@ def names(text: str, common: frozenset[str]) -> Names:
     ents: list[tuple[str, ...]] = []
     for run in runs:
         start = text.find(run[0])
-        lowered = [t.lower()[:-2] if t.lower().endswith("'s") else t.lower() for t in run]
+        lowered = [t.lower().removesuffix("'s") for t in run]
         raw.append(tuple(stem(t) for t in lowered if t not in _JOINERS))
         ents.append(tuple(
             t for t in lowered

@@ -51,17 +51,14 @@ def signals(text: str) -> TextSignals:
         axis = AXIS.get(word)
         if axis is not None:
             polarity.setdefault(axis[0], set()).add(axis[1])
-    numbers: Counter[float] = Counter()
-    for t in lower:
-        value = _number(t)
-        if value is not None:
-            numbers[value] += 1
-    entities = tuple(_entities(tokens))
-    content = [(i, t) for i, t in enumerate(lower) if t not in COMMON or t in RELATION_WORDS]
+    numbers = Counter(v for v in map(_number, lower) if v is not None)
+    names = (t.lower().removesuffix("'s") for t in tokens if t[0].isupper())
+    entities = tuple(w for w in names if not (w in COMMON or w in AXIS or w in NUMBER_WORDS or len(w) < 2))
+    content = [t for t in lower if t not in COMMON or t in RELATION_WORDS]
     relations: set[tuple[str, str, str]] = set()
-    for j, (_, t) in enumerate(content):
+    for j, t in enumerate(content):
         if t in RELATION_WORDS and 0 < j < len(content) - 1:
-            left, right = content[j - 1][1], content[j + 1][1]
+            left, right = content[j - 1], content[j + 1]
             if left not in RELATION_WORDS and right not in RELATION_WORDS:
                 relations.add((left, t, right))
     return TextSignals(
@@ -80,32 +77,9 @@ def _number(token: str) -> float | None:
     return float(NUMBER_WORDS[token]) if token in NUMBER_WORDS else None
 
 
-def _entities(tokens: tuple[str, ...]) -> list[str]:
-    found: list[str] = []
-    for t in tokens:
-        if not t[0].isupper():
-            continue
-        word = t.lower()
-        if word.endswith("'s"):
-            word = word[:-2]
-        if word in COMMON or word in AXIS or word in NUMBER_WORDS or len(word) < 2:
-            continue
-        found.append(word)
-    return found
-
-
 def _joined_non(words: tuple[str, ...]) -> set[str]:
     """The words, "non" joined to the word after it ("non-profit" is "nonprofit")."""
-    out: set[str] = set()
-    i = 0
-    while i < len(words):
-        if words[i] == "non" and i + 1 < len(words):
-            out.add("non" + words[i + 1])
-            i += 2
-        else:
-            out.add(words[i])
-            i += 1
-    return out
+    return set(re.sub(r"(?<!\S)non (?=\S)", "non", " ".join(words)).split())
 
 
 def _negated_words(mine: tuple[str, ...], other: tuple[str, ...]) -> int:
@@ -159,8 +133,7 @@ def check(query: str, candidate: str) -> str | None:
 
 def _stem(word: str) -> str:
     """Possessive and plural 's' removed: France's ~ France, Muslims ~ Muslim."""
-    if word.endswith("'s"):
-        word = word[:-2]
+    word = word.removesuffix("'s")
     return word[:-1] if len(word) > 3 and word.endswith("s") else word
 
 
@@ -174,12 +147,10 @@ def _reversed(a: TextSignals, b: TextSignals) -> bool:
     shared = [e for e in dict.fromkeys(a.entities) if e in b.entities]
     if len(shared) < 2:
         return False
-    ra, rb = _roles(a, shared), _roles(b, shared)
+    ra, rb = {e: _role(a, e) for e in shared}, {e: _role(b, e) for e in shared}
     if all(ra[e] is not None and rb[e] is not None for e in shared):
         return any(ra[e] != rb[e] for e in shared)
-    order_a = [e for e in dict.fromkeys(a.entities) if e in shared]
-    order_b = [e for e in dict.fromkeys(b.entities) if e in shared]
-    if order_a == order_b:
+    if shared == [e for e in dict.fromkeys(b.entities) if e in shared]:  # the same order
         return False
     # "Python and Java" vs "Java and Python": joined symmetrically, the order says nothing.
     return not (_joined_symmetrically(a, shared) and _joined_symmetrically(b, shared))
@@ -291,19 +262,14 @@ def _around(seq: list[str]) -> Counter[tuple[str, str, str]]:
     )
 
 
-def _roles(s: TextSignals, shared: list[str]) -> dict[str, str | None]:
-    roles: dict[str, str | None] = {}
-    for e in shared:
-        i = next(i for i, t in enumerate(s.lower) if t == e or t == e + "'s")
-        before = s.lower[i - 1] if i > 0 else ""
-        after = s.lower[i + 1] if i + 1 < len(s.lower) else ""
-        if before in RELATION_WORDS:
-            roles[e] = before
-        elif after in ("to", "into"):
-            roles[e] = "from"
-        else:
-            roles[e] = None
-    return roles
+def _role(s: TextSignals, e: str) -> str | None:
+    """The relation word before ``e`` ("to Paris"), or "from" when "to"/"into" follows it."""
+    i = next(i for i, t in enumerate(s.lower) if t == e or t == e + "'s")
+    before = s.lower[i - 1] if i > 0 else ""
+    after = s.lower[i + 1] if i + 1 < len(s.lower) else ""
+    if before in RELATION_WORDS:
+        return before
+    return "from" if after in ("to", "into") else None
 
 
 def _joined_symmetrically(s: TextSignals, shared: list[str] | set[str]) -> bool:
