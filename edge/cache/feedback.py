@@ -250,11 +250,9 @@ class Feedback:
         found: dict[int, list[np.ndarray]] = {}
         for entry_id, blob in rows:
             found.setdefault(int(entry_id), []).append(np.frombuffer(blob, dtype=np.float32).reshape(DIM))
-        for key in [k for k in self.vetoes if k[0] == tenant]:
-            if key[1] not in found:
-                del self.vetoes[key]
-        for entry_id, vecs in found.items():
-            self.vetoes[(tenant, entry_id)] = np.stack(vecs)
+        # One new dict, swapped in: the reader thread never sees the tenant's vetoes half-loaded.
+        others = {k: v for k, v in self.vetoes.items() if k[0] != tenant}
+        self.vetoes = others | {(tenant, entry_id): np.stack(vecs) for entry_id, vecs in found.items()}
 
     # -- reads (dashboard, metrics) -------------------------------------------------------
 

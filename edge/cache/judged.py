@@ -26,9 +26,8 @@ T = TypeVar("T")
 HELDOUT_FRACTION = 0.2
 
 Part = Literal["train", "calibration", "test"]
-PARTS: tuple[Part, ...] = ("train", "calibration", "test")
 # Cumulative bounds of the query-hash fraction: 35% train, 25% calibration, 40% test.
-_BOUNDS = ((0.35, "train"), (0.60, "calibration"), (1.0, "test"))
+_BOUNDS: tuple[tuple[float, Part], ...] = ((0.35, "train"), (0.60, "calibration"), (1.0, "test"))
 
 
 def read_jsonl(
@@ -65,11 +64,10 @@ class Pair:
 
 def load_pairs(path: Path) -> list[Pair]:
     """Read a JSONL file of labeled pairs; a malformed line is an error naming its number."""
-
-    def parse(row: dict[str, Any]) -> Pair:
-        return Pair(str(row["a"]), str(row["b"]), bool(row["duplicate"]))
-
-    return list(read_jsonl(path, "pairs", parse, "expected {'a', 'b', 'duplicate'}: "))
+    return list(read_jsonl(
+        path, "pairs", lambda row: Pair(str(row["a"]), str(row["b"]), bool(row["duplicate"])),
+        "expected {'a', 'b', 'duplicate'}: ",
+    ))
 
 
 def is_heldout(pair: Pair) -> bool:
@@ -120,7 +118,7 @@ class Judged:
 
 def part_of(query: str) -> Part:
     x = _fraction(query)
-    return next(name for bound, name in _BOUNDS if x < bound)  # type: ignore[return-value]
+    return next(name for bound, name in _BOUNDS if x < bound)
 
 
 # edge/cache/judged.py -> the repository's root, when this runs from a checkout (or an editable install).
@@ -193,7 +191,7 @@ def calibration_items(judged: Iterable[Judged], extra: Iterable[Judged] = ()) ->
 
 
 def split_judged(items: Iterable[Judged]) -> dict[Part, list[Judged]]:
-    parts: dict[Part, list[Judged]] = {p: [] for p in PARTS}
+    parts: dict[Part, list[Judged]] = {name: [] for _, name in _BOUNDS}
     for item in items:
         parts[item.part].append(item)
     return parts
