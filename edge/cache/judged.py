@@ -1,12 +1,9 @@
-"""Labeled question pairs: QQP's (``{"a", "b", "duplicate"}``) and the judged replay set.
+"""Labeled question pairs: QQP's (``{"a", "b", "duplicate"}``) and the judged replay set, (query,
+nearest stored question) pairs a reader judged servable or not (``data/judged/``, not installed).
 
-The judged replay set: (query, nearest stored question) pairs a reader judged servable or not.
-
-Kept in the source repository's ``data/judged/`` (its README says how it was made), not in the
-installed package: commands take ``--judged DIR``, and default to that folder when run from a
-checkout. Split by a hash of the query text into train / calibration / test parts, so a query (and
-every pair it is in) stays on one side: train for the verifier, calibration for Platt scaling and
-the threshold, test for ``bench.cache`` only.
+Split by a hash of the query text into train / calibration / test parts, so a query (and every pair
+it is in) stays on one side: train for the verifier, calibration for Platt scaling and the
+threshold, test for ``bench.cache`` only.
 """
 
 from __future__ import annotations

@@ -1,9 +1,4 @@
-"""The cache as the request path uses it: policy, exact layer, semantic layer, guards, verifier, stats.
-
-A lookup asks the exact layer (the same request, normalized, asked before: one indexed read) and
-then the semantic layer (a question asked before in other words: the nearest neighbours of the
-prompt's embedding, judged by the similarity floor, the guards and the verifier).
-"""
+"""The cache as the request path uses it: policy, exact layer, semantic layer, guards, verifier, stats."""
 
 from __future__ import annotations
 
@@ -97,7 +92,8 @@ class EdgeCache:
         opt: bool | None = None,
         want_embedding: bool = False,
     ) -> Lookup:
-        """Ask the exact layer, then the semantic one; the first that finds an answer serves it.
+        """Ask the exact layer (one indexed read), then the semantic one (the nearest neighbours of the
+        prompt's embedding, judged by the similarity floor, the guards and the verifier).
 
         ``want_embedding``: the caller routes on the prompt's embedding, so return one whatever
         happens: computed when not cacheable, and on an exact hit the one stored with the entry
@@ -216,9 +212,8 @@ class EdgeCache:
             self.db.close()
 
     async def candidates(self, key: CacheKey) -> tuple[np.ndarray | None, list[Candidate]]:
-        """The semantic layer's judgement of ``key``, best first, on the reader thread: the lookup's,
-        and without serving anything for benchmarks and debugging. (None, []) for a text the
-        semantic layer does not take."""
+        """The semantic layer's judgement of ``key``, best first, without serving anything (the lookup's,
+        benchmarks'); (None, []) for a text it does not take."""
         parts = semantic_parts(key)
         if not self._semantic_ok(parts.text):
             return None, []

@@ -108,8 +108,6 @@ class CacheStore:
                 " AND embedding IS NOT NULL",
                 (*ids, tenant, scope, min_created, *tiers),
             ).fetchall()
-        if not rows:
-            return []
         embs = np.frombuffer(b"".join(r[-1] for r in rows), dtype=np.float32).reshape(len(rows), DIM)
         sims = embs @ vec
         order = np.argsort(-sims)
