@@ -42,10 +42,6 @@ class IvfIndex:
         c = c / np.maximum(np.linalg.norm(c, axis=1, keepdims=True), 1e-12)
         return cls(np.ascontiguousarray(c), np.asarray(mean, dtype=np.float32).reshape(DIM))
 
-    @classmethod
-    def from_blobs(cls, centroids: bytes, mean: bytes) -> IvfIndex:
-        return cls.from_arrays(np.frombuffer(centroids, dtype=np.float32).reshape(-1, DIM), np.frombuffer(mean, dtype=np.float32))
-
     def blobs(self) -> tuple[bytes, bytes]:
         return self.centroids.astype(np.float32).tobytes(), self.mean.astype(np.float32).tobytes()
 

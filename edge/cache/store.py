@@ -48,7 +48,8 @@ class CacheStore:
             self.point = connect(self.path)
             self._point_lock = threading.Lock()
             meta = dict(self.read.execute("SELECT key, value FROM meta").fetchall())
-            self.index = IvfIndex.from_blobs(meta["ivf_centroids"], meta["ivf_mean"])
+            vectors = {k: np.frombuffer(meta[k], dtype=np.float32) for k in ("ivf_centroids", "ivf_mean")}
+            self.index = IvfIndex.from_arrays(vectors["ivf_centroids"].reshape(-1, DIM), vectors["ivf_mean"])
             self.count = self._count()
         except (sqlite3.Error, KeyError) as exc:
             self.close()
