@@ -267,18 +267,17 @@ class Feedback:
             for t, rated, wrong in counts:
                 if tenant is not None and t != tenant:
                     continue
-                rule = self.rules.get(t)
-                history = records(conn.execute(
-                    "SELECT at, threshold_from, threshold_to, rated, wrong, estimate, bound, reason FROM budget_log"
-                    " WHERE tenant = ? ORDER BY id DESC LIMIT ?", (t, _HISTORY),
-                ))
+                rule = self.rules.get(t) or Rule(self.base, 0, 0, None)
                 out[t] = {
-                    "base_threshold": self.base, "threshold": self.threshold(t),
+                    "base_threshold": self.base, "threshold": rule.threshold,
                     "rated": int(rated), "wrong": int(wrong or 0),
-                    "rated_at_threshold": rule.rated if rule else 0, "wrong_at_threshold": rule.wrong if rule else 0,
-                    "estimate": rule.estimate if rule else None, "bound": rule.bound if rule else None,
+                    "rated_at_threshold": rule.rated, "wrong_at_threshold": rule.wrong,
+                    "estimate": rule.estimate, "bound": rule.bound,
                     "max_wrong_rate": self.settings.max_wrong_rate,
-                    "history": history,
+                    "history": records(conn.execute(
+                        "SELECT at, threshold_from, threshold_to, rated, wrong, estimate, bound, reason FROM budget_log"
+                        " WHERE tenant = ? ORDER BY id DESC LIMIT ?", (t, _HISTORY),
+                    )),
                 }
         return out
 
