@@ -259,19 +259,21 @@ class CacheStore:
     def transaction(self, what: str) -> Iterator[None]:
         """One write transaction on the write connection (the writer thread's); inside one, that one.
 
-        IMMEDIATE takes the write lock up front: no SQLITE_BUSY upgrade failure half-way."""
-        if self.write.in_transaction:
+        IMMEDIATE takes the write lock up front: no SQLITE_BUSY upgrade failure half-way. A failed
+        commit is rolled back too, so no later write can join a transaction that never commits."""
+        if self.write.in_transaction:  # put's, flushing what is pending with its store
             yield
             return
         with translate(what):
             self.write.execute("BEGIN IMMEDIATE")
             try:
                 yield
+                self.write.execute("COMMIT")
             except BaseException:
-                self.write.execute("ROLLBACK")
+                if self.write.in_transaction:
+                    self.write.execute("ROLLBACK")
                 self.count = self._count()
                 raise
-            self.write.execute("COMMIT")
 
     def _count(self) -> int:
         return int(self.write.execute("SELECT count(*) FROM entries").fetchone()[0])
