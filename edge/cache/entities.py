@@ -1,18 +1,8 @@
 """The entity guard: does one question name something (a person, place, product) the other does not?
 
 Entities are capitalized words that are not sentence openers, question words or common words
-(``lexicon.COMMON``). A name counts as present in the other text when the other text has the
-same word, written in any case, in singular or plural, or as:
-
-- its acronym, or the acronym's expansion: "United Kingdom" ~ "UK" ~ "U.K.", "United States of
-  America" ~ "USA";
-- its demonym: "India" ~ "Indian", "America" ~ "American";
-- the rest of the same name when only one side drops a part of it ("Donald Trump" ~ "Trump"), as
-  long as the other side names nothing new (so "Donald Trump" vs "Ivanka Trump" still differs).
-
-A currency is not an entity ("under INR 45K" ~ "under 45k"); two different currencies still
-differ ("under 500 USD" vs "under 500 INR"). A Quora-style topic prefix ("Music: what's your
-favourite song?") names the topic, not the question's specifics, so its words are not entities.
+(``lexicon.COMMON``); what counts as the same name (acronyms, demonyms, a dropped part, currencies,
+topic prefixes) is docs/cache.md's entity rule.
 """
 
 from __future__ import annotations
@@ -45,8 +35,7 @@ class Names:
 
 def stem(word: str) -> str:
     """Possessive and plural 's' removed: France's ~ France, Muslims ~ Muslim, TVs ~ TV."""
-    if word.endswith("'s"):
-        word = word[:-2]
+    word = word.removesuffix("'s")
     return word[:-1] if len(word) > 2 and word.endswith("s") and not word.endswith("ss") else word
 
 
@@ -81,7 +70,7 @@ def names(text: str, common: frozenset[str]) -> Names:
     ents: list[tuple[str, ...]] = []
     for run in runs:
         start = text.find(run[0])
-        lowered = [t.lower()[:-2] if t.lower().endswith("'s") else t.lower() for t in run]
+        lowered = [t.lower().removesuffix("'s") for t in run]
         raw.append(tuple(stem(t) for t in lowered if t not in _JOINERS))
         ents.append(tuple(
             t for t in lowered

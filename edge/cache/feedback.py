@@ -1,25 +1,9 @@
 """Ratings of served answers, and what they change: each tenant's threshold and the vetoed pairs.
 
 Every answer the node returns is noted with the cache's decision (in memory, written with the
-cache's next write: no fsync of its own on the request path). A rating (``POST /v1/feedback``)
-is stored on that decision. A semantic hit rated wrong vetoes its entry for that query and the
-query's near paraphrases (cosine >= ``feedback_veto_similarity``); an exact hit rated wrong
-deletes its entry (it is the stored answer to that very question). Ratings of semantic hits move
-the tenant's threshold (the error budget, below); each move is logged in ``budget_log``, which keeps
-each tenant's newest ``budget_log_rows``.
-
-Each rated semantic hit is (the verifier's probability when it was served, right or wrong). At a
-threshold ``t`` the hits that would still be served are those with probability >= t; their wrong
-rate has the same one-sided upper confidence bound ``edgeroute cache calibrate`` uses
-(:func:`edge.cache.calibration.wrong_rate_upper`). The rule kept is the lowest threshold, never
-below the calibrated one, at which either no rated hit is wrong (the calibration still speaks
-for it) or the bound is within ``max_wrong_rate``: wrong ratings make it stricter, and it comes
-down again only when enough right ratings bring the bound back within the budget.
-
-The calibration replay counts too, as ``budget_prior_ratings`` ratings at its own wrong rate at
-that threshold divided by ``calibration_margin`` (out of sample the wrong rate ran up to about
-twice the replay's), so a tenant's first ratings are weighed with the replay's evidence rather
-than alone; its ratings outweigh the replay once there are more of them than the prior's weight.
+cache's next write: no fsync of its own on the request path). The rule that ratings move (the
+error budget online, with the calibration replay as a prior) is docs/cache.md's "Feedback and the
+error budget online"; each move is logged in ``budget_log``.
 """
 
 from __future__ import annotations
@@ -37,8 +21,8 @@ from .calibration import Bound, wrong_rate_upper
 from .index import DIM
 from .keys import CacheKey, semantic_parts
 from .migrations import records
-from .results import CacheHit, Served
-from .store import CacheStore
+from .results import CacheHit
+from .store import CacheStore, ServedRow
 
 if TYPE_CHECKING:
     from .verifier import Verifier
@@ -103,24 +87,12 @@ class Rule:
         return self.wrong / self.rated if self.rated else None
 
 
-def estimate(
-    ratings: Sequence[Rated], threshold: float, confidence: float, bound: Bound, prior: Prior | None = None
-) -> Rule:
-    """The wrong rate of the rated hits at ``threshold`` and its upper confidence bound (with the prior's counts)."""
-    kept = [r for r in ratings if r.probability >= threshold]
-    wrong = sum(r.wrong for r in kept)
-    if not kept:
-        return Rule(threshold, 0, 0, None)
-    n, k = (0.0, 0.0) if prior is None else prior.at(threshold)
-    upper = float(wrong_rate_upper(np.array([wrong + k]), np.array([len(kept) + n]), confidence, bound)[0])
-    return Rule(threshold, len(kept), wrong, upper)
-
-
 def choose(
     ratings: Sequence[Rated], base: float, max_wrong_rate: float, confidence: float, bound: Bound,
     prior: Prior | None = None,
 ) -> Rule:
-    """The lowest threshold >= ``base`` the ratings allow (see the module's docstring).
+    """The lowest threshold >= ``base`` at which no rated hit is wrong or the upper confidence bound of
+    the wrong rate (over the ratings and the prior) is within ``max_wrong_rate``.
 
     The candidates are ``base`` and, for each wrong-rated hit above it, the next float above its
     probability (the served set changes only there); the highest of them has no wrong hit left,
@@ -128,9 +100,14 @@ def choose(
     """
     wrong_ps = sorted({r.probability for r in ratings if r.wrong and r.probability >= base})
     for t in [base, *(float(np.nextafter(p, np.inf)) for p in wrong_ps)]:
-        rule = estimate(ratings, t, confidence, bound, prior)
-        if rule.wrong == 0 or (rule.bound is not None and rule.bound <= max_wrong_rate):
-            return rule
+        kept = [r for r in ratings if r.probability >= t]
+        if not kept:
+            return Rule(t, 0, 0, None)
+        wrong = sum(r.wrong for r in kept)
+        n, k = (0.0, 0.0) if prior is None else prior.at(t)
+        upper = float(wrong_rate_upper(np.array([wrong + k]), np.array([len(kept) + n]), confidence, bound)[0])
+        if wrong == 0 or upper <= max_wrong_rate:
+            return Rule(t, len(kept), wrong, upper)
     raise AssertionError("unreachable: the last candidate keeps no wrong hit")
 
 
@@ -141,7 +118,7 @@ class Feedback:
         self, db: CacheStore, settings: CacheSettings, base: float, prior: Prior | None = None
     ) -> None:
         self.db, self.settings, self.base, self.prior = db, settings, base, prior
-        self._pending: list[Served] = []
+        self._pending: list[ServedRow] = []
         self._lock = threading.Lock()
         self.rules: dict[str, Rule] = {}  # tenants with rated semantic hits
         # (tenant, entry id) -> the query embeddings it was rated wrong for, one per row
@@ -164,24 +141,22 @@ class Feedback:
     ) -> None:
         """An answer returned, with the cache's decision (the query and its embedding on a semantic hit)."""
         semantic = hit is not None and hit.kind == "semantic"
-        served = Served(
-            response_id, tenant, route, now,
-            entry_id=hit.entry_id if hit is not None else None,
-            query=semantic_parts(key).text if semantic and key is not None else None,
-            similarity=hit.similarity if hit is not None else None,
-            probability=hit.probability if hit is not None else None,
-            threshold=self.threshold(tenant) if semantic else None,
-            embedding=embedding if semantic else None,
+        decision = (hit.entry_id, hit.similarity, hit.probability) if hit is not None else (None, None, None)
+        row = (
+            response_id, tenant, route, now, *decision,
+            semantic_parts(key).text if semantic and key is not None else None,
+            self.threshold(tenant) if semantic else None,
+            np.asarray(embedding, dtype=np.float32).tobytes() if semantic and embedding is not None else None,
         )
         with self._lock:
-            self._pending.append(served)
+            self._pending.append(row)
 
-    def take(self) -> list[Served]:
+    def take(self) -> list[ServedRow]:
         with self._lock:
             rows, self._pending = self._pending, []
         return rows
 
-    def restore(self, rows: list[Served]) -> None:
+    def restore(self, rows: list[ServedRow]) -> None:
         with self._lock:
             self._pending[:0] = rows
 
@@ -275,11 +250,9 @@ class Feedback:
         found: dict[int, list[np.ndarray]] = {}
         for entry_id, blob in rows:
             found.setdefault(int(entry_id), []).append(np.frombuffer(blob, dtype=np.float32).reshape(DIM))
-        for key in [k for k in self.vetoes if k[0] == tenant]:
-            if key[1] not in found:
-                del self.vetoes[key]
-        for entry_id, vecs in found.items():
-            self.vetoes[(tenant, entry_id)] = np.stack(vecs)
+        # One new dict, swapped in: the reader thread never sees the tenant's vetoes half-loaded.
+        others = {k: v for k, v in self.vetoes.items() if k[0] != tenant}
+        self.vetoes = others | {(tenant, entry_id): np.stack(vecs) for entry_id, vecs in found.items()}
 
     # -- reads (dashboard, metrics) -------------------------------------------------------
 
@@ -294,18 +267,17 @@ class Feedback:
             for t, rated, wrong in counts:
                 if tenant is not None and t != tenant:
                     continue
-                rule = self.rules.get(t)
-                history = records(conn.execute(
-                    "SELECT at, threshold_from, threshold_to, rated, wrong, estimate, bound, reason FROM budget_log"
-                    " WHERE tenant = ? ORDER BY id DESC LIMIT ?", (t, _HISTORY),
-                ))
+                rule = self.rules.get(t) or Rule(self.base, 0, 0, None)
                 out[t] = {
-                    "base_threshold": self.base, "threshold": self.threshold(t),
+                    "base_threshold": self.base, "threshold": rule.threshold,
                     "rated": int(rated), "wrong": int(wrong or 0),
-                    "rated_at_threshold": rule.rated if rule else 0, "wrong_at_threshold": rule.wrong if rule else 0,
-                    "estimate": rule.estimate if rule else None, "bound": rule.bound if rule else None,
+                    "rated_at_threshold": rule.rated, "wrong_at_threshold": rule.wrong,
+                    "estimate": rule.estimate, "bound": rule.bound,
                     "max_wrong_rate": self.settings.max_wrong_rate,
-                    "history": history,
+                    "history": records(conn.execute(
+                        "SELECT at, threshold_from, threshold_to, rated, wrong, estimate, bound, reason FROM budget_log"
+                        " WHERE tenant = ? ORDER BY id DESC LIMIT ?", (t, _HISTORY),
+                    )),
                 }
         return out
 

@@ -1,10 +1,8 @@
 """Guards against false semantic hits: two prompts close in embedding space that ask different things.
 
-Each guard compares the query with a candidate and names a reason when they differ in a way that
-changes the answer: negation (a negating prefix counts: "unacceptable" against "acceptable"),
-polarity (antonyms such as on/off), numbers, named entities, or the order of two things ("London
-to Paris" vs "Paris to London", "what percent of 80 is 20" vs "of 20 is 80"). A guard only refuses; it
-never accepts. Rules are deliberately simple lexical ones, written to leave paraphrases alone.
+Each guard names a reason (negation, polarity, number, entity, order: docs/cache.md) when the query
+and a candidate differ in a way that changes the answer. A guard only refuses, never accepts: simple
+lexical rules, written to leave paraphrases alone.
 """
 
 from __future__ import annotations
@@ -53,17 +51,14 @@ def signals(text: str) -> TextSignals:
         axis = AXIS.get(word)
         if axis is not None:
             polarity.setdefault(axis[0], set()).add(axis[1])
-    numbers: Counter[float] = Counter()
-    for t in lower:
-        value = _number(t)
-        if value is not None:
-            numbers[value] += 1
-    entities = tuple(_entities(tokens))
-    content = [(i, t) for i, t in enumerate(lower) if t not in COMMON or t in RELATION_WORDS]
+    numbers = Counter(v for v in map(_number, lower) if v is not None)
+    names = (t.lower().removesuffix("'s") for t in tokens if t[0].isupper())
+    entities = tuple(w for w in names if not (w in COMMON or w in AXIS or w in NUMBER_WORDS or len(w) < 2))
+    content = [t for t in lower if t not in COMMON or t in RELATION_WORDS]
     relations: set[tuple[str, str, str]] = set()
-    for j, (_, t) in enumerate(content):
+    for j, t in enumerate(content):
         if t in RELATION_WORDS and 0 < j < len(content) - 1:
-            left, right = content[j - 1][1], content[j + 1][1]
+            left, right = content[j - 1], content[j + 1]
             if left not in RELATION_WORDS and right not in RELATION_WORDS:
                 relations.add((left, t, right))
     return TextSignals(
@@ -82,32 +77,9 @@ def _number(token: str) -> float | None:
     return float(NUMBER_WORDS[token]) if token in NUMBER_WORDS else None
 
 
-def _entities(tokens: tuple[str, ...]) -> list[str]:
-    found: list[str] = []
-    for t in tokens:
-        if not t[0].isupper():
-            continue
-        word = t.lower()
-        if word.endswith("'s"):
-            word = word[:-2]
-        if word in COMMON or word in AXIS or word in NUMBER_WORDS or len(word) < 2:
-            continue
-        found.append(word)
-    return found
-
-
 def _joined_non(words: tuple[str, ...]) -> set[str]:
     """The words, "non" joined to the word after it ("non-profit" is "nonprofit")."""
-    out: set[str] = set()
-    i = 0
-    while i < len(words):
-        if words[i] == "non" and i + 1 < len(words):
-            out.add("non" + words[i + 1])
-            i += 2
-        else:
-            out.add(words[i])
-            i += 1
-    return out
+    return set(re.sub(r"(?<!\S)non (?=\S)", "non", " ".join(words)).split())
 
 
 def _negated_words(mine: tuple[str, ...], other: tuple[str, ...]) -> int:
@@ -161,8 +133,7 @@ def check(query: str, candidate: str) -> str | None:
 
 def _stem(word: str) -> str:
     """Possessive and plural 's' removed: France's ~ France, Muslims ~ Muslim."""
-    if word.endswith("'s"):
-        word = word[:-2]
+    word = word.removesuffix("'s")
     return word[:-1] if len(word) > 3 and word.endswith("s") else word
 
 
@@ -176,12 +147,10 @@ def _reversed(a: TextSignals, b: TextSignals) -> bool:
     shared = [e for e in dict.fromkeys(a.entities) if e in b.entities]
     if len(shared) < 2:
         return False
-    ra, rb = _roles(a, shared), _roles(b, shared)
+    ra, rb = {e: _role(a, e) for e in shared}, {e: _role(b, e) for e in shared}
     if all(ra[e] is not None and rb[e] is not None for e in shared):
         return any(ra[e] != rb[e] for e in shared)
-    order_a = [e for e in dict.fromkeys(a.entities) if e in shared]
-    order_b = [e for e in dict.fromkeys(b.entities) if e in shared]
-    if order_a == order_b:
+    if shared == [e for e in dict.fromkeys(b.entities) if e in shared]:  # the same order
         return False
     # "Python and Java" vs "Java and Python": joined symmetrically, the order says nothing.
     return not (_joined_symmetrically(a, shared) and _joined_symmetrically(b, shared))
@@ -211,12 +180,8 @@ def _sequence(s: TextSignals) -> list[str]:
 
 
 def _scrambled(a: TextSignals, b: TextSignals) -> bool:
-    """The same content words, rearranged around a directional word beyond one swap or one moved phrase.
-
-    "getting stronger than other currencies" / "other stronger than getting currencies": the words
-    next to "than" changed while the words are the same. A moved phrase that keeps every
-    directional word's neighbours ("in India, what is..." fronted) is left alone.
-    """
+    """The same content words with other neighbours around a directional word: "getting stronger than
+    other currencies" / "other stronger than getting currencies" (a fronted phrase keeps them)."""
     sa, sb = _sequence(a), _sequence(b)
     if sa == sb or sorted(sa) != sorted(sb) or not any(w in _DIRECTIONAL for w in sa):
         return False
@@ -229,16 +194,10 @@ _ROLE_WINDOW = 3
 
 
 def _swapped_around(a: TextSignals, b: TextSignals) -> bool:
-    """Two things changed sides of the word that relates them: "X dislikes Y" / "Y dislikes X".
-
-    The criterion's direction in general, not only at "to"/"than": a pivot word (a content or
-    directional word, not "and"/"or"/"vs") occurring once in each text, with a word that was just
-    before it now after it and one that was just after it now before it. A moved phrase crosses
-    every pivot in one direction only, so it passes. Two views: when both texts are the same words
-    rearranged, every word counts, within a few words of the pivot (so "faster than its speed" /
-    "its faster than in speed" counts its small words); otherwise the content words both share,
-    and the pivot's own neighbours must be the ones that crossed (a reworded question moves
-    phrases around more freely).
+    """Two things changed sides of the pivot word that relates them: "X dislikes Y" / "Y dislikes X"
+    (docs/cache.md's order rule). When both texts are the same words rearranged, every word within a
+    few words of the pivot counts; otherwise only the content words both share, and the pivot's own
+    neighbours must be the ones that crossed (a reworded question moves phrases around more freely).
     """
     full_a, full_b = [_stem(w) for w in a.lower], [_stem(w) for w in b.lower]
     if full_a != full_b and sorted(full_a) == sorted(full_b):
@@ -303,19 +262,14 @@ def _around(seq: list[str]) -> Counter[tuple[str, str, str]]:
     )
 
 
-def _roles(s: TextSignals, shared: list[str]) -> dict[str, str | None]:
-    roles: dict[str, str | None] = {}
-    for e in shared:
-        i = next(i for i, t in enumerate(s.lower) if t == e or t == e + "'s")
-        before = s.lower[i - 1] if i > 0 else ""
-        after = s.lower[i + 1] if i + 1 < len(s.lower) else ""
-        if before in RELATION_WORDS:
-            roles[e] = before
-        elif after in ("to", "into"):
-            roles[e] = "from"
-        else:
-            roles[e] = None
-    return roles
+def _role(s: TextSignals, e: str) -> str | None:
+    """The relation word before ``e`` ("to Paris"), or "from" when "to"/"into" follows it."""
+    i = next(i for i, t in enumerate(s.lower) if t == e or t == e + "'s")
+    before = s.lower[i - 1] if i > 0 else ""
+    after = s.lower[i + 1] if i + 1 < len(s.lower) else ""
+    if before in RELATION_WORDS:
+        return before
+    return "from" if after in ("to", "into") else None
 
 
 def _joined_symmetrically(s: TextSignals, shared: list[str] | set[str]) -> bool:

@@ -1,11 +1,8 @@
 """The vector index inside sqlite-vec: an inverted file (IVF) over binary codes, re-ranked in float.
 
-sqlite-vec 0.1.9 only scans (no ANN index), and a float scan of 100k x 384 takes ~100 ms here.
-So each vector is stored twice: its float32 embedding in ``entries`` and a 384-bit sign code in a
-``vec0`` table whose partition keys are the tenant and a coarse bucket (nearest of 256 k-means
-centroids, trained on question embeddings and copied into the database when it is created). A
-lookup scans the codes of the ``nprobe`` buckets nearest the query, in the tenant's partition
-only, takes the nearest codes by Hamming distance and re-ranks them by exact cosine.
+sqlite-vec 0.1.9 only scans, so a lookup scans the sign codes of the ``nprobe`` buckets (k-means
+centroids) nearest the query, in the tenant's partition only, and re-ranks the nearest by exact
+cosine (docs/cache.md, "Vector search at scale").
 """
 
 from __future__ import annotations
@@ -44,10 +41,6 @@ class IvfIndex:
         c = np.asarray(centroids, dtype=np.float32)
         c = c / np.maximum(np.linalg.norm(c, axis=1, keepdims=True), 1e-12)
         return cls(np.ascontiguousarray(c), np.asarray(mean, dtype=np.float32).reshape(DIM))
-
-    @classmethod
-    def from_blobs(cls, centroids: bytes, mean: bytes) -> IvfIndex:
-        return cls.from_arrays(np.frombuffer(centroids, dtype=np.float32).reshape(-1, DIM), np.frombuffer(mean, dtype=np.float32))
 
     def blobs(self) -> tuple[bytes, bytes]:
         return self.centroids.astype(np.float32).tobytes(), self.mean.astype(np.float32).tobytes()

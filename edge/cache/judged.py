@@ -1,12 +1,9 @@
-"""Labeled question pairs: QQP's (``{"a", "b", "duplicate"}``) and the judged replay set.
+"""Labeled question pairs: QQP's (``{"a", "b", "duplicate"}``) and the judged replay set, (query,
+nearest stored question) pairs a reader judged servable or not (``data/judged/``, not installed).
 
-The judged replay set: (query, nearest stored question) pairs a reader judged servable or not.
-
-Kept in the source repository's ``data/judged/`` (its README says how it was made), not in the
-installed package: commands take ``--judged DIR``, and default to that folder when run from a
-checkout. Split by a hash of the query text into train / calibration / test parts, so a query (and
-every pair it is in) stays on one side: train for the verifier, calibration for Platt scaling and
-the threshold, test for ``bench.cache`` only.
+Split by a hash of the query text into train / calibration / test parts, so a query (and every pair
+it is in) stays on one side: train for the verifier, calibration for Platt scaling and the
+threshold, test for ``bench.cache`` only.
 """
 
 from __future__ import annotations
@@ -26,9 +23,8 @@ T = TypeVar("T")
 HELDOUT_FRACTION = 0.2
 
 Part = Literal["train", "calibration", "test"]
-PARTS: tuple[Part, ...] = ("train", "calibration", "test")
 # Cumulative bounds of the query-hash fraction: 35% train, 25% calibration, 40% test.
-_BOUNDS = ((0.35, "train"), (0.60, "calibration"), (1.0, "test"))
+_BOUNDS: tuple[tuple[float, Part], ...] = ((0.35, "train"), (0.60, "calibration"), (1.0, "test"))
 
 
 def read_jsonl(
@@ -65,11 +61,10 @@ class Pair:
 
 def load_pairs(path: Path) -> list[Pair]:
     """Read a JSONL file of labeled pairs; a malformed line is an error naming its number."""
-
-    def parse(row: dict[str, Any]) -> Pair:
-        return Pair(str(row["a"]), str(row["b"]), bool(row["duplicate"]))
-
-    return list(read_jsonl(path, "pairs", parse, "expected {'a', 'b', 'duplicate'}: "))
+    return list(read_jsonl(
+        path, "pairs", lambda row: Pair(str(row["a"]), str(row["b"]), bool(row["duplicate"])),
+        "expected {'a', 'b', 'duplicate'}: ",
+    ))
 
 
 def is_heldout(pair: Pair) -> bool:
@@ -120,7 +115,7 @@ class Judged:
 
 def part_of(query: str) -> Part:
     x = _fraction(query)
-    return next(name for bound, name in _BOUNDS if x < bound)  # type: ignore[return-value]
+    return next(name for bound, name in _BOUNDS if x < bound)
 
 
 # edge/cache/judged.py -> the repository's root, when this runs from a checkout (or an editable install).
@@ -166,26 +161,16 @@ def _judged(row: dict[str, Any]) -> Judged:
 
 
 def load_train_extra(paths: Iterable[Path] | Path | None = None) -> list[Judged]:
-    """Judged pairs from QQP's train split: training data whatever their query hash says (default:
-    ``train_extra/``, a subdirectory, so ``load_judged`` of the judged directory never reads it into
-    the calibration or test parts).
-
-    They are not held-out pairs (their texts share nothing with the judged set), so they belong to no
-    part; ``train`` adds them to the train part only. Pairs already in the judged set are dropped.
-    """
+    """Judged pairs from QQP's train split (default: ``train_extra/``): training data whatever their
+    query hash says, less the pairs already in the judged set."""
     extra = load_judged(default_dir() / "train_extra" if paths is None else paths)
     base = {(j.query, j.stored) for j in load_judged()} if paths is None else set()
     return [j for j in extra if (j.query, j.stored) not in base]
 
 
 def load_calibration_extra(paths: Iterable[Path] | Path | None = None) -> list[Judged]:
-    """Judged held-out replay pairs whose query is not in the judged set: calibration data only
-    (default: ``calibration_extra/``, the rest of the held-out replay, a subdirectory like train_extra).
-
-    Their query hash would put some in the test part's range, but the test part is the judged set's
-    own test queries, which these never repeat: they belong to no part, and ``calibration_items``
-    adds them to the calibration part only (never training, never test).
-    """
+    """Judged held-out replay pairs whose query is not in the judged set (default:
+    ``calibration_extra/``): calibration data only, whatever their query hash says."""
     if paths is None:
         paths = default_dir() / "calibration_extra"
         if not paths.is_dir():
@@ -203,7 +188,7 @@ def calibration_items(judged: Iterable[Judged], extra: Iterable[Judged] = ()) ->
 
 
 def split_judged(items: Iterable[Judged]) -> dict[Part, list[Judged]]:
-    parts: dict[Part, list[Judged]] = {p: [] for p in PARTS}
+    parts: dict[Part, list[Judged]] = {name: [] for _, name in _BOUNDS}
     for item in items:
         parts[item.part].append(item)
     return parts

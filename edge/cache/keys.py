@@ -35,18 +35,8 @@ def normalize_text(text: str) -> str:
     return unicodedata.normalize("NFC", text).replace("\r\n", "\n").replace("\r", "\n").strip()
 
 
-# Sampling that can only give the likeliest answer, or one that differs from it only where the
-# model ranks two tokens as a tie, is keyed as greedy: a client asking for "the likeliest answer"
-# with one of these (APIs that refuse temperature 0 get 0.01 or top_k 1) shares the greedy entry.
-# - top_k 1 keeps the likeliest token alone: greedy, on llama.cpp and vLLM alike.
-# - top_p at most GREEDY_TOP_P keeps the likeliest token alone wherever it holds that much of the
-#   probability (top_p 0 is sent to the pool as temperature 0); below it the model has no
-#   likeliest answer to speak of.
-# - min_p at least GREEDY_MIN_P keeps only tokens within 1% of the likeliest one's probability.
-# - temperature at most GREEDY_TEMPERATURE: another token is drawn at 1% odds or more only where
-#   its probability is at least 95.5% of the likeliest one's (0.01 ** 0.01 = 0.955): a tie.
-# Bounds beyond these (temperature 0.05, top_p 0.1) draw other tokens where the model does prefer
-# one: those stay sampled requests.
+# Sampling that can only give the likeliest answer (or differ from it only at a tie) is keyed as
+# greedy: the bounds and why are docs/cache.md's "What is cached".
 GREEDY_TEMPERATURE = 0.01
 GREEDY_TOP_P = 0.01
 GREEDY_MIN_P = 0.99
@@ -74,11 +64,7 @@ def skip_probability(params: SamplingParams, by_temperature: bool) -> float:
 
 def _params(params: SamplingParams) -> dict[str, Any]:
     greedy = greedy_equivalent(params)
-    # Greedy decoding ignores the sampler: temperature, top_p, top_k, min_p and the seed cannot
-    # change the answer, so every greedy-equivalent request has the temperature-0 key. A sampled
-    # answer is one draw at its settings: it is served only to requests with the same temperature,
-    # top_p, top_k, min_p and seed, never to one asking for a narrower (or greedy) answer. Clients
-    # with the same settings (the openai SDK sends none) still share its entry.
+    # Greedy decoding ignores the sampler and the seed; a sampled answer is one draw, keyed by them.
     fields: dict[str, Any] = {
         "max_tokens": params.max_tokens,
         "temperature": 0.0 if greedy else float(params.temperature),

@@ -1,4 +1,4 @@
-"""The cache's records: an entry as stored and as read back, what a lookup finds, an answer served."""
+"""The cache's records: an entry as stored and as read back, what a lookup finds."""
 
 from __future__ import annotations
 
@@ -15,15 +15,12 @@ class Entry:
     """One cached answer as read back."""
 
     id: int
-    tenant: str
-    scope: str
     prompt_text: str
     answer: str
     finish_reason: str
     prompt_tokens: int
     completion_tokens: int
     tier: str
-    created: float
     stop_word: str | None = None
 
 
@@ -84,24 +81,3 @@ class Candidate:
     similarity: float
     refusal: str | None
     probability: float | None
-
-
-@dataclass(frozen=True, slots=True)
-class Served:
-    """One answer as it was served, noted with the cache's decision for a later rating."""
-
-    response_id: str
-    tenant: str
-    route: str
-    created: float
-    entry_id: int | None = None
-    query: str | None = None
-    similarity: float | None = None
-    probability: float | None = None
-    threshold: float | None = None
-    embedding: np.ndarray | None = field(default=None, repr=False)
-
-    def row(self) -> tuple[Any, ...]:
-        emb = None if self.embedding is None else np.asarray(self.embedding, dtype=np.float32).tobytes()
-        return (self.response_id, self.tenant, self.route, self.entry_id, self.query, self.similarity,
-                self.probability, self.threshold, emb, self.created)

@@ -83,7 +83,6 @@ def _negation(q: str) -> str | None:
 
 def _order(q: str, rng: random.Random) -> str | None:
     found = [m for rx in (_FROM_TO, _X_TO_Y, _OF, _BEFORE_AFTER, _SVO) if (m := rx.search(q)) is not None]
-    found = [m for m in found if m.lastindex is not None and m.lastindex >= 2]
     if not found:
         return None
     m = rng.choice(found)
@@ -122,15 +121,6 @@ def _reword(q: str, rng: random.Random) -> str:
     return out if out != q else q.lower() + " please"
 
 
-def entity_pool(questions: Sequence[str]) -> list[str]:
-    """Capitalized names seen in ``questions`` (mid-sentence, so not just a first word)."""
-    seen: dict[str, None] = {}
-    for q in questions:
-        for m in _ENTITY.finditer(q):
-            seen.setdefault(m.group(1), None)
-    return list(seen)
-
-
 def generate(questions: Sequence[str], n_negatives: int, n_positives: int, seed: int = 0) -> list[Rewrite]:
     """``n_negatives`` hard negatives spread over :data:`CATEGORIES` and ``n_positives`` rewordings.
 
@@ -138,7 +128,8 @@ def generate(questions: Sequence[str], n_negatives: int, n_positives: int, seed:
     sees both "narrower stored" and "broader stored". Deterministic for a given seed.
     """
     rng = random.Random(seed)
-    pool = entity_pool(questions)
+    # Capitalized names seen mid-sentence (so not just a first word), in order of appearance.
+    pool = list(dict.fromkeys(m.group(1) for q in questions for m in _ENTITY.finditer(q)))
     makers: dict[str, Callable[[str], str | None]] = {
         "number": lambda q: _number(q, rng),
         "entity": lambda q: _entity(q, rng, pool),

@@ -1,9 +1,4 @@
-"""The cache as the request path uses it: policy, exact layer, semantic layer, guards, verifier, stats.
-
-A lookup asks the exact layer (the same request, normalized, asked before: one indexed read) and
-then the semantic layer (a question asked before in other words: the nearest neighbours of the
-prompt's embedding, judged by the similarity floor, the guards and the verifier).
-"""
+"""The cache as the request path uses it: policy, exact layer, semantic layer, guards, verifier, stats."""
 
 from __future__ import annotations
 
@@ -13,7 +8,7 @@ import logging
 import random
 import time
 from collections import Counter
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
@@ -88,10 +83,6 @@ class EdgeCache:
             return True
         return key.params.deterministic or greedy_equivalent(key.params) or not self.settings.deterministic_only
 
-    def skip_probability(self, key: CacheKey) -> float:
-        """The chance this request's lookup is skipped (``skip_by_temperature``; 0 when unset)."""
-        return skip_probability(key.params, self.settings.skip_by_temperature)
-
     # -- the request path ------------------------------------------------------------------
 
     async def lookup(
@@ -99,33 +90,32 @@ class EdgeCache:
         key: CacheKey,
         *,
         opt: bool | None = None,
-        allow_tiers: Sequence[str] = ("edge", "cloud"),
         want_embedding: bool = False,
     ) -> Lookup:
-        """Ask the exact layer, then the semantic one; the first that finds an answer serves it.
+        """Ask the exact layer (one indexed read), then the semantic one (the nearest neighbours of the
+        prompt's embedding, judged by the similarity floor, the guards and the verifier).
 
         ``want_embedding``: the caller routes on the prompt's embedding, so return one whatever
         happens: computed when not cacheable, and on an exact hit the one stored with the entry
         (a point read, not a model run; None when the entry has none).
         """
-        tiers = tuple(allow_tiers) + (("warmup",) if "warmup" not in allow_tiers else ())
         if not self.cacheable(key, opt):
             emb = await self._embed_for_routing(key) if want_embedding else None
             return Lookup(None, emb, None)
-        skip = 0.0 if opt is True else self.skip_probability(key)
+        skip = 0.0 if opt is True else skip_probability(key.params, self.settings.skip_by_temperature)
         if skip > 0.0 and self._rng.random() < skip:  # skipped: its answer is still stored
             self._count("skipped_temperature")
             emb = await self._embed_for_routing(key) if want_embedding else None
             return Lookup(None, emb, SKIPPED)
         # Inline on the caller's thread (cheaper than a hop to the reader); with want_embedding the
         # entry's stored embedding comes along, so routing scores the prompt without a model run.
-        entry = self.db.get_exact(exact_key(key), self._min_created(), tiers)
+        entry = self.db.get_exact(exact_key(key), self._min_created())
         if entry is not None:
             self._count("exact_hits")
             self._touch(entry.id)
             emb = self.db.stored_embedding(entry.id) if want_embedding else None
             return Lookup(CacheHit.of("exact", entry, 1.0), emb, None)
-        emb, cands = await self.candidates(key, tiers)
+        emb, cands = await self.candidates(key)
         accepted = next((c for c in cands if c.refusal is None), None)
         if accepted is not None:
             self._count("semantic_hits")
@@ -206,9 +196,6 @@ class EdgeCache:
     async def delete(self, entry_id: int) -> bool:
         return await self._on_writer(self.db.delete, entry_id)
 
-    async def clear(self, tenant: str | None = None) -> int:
-        return await self._on_writer(self.db.clear, tenant)
-
     async def flush(self) -> None:
         """Write pending hit recency and counters now."""
         await self._with_pending(self.db.flush)
@@ -224,19 +211,14 @@ class EdgeCache:
             await asyncio.to_thread(self._writer.shutdown, True)
             self.db.close()
 
-    async def candidates(
-        self, key: CacheKey, tiers: Sequence[str] = TIERS
-    ) -> tuple[np.ndarray | None, list[Candidate]]:
-        """The semantic layer's judgement of ``key``, best first, on the reader thread: the lookup's,
-        and without serving anything for benchmarks and debugging. (None, []) for a text the
-        semantic layer does not take."""
+    async def candidates(self, key: CacheKey) -> tuple[np.ndarray | None, list[Candidate]]:
+        """The semantic layer's judgement of ``key``, best first, without serving anything (the lookup's,
+        benchmarks'); (None, []) for a text it does not take."""
         parts = semantic_parts(key)
         if not self._semantic_ok(parts.text):
             return None, []
         vec = await self._embedder().embed(parts.text, key.tenant)
-        cands = await self._reader.run(
-            key.tenant, self._judge, key.tenant, parts, vec, self._min_created(), tiers
-        )
+        cands = await self._reader.run(key.tenant, self._judge, key.tenant, parts, vec, self._min_created())
         return vec, cands
 
     # -- feedback --------------------------------------------------------------------------
@@ -279,13 +261,11 @@ class EdgeCache:
 
     # -- internals -------------------------------------------------------------------------
 
-    def _judge(
-        self, tenant: str, parts: SemanticParts, vec: np.ndarray, min_created: float, tiers: Sequence[str]
-    ) -> list[Candidate]:
+    def _judge(self, tenant: str, parts: SemanticParts, vec: np.ndarray, min_created: float) -> list[Candidate]:
         s = self.settings
         found = self.db.search(
             tenant, parts.scope, parts.scope_id, vec, nprobe=s.nprobe, probe_k=s.probe_k, min_created=min_created,
-            tiers=tiers,
+            tiers=TIERS,
         )
         near = [(entry, sim) for entry, _, sim in found[: s.candidates] if sim >= s.similarity_floor]
         refusals = [guards.check(parts.text, e.prompt_text) if s.guards else None for e, _ in near]

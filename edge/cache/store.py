@@ -23,9 +23,12 @@ import sqlite_utils
 from ..errors import CacheError
 from .index import DIM, IvfIndex
 from .migrations import connect, migrate, records, translate
-from .results import Entry, NewEntry, Served
+from .results import Entry, NewEntry
 
 SERVED_KEEP = 200_000  # answers remembered for a rating, at most (rated ones are kept)
+# One answer as served, with the cache's decision, in the column order of _SERVED_COLS.
+ServedRow = tuple[Any, ...]
+_SERVED_COLS = "response_id, tenant, route, created, entry_id, similarity, probability, query, threshold, embedding"
 _ENTRY_COLS = ", ".join(f.name for f in fields(Entry))  # in Entry's order: Entry(*row)
 
 
@@ -45,7 +48,8 @@ class CacheStore:
             self.point = connect(self.path)
             self._point_lock = threading.Lock()
             meta = dict(self.read.execute("SELECT key, value FROM meta").fetchall())
-            self.index = IvfIndex.from_blobs(meta["ivf_centroids"], meta["ivf_mean"])
+            vectors = {k: np.frombuffer(meta[k], dtype=np.float32) for k in ("ivf_centroids", "ivf_mean")}
+            self.index = IvfIndex.from_arrays(vectors["ivf_centroids"].reshape(-1, DIM), vectors["ivf_mean"])
             self.count = self._count()
         except (sqlite3.Error, KeyError) as exc:
             self.close()
@@ -53,12 +57,10 @@ class CacheStore:
 
     # -- reads -----------------------------------------------------------------------------
 
-    def get_exact(self, exact_key: str, min_created: float, tiers: Sequence[str]) -> Entry | None:
-        marks = ",".join("?" * len(tiers))
+    def get_exact(self, exact_key: str, min_created: float) -> Entry | None:
         with translate("exact lookup"), self._point_lock:
             row = self.point.execute(
-                f"SELECT {_ENTRY_COLS} FROM entries WHERE exact_key = ? AND created >= ? AND tier IN ({marks})",
-                (exact_key, min_created, *tiers),
+                f"SELECT {_ENTRY_COLS} FROM entries WHERE exact_key = ? AND created >= ?", (exact_key, min_created)
             ).fetchone()
         return Entry(*row) if row else None
 
@@ -107,8 +109,6 @@ class CacheStore:
                 " AND embedding IS NOT NULL",
                 (*ids, tenant, scope, min_created, *tiers),
             ).fetchall()
-        if not rows:
-            return []
         embs = np.frombuffer(b"".join(r[-1] for r in rows), dtype=np.float32).reshape(len(rows), DIM)
         sims = embs @ vec
         order = np.argsort(-sims)
@@ -157,13 +157,12 @@ class CacheStore:
         min_created: float | None = None,
         touches: dict[int, tuple[float, int]] | None = None,
         counters: dict[str, int] | None = None,
-        served: list[Served] | None = None,
+        served: list[ServedRow] | None = None,
     ) -> dict[str, Any]:
-        """Insert or replace entries, apply pending touches, counters and served answers, expire and
-        evict; one commit."""
+        """Insert or replace entries, flush what is pending, expire and evict; one commit."""
         with self.transaction("store"):
             stored = self._insert(list(entries), now)
-            self._apply(touches, counters, served)
+            self.flush(touches, counters, served)
             expired = self._expire(min_created) if min_created is not None else 0
             evicted = self._evict(max_entries)
         return {"ids": stored, "expired": expired, "evicted": evicted}
@@ -179,13 +178,29 @@ class CacheStore:
         self,
         touches: dict[int, tuple[float, int]] | None,
         counters: dict[str, int] | None,
-        served: list[Served] | None = None,
+        served: list[ServedRow] | None = None,
     ) -> None:
-        """Persist recency of hits (for LRU), counters and served answers without storing anything."""
+        """Persist recency of hits (for LRU), counters and served answers, in the caller's transaction if any."""
         if not touches and not counters and not served:
             return
         with self.transaction("flush"):
-            self._apply(touches, counters, served)
+            if served:
+                self.write.executemany(f"INSERT INTO served ({_SERVED_COLS}) VALUES (?,?,?,?,?,?,?,?,?,?)", served)
+                # Unrated answers beyond the newest SERVED_KEEP go (the TTL may be off): a bound on the file.
+                self.write.execute(
+                    "DELETE FROM served WHERE rating IS NULL AND id <= (SELECT max(id) FROM served) - ?", (SERVED_KEEP,)
+                )
+            if touches:
+                self.write.executemany(
+                    "UPDATE entries SET last_used = max(last_used, ?), hits = hits + ? WHERE id = ?",
+                    [(ts, n, i) for i, (ts, n) in touches.items()],
+                )
+            if counters:
+                self.write.executemany(
+                    "INSERT INTO counters (name, value) VALUES (?, ?)"
+                    " ON CONFLICT(name) DO UPDATE SET value = value + excluded.value",
+                    list(counters.items()),
+                )
 
     @contextlib.contextmanager
     def reading(self, what: str) -> Iterator[sqlite3.Connection]:
@@ -193,24 +208,15 @@ class CacheStore:
         with translate(what), self._read_lock:
             yield self.read
 
-    def delete_ids(self, ids: Sequence[int]) -> None:
-        """Delete entries inside a transaction the caller holds."""
-        self._delete_ids(ids)
-        self.count = max(0, self.count - len(ids))
-
     def clear(self, tenant: str | None = None) -> int:
+        where, args = ("WHERE tenant = ?", (tenant,)) if tenant is not None else ("", ())
         with self.transaction("clear"):
+            ids = [r[0] for r in self.write.execute(f"SELECT id FROM entries {where}", args)]
+            self.delete_ids(ids)
             if tenant is None:
-                n = self.write.execute("SELECT count(*) FROM entries").fetchone()[0]
-                self.write.execute("DELETE FROM entries")
-                self.write.execute("DELETE FROM cache_vec")
                 self.write.execute("DELETE FROM counters")
-            else:
-                ids = [r[0] for r in self.write.execute("SELECT id FROM entries WHERE tenant = ?", (tenant,))]
-                self._delete_ids(ids)
-                n = len(ids)
         self.count = self._count()
-        return n
+        return len(ids)
 
     def entries_per_tenant(self) -> dict[str, int]:
         sql = "SELECT tenant, count(*) FROM entries GROUP BY tenant ORDER BY tenant"
@@ -237,7 +243,7 @@ class CacheStore:
         with self.transaction("delete"):
             found = self.write.execute("SELECT 1 FROM entries WHERE id = ?", (entry_id,)).fetchone()
             if found is not None:
-                self._delete_ids([entry_id])
+                self.delete_ids([entry_id])
         self.count = self._count()
         return found is not None
 
@@ -251,28 +257,35 @@ class CacheStore:
 
     @contextlib.contextmanager
     def transaction(self, what: str) -> Iterator[None]:
-        """One write transaction on the write connection (the writer thread's).
+        """One write transaction on the write connection (the writer thread's); inside one, that one.
 
-        IMMEDIATE takes the write lock up front: no SQLITE_BUSY upgrade failure half-way."""
+        IMMEDIATE takes the write lock up front: no SQLITE_BUSY upgrade failure half-way. A failed
+        commit is rolled back too, so no later write can join a transaction that never commits."""
+        if self.write.in_transaction:  # put's, flushing what is pending with its store
+            yield
+            return
         with translate(what):
             self.write.execute("BEGIN IMMEDIATE")
             try:
                 yield
+                self.write.execute("COMMIT")
             except BaseException:
-                self.write.execute("ROLLBACK")
+                if self.write.in_transaction:
+                    self.write.execute("ROLLBACK")
                 self.count = self._count()
                 raise
-            self.write.execute("COMMIT")
 
     def _count(self) -> int:
         return int(self.write.execute("SELECT count(*) FROM entries").fetchone()[0])
 
-    def _delete_ids(self, ids: Sequence[int]) -> None:
+    def delete_ids(self, ids: Sequence[int]) -> None:
+        """Delete entries inside a transaction the caller holds."""
         for i in range(0, len(ids), 500):
             part = ids[i : i + 500]
             marks = ",".join("?" * len(part))
             self.write.execute(f"DELETE FROM cache_vec WHERE rowid IN ({marks})", part)
             self.write.execute(f"DELETE FROM entries WHERE id IN ({marks})", part)
+        self.count = max(0, self.count - len(ids))
 
     def _insert(self, rows: list[NewEntry], now: float) -> list[int]:
         """Insert ``rows`` (inside a transaction), replacing any entry with the same exact key; rows
@@ -280,19 +293,17 @@ class CacheStore:
         they had been stored one after another. Returns the new ids."""
         last = {r.exact_key: i for i, r in enumerate(rows)}
         rows = [rows[i] for i in sorted(last.values())]
-        embs = [None if r.embedding is None else np.asarray(r.embedding, dtype=np.float32) for r in rows]
-        vectors = [i for i, e in enumerate(embs) if e is not None]
-        stacked = np.stack([embs[i] for i in vectors]) if vectors else np.zeros((0, DIM), dtype=np.float32)
-        buckets: list[int | None] = [None] * len(rows)
-        for i, b in zip(vectors, self.index.buckets(stacked) if vectors else [], strict=True):
-            buckets[i] = int(b)
+        vectors = [i for i, r in enumerate(rows) if r.embedding is not None]
+        stacked = np.array([rows[i].embedding for i in vectors], dtype=np.float32).reshape(-1, DIM)
+        blobs = {i: v.tobytes() for i, v in zip(vectors, stacked, strict=True)}
+        buckets = dict(zip(vectors, self.index.buckets(stacked).tolist(), strict=True))
         c = self.write
         start = c.execute("SELECT coalesce(max(id), 0) FROM entries").fetchone()[0] + 1
         c.execute("CREATE TEMP TABLE IF NOT EXISTS _new_keys (k TEXT PRIMARY KEY)")
         c.execute("DELETE FROM _new_keys")
         c.executemany("INSERT OR IGNORE INTO _new_keys VALUES (?)", [(r.exact_key,) for r in rows])
         old = [r[0] for r in c.execute("SELECT id FROM entries WHERE exact_key IN (SELECT k FROM _new_keys)")]
-        self._delete_ids(old)
+        self.delete_ids(old)
         c.executemany(
             "INSERT INTO entries (id, tenant, exact_key, scope, model, prompt_text, request, answer,"
             " finish_reason, prompt_tokens, completion_tokens, tier, created, last_used, hits,"
@@ -301,13 +312,12 @@ class CacheStore:
                 (
                     start + i, r.tenant, r.exact_key, r.scope, r.model, r.prompt_text,
                     json.dumps(r.request, ensure_ascii=False, default=str), r.answer, r.finish_reason,
-                    r.prompt_tokens, r.completion_tokens, r.tier, now, now,
-                    None if embs[i] is None else embs[i].tobytes(), buckets[i], r.stop_word,
+                    r.prompt_tokens, r.completion_tokens, r.tier, now, now, blobs.get(i), buckets.get(i), r.stop_word,
                 )
                 for i, r in enumerate(rows)
             ),
         )
-        codes = self.index.codes(stacked) if vectors else []
+        codes = self.index.codes(stacked)
         c.executemany(
             "INSERT INTO cache_vec (rowid, tenant, bucket, code, scope) VALUES (?,?,?,vec_bit(?),?)",
             (
@@ -315,36 +325,8 @@ class CacheStore:
                 for i, code in zip(vectors, codes, strict=True)
             ),
         )
-        self.count += len(rows) - len(old)
+        self.count += len(rows)
         return [start + i for i in range(len(rows))]
-
-    def _apply(
-        self,
-        touches: dict[int, tuple[float, int]] | None,
-        counters: dict[str, int] | None,
-        served: list[Served] | None = None,
-    ) -> None:
-        if served:
-            self.write.executemany(
-                "INSERT INTO served (response_id, tenant, route, entry_id, query, similarity, probability, threshold,"
-                " embedding, created) VALUES (?,?,?,?,?,?,?,?,?,?)",
-                [r.row() for r in served],
-            )
-            # Unrated answers beyond the newest SERVED_KEEP go (the TTL may be off): a bound on the file.
-            self.write.execute(
-                "DELETE FROM served WHERE rating IS NULL AND id <= (SELECT max(id) FROM served) - ?", (SERVED_KEEP,)
-            )
-        if touches:
-            self.write.executemany(
-                "UPDATE entries SET last_used = max(last_used, ?), hits = hits + ? WHERE id = ?",
-                [(ts, n, i) for i, (ts, n) in touches.items()],
-            )
-        if counters:
-            self.write.executemany(
-                "INSERT INTO counters (name, value) VALUES (?, ?)"
-                " ON CONFLICT(name) DO UPDATE SET value = value + excluded.value",
-                list(counters.items()),
-            )
 
     def _expire(self, min_created: float) -> int:
         # At most 1000 a write: a long-idle file's backlog goes over the next writes, not in one.

@@ -1,10 +1,8 @@
 """The verifier: may the stored answer of question E be served to a user asking Q?
 
 A MiniLM cross-encoder (:class:`CrossEncoder`) scores the pair; Platt scaling fitted on the judged
-calibration replay turns the score into a probability that serving is right. The threshold is not
-a shipped constant: it follows from the error budget (``cache.max_wrong_rate``) and the
-calibration replay stored with the model (the probability each calibration query's nearest
-stored question got, and whether a reader judged it servable), see :func:`operating_point`.
+calibration replay turns the score into a probability that serving is right. The threshold follows
+from the error budget and the calibration replay stored with the model (:func:`calibrated_threshold`).
 
 Files (``edge/cache/data``): ``verifier.onnx`` (INT8), ``verifier-tokenizer.json`` and
 ``verifier.json`` (Platt parameters, calibration replay, training record).
@@ -38,13 +36,9 @@ MAX_TOKENS = 64  # query + stored question; the questions a cache compares are s
 
 
 class CrossEncoder:
-    """The verifier's model at run time, in ONNX (INT8): raw scores (logits) of (query, stored)
-    pairs; larger means "the stored answer serves the query".
-
-    A cross-encoder reads the query and the stored question as one input (``[CLS] q [SEP] s [SEP]``),
-    so attention compares their words directly: "GATE" vs "GATE ME", "to Paris" vs "from Paris". One
-    call scores every candidate of a lookup in one batched model run.
-    """
+    """The verifier's model in ONNX (INT8): raw scores (logits) of (query, stored) pairs, read as one
+    input (``[CLS] q [SEP] s [SEP]``) so attention compares their words directly ("to Paris" vs "from
+    Paris"); larger means "the stored answer serves the query"."""
 
     def __init__(self, model: Path, tokenizer: Path, *, threads: int = 1) -> None:
         from tokenizers import Tokenizer
@@ -96,7 +90,7 @@ class Platt:
     b: float = 0.0
     c: float = 0.0
 
-    def __call__(self, logits: np.ndarray, cosines: np.ndarray | None = None) -> np.ndarray:
+    def __call__(self, logits: np.ndarray, cosines: Sequence[float] | np.ndarray | None = None) -> np.ndarray:
         z = self.a * np.asarray(logits, dtype=np.float64) + self.b
         if self.c:
             if cosines is None:
@@ -116,26 +110,11 @@ class Replay:
     scores: np.ndarray
     servable: np.ndarray
 
-    def as_json(self) -> dict[str, Any]:
-        return {"scores": [round(float(s), 6) for s in self.scores], "servable": [bool(x) for x in self.servable]}
 
-    @classmethod
-    def from_json(cls, doc: dict[str, Any]) -> Replay:
-        return cls(np.asarray(doc["scores"], dtype=np.float64), np.asarray(doc["servable"], dtype=bool))
-
-
-def operating_point(
-    replay: Replay, max_wrong_rate: float, confidence: float | None = None, bound: Bound | None = None
-) -> Calibration:
+def operating_point(replay: Replay, max_wrong_rate: float, confidence: float, bound: Bound) -> Calibration:
     """The lowest threshold whose served hits on ``replay`` are wrong at most ``max_wrong_rate`` of
-    the time with ``confidence`` (one-sided upper bound ``bound`` on the wrong rate; defaults: the
-    settings' ``budget_confidence`` and ``budget_bound``)."""
-    defaults = CacheSettings()
-    return sweep(
-        replay.scores, replay.servable, 1.0 - max_wrong_rate,
-        confidence=defaults.budget_confidence if confidence is None else confidence,
-        bound=defaults.budget_bound if bound is None else bound,
-    )
+    the time with ``confidence`` (one-sided upper bound ``bound`` on the wrong rate)."""
+    return sweep(replay.scores, replay.servable, 1.0 - max_wrong_rate, confidence=confidence, bound=bound)
 
 
 @dataclass
@@ -150,12 +129,9 @@ class Verifier:
     ) -> np.ndarray:
         """Calibrated probabilities of ``query`` against each candidate (embedding cosines given
         alongside): one batched model run."""
-        cos = None if cosines is None else np.asarray(cosines, dtype=np.float64)
-        return self.platt(self.model.pair_logits([(query, c) for c in candidates]), cos)
+        return self.platt(self.model.pair_logits([(query, c) for c in candidates]), cosines)
 
-    def operating_point(
-        self, max_wrong_rate: float, confidence: float | None = None, bound: Bound | None = None
-    ) -> Calibration:
+    def operating_point(self, max_wrong_rate: float, confidence: float, bound: Bound) -> Calibration:
         if self.replay is None:
             raise VerifierError("this verifier has no calibration replay; run `edgeroute cache calibrate --write`")
         return operating_point(self.replay, max_wrong_rate, confidence, bound)
@@ -179,7 +155,10 @@ class Verifier:
                     "retrain with `edgeroute cache train-verifier`"
                 )
             platt = Platt(float(doc["platt"]["a"]), float(doc["platt"]["b"]), float(doc["platt"].get("c", 0.0)))
-            replay = Replay.from_json(doc["replay"]) if doc.get("replay") else None
+            rd = doc.get("replay")
+            replay = None if not rd else Replay(
+                np.asarray(rd["scores"], dtype=np.float64), np.asarray(rd["servable"], dtype=bool)
+            )
             meta = dict(doc.get("meta", {}))
         except (OSError, ValueError, KeyError, TypeError) as exc:
             raise VerifierError(f"cannot read the verifier from {directory}: {exc}") from exc
@@ -192,7 +171,10 @@ class Verifier:
             "format": FORMAT,
             "model": "MiniLM cross-encoder (ONNX INT8) + Platt scaling",
             "platt": {"a": round(self.platt.a, 6), "b": round(self.platt.b, 6), "c": round(self.platt.c, 6)},
-            "replay": self.replay.as_json() if self.replay is not None else None,
+            "replay": None if self.replay is None else {
+                "scores": [round(float(s), 6) for s in self.replay.scores],
+                "servable": [bool(x) for x in self.replay.servable],
+            },
             "meta": self.meta,
         }
         try:

@@ -8,7 +8,7 @@ import pytest
 from cache_helpers import chat, embedder  # noqa: F401  (module-scoped fixture)
 
 from edge import CacheSettings, EdgeCache, Embedder
-from edge.cache import guard_check
+from edge.cache.guards import check as guard_check
 from models import Usage
 
 # (stored prompt, query that must be refused, reason, paraphrase of the stored prompt that must hit)

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from edge.cache import guard_check
+from edge.cache.guards import check as guard_check
 
 SAME_NAMES = [
     ("How did Donald Trump win the election?", "How did Trump win the election?"),

@@ -228,7 +228,7 @@ def test_a_file_from_before_the_stop_word_is_upgraded_in_place(tmp_path: Path) -
     try:
         assert [m.name for m in migrations.MIGRATIONS.applied(Database(store.read))][-3:] == [
             "0004_entries_stop_word", "0005_served_feedback", "0006_budget_log"]
-        old = store.get_exact(row.exact_key, 0.0, ("edge",))
+        old = store.get_exact(row.exact_key, 0.0)
         assert old is not None and (old.answer, old.stop_word) == ("old answer", None)
         assert [r["stop_word"] for r in store.export()] == [None]
     finally:

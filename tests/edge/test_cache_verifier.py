@@ -10,7 +10,8 @@ import pytest
 from cache_helpers import embedder  # noqa: F401  (module-scoped fixture)
 
 from edge import CacheSettings, Embedder, VerifierError
-from edge.cache import Verifier, load_judged, split_judged, sweep
+from edge.cache import Verifier, load_judged, split_judged
+from edge.cache.calibration import sweep
 from edge.cache.index import IvfIndex
 from edge.cache.judged import part_of
 from edge.cache.judged import Pair, is_heldout, load_pairs
@@ -61,7 +62,7 @@ def test_paraphrase_is_accepted_and_changed_specifics_are_refused(
 
 
 def test_shipped_calibration_meets_the_default_budget(verifier: Verifier) -> None:
-    point = verifier.operating_point(0.05)
+    point = verifier.operating_point(0.05, 0.8413, "wilson")
     assert point.threshold is not None and point.precision >= 0.95
     judged = verifier.meta["judged"]
     # The calibration replay is the judged calibration part plus the calibration-extra part.
@@ -69,7 +70,7 @@ def test_shipped_calibration_meets_the_default_budget(verifier: Verifier) -> Non
     assert point.pairs == 529 + 1483
     assert verifier.meta["operating_point"]["threshold"] == pytest.approx(point.threshold)
     # a stricter budget never serves more
-    strict = verifier.operating_point(0.02)
+    strict = verifier.operating_point(0.02, 0.8413, "wilson")
     assert strict.threshold is None or strict.served <= point.served
 
 
@@ -96,11 +97,11 @@ def test_operating_point_picks_the_lowest_threshold_within_the_budget() -> None:
     replay = Replay(scores, servable)
     # By the point estimate (Wilson at 50%: z = 0): served >= 20 is required; at 0.79 (21 served) one is wrong,
     # 0.952 >= 0.95; at 0.78 two of 22.
-    point = operating_point(replay, max_wrong_rate=0.05, confidence=0.5)
+    point = operating_point(replay, max_wrong_rate=0.05, confidence=0.5, bound="wilson")
     assert (point.threshold, point.served, point.positives, point.pairs) == (0.79, 21, 25, 32)
     assert point.precision == pytest.approx(20 / 21) and point.recall == pytest.approx(20 / 25)
     assert point.hit_rate == pytest.approx(21 / 32)
-    loose = operating_point(replay, max_wrong_rate=0.20, confidence=0.5)
+    loose = operating_point(replay, max_wrong_rate=0.20, confidence=0.5, bound="wilson")
     assert (loose.threshold, loose.served) == (0.70, 30)  # 6 wrong of 30: exactly 0.20
     # Wilson at 84.13% (z = 1): the wrong rate's upper bound must stay within the budget. 3 wrong
     # of 26 at 0.74 bounds at 0.193 <= 0.20; 4 of 27 at 0.73 at 0.229.
@@ -115,7 +116,7 @@ def test_operating_point_picks_the_lowest_threshold_within_the_budget() -> None:
     exact = operating_point(replay, max_wrong_rate=0.20, confidence=0.8413, bound="clopper-pearson")
     assert (exact.threshold, exact.served, exact.bound) == (0.76, 24, "clopper-pearson")
     assert exact.wrong_bound == pytest.approx(0.18283, abs=1e-5)
-    assert operating_point(replay, max_wrong_rate=0.01, confidence=0.5).threshold is None
+    assert operating_point(replay, max_wrong_rate=0.01, confidence=0.5, bound="wilson").threshold is None
 
 
 def test_wrong_rate_upper_bounds() -> None:
