@@ -22,7 +22,7 @@ from models.openai import ChunkWriter, EmbeddingsBody, embedding_list
 
 from . import openapi
 from .guards import REQUEST_ID_HEADER
-from .limits import check_inputs
+from .limits import check_texts
 from .node import Node
 from .respond import embed_texts, respond
 from .schemas import ChatCompletionRequest, CompletionRequest
@@ -54,7 +54,7 @@ class OpenAIController(openapi.KeyedController):
         started = time.perf_counter()
         node: Node = request.app.state.node
         texts = data.texts()
-        check_inputs(texts, node.settings.limits)
+        check_texts(texts, node.settings.limits, "input")
         embedder = node.embedding_model(data.model)
         vectors, tokens = await embed_texts(request, embedder, texts, data.model, data.dimensions)
         headers = {

@@ -115,17 +115,9 @@ def check_messages(messages: list[object], limits: LimitSettings) -> None:
     _check_total(total, limits)
 
 
-def check_prompt(prompts: Sequence[str], limits: LimitSettings) -> None:
-    """A text completion's prompts: each as a message, all of them as a request."""
-    _check_texts(prompts, limits, "prompt")
-
-
-def check_inputs(texts: Sequence[str], limits: LimitSettings) -> None:
-    """The caps of an embeddings request: each input as a message, all of them as a request."""
-    _check_texts(texts, limits, "input")
-
-
-def _check_texts(texts: Sequence[str], limits: LimitSettings, param: str) -> None:
+def check_texts(texts: Sequence[str], limits: LimitSettings, param: str) -> None:
+    """A text completion's prompts or an embeddings request's inputs: each as a message, all of
+    them as a request."""
     for i, text in enumerate(texts):
         _check_chars(len(text), limits.max_message_chars, f"{param}.{i}" if len(texts) > 1 else param)
     _check_total(sum(len(text) for text in texts), limits, param)

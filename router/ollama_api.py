@@ -34,7 +34,7 @@ from models.ollama import (
 from . import openapi
 from .errors import InvalidRequestError
 from .guards import REQUEST_ID_HEADER
-from .limits import check_inputs
+from .limits import check_texts
 from .node import Node
 from .respond import MakeWriter, embed_texts, respond
 from .schemas import ChatCompletionRequest, CompletionRequest, OllamaChatRequest, OllamaGenerateRequest
@@ -172,6 +172,6 @@ async def _embed(request: Request[Any, Any, State], data: OllamaEmbedBody) -> tu
     texts = [t for t in data.texts() if t]
     if not texts:
         return [], 0
-    check_inputs(texts, node.settings.limits)
+    check_texts(texts, node.settings.limits, "input")
     vectors, tokens = await embed_texts(request, embedder, texts, data.model, data.dimensions, data.truncate)
     return [vec.astype(float).tolist() for vec in vectors], tokens

@@ -20,7 +20,7 @@ from litestar.openapi.spec import OpenAPIMediaType, Operation, Schema
 from litestar.openapi.spec.enums import OpenAPIType
 from openai.types import CreateEmbeddingResponse, Embedding, Model
 from openai.types.chat import ChatCompletionTokenLogprob
-from openai.types.responses import ResponseOutputMessage
+from openai.types.responses import ResponseFunctionToolCall, ResponseOutputMessage
 from openai.types.shared import ErrorObject
 from pydantic import BaseModel
 
@@ -33,17 +33,6 @@ class ErrorBody(BaseModel):
     """OpenAI's error body, for every error status of every operation."""
 
     error: ErrorObject
-
-
-class OutputFunctionCall(BaseModel):
-    """A function call (``tool_choice`` ``"auto"``, ``"required"`` or a named function)."""
-
-    id: str
-    type: Literal["function_call"]
-    status: Literal["completed", "incomplete"]
-    call_id: str
-    name: str
-    arguments: str  # JSON text
 
 
 class ResponseUsage(BaseModel):
@@ -64,7 +53,7 @@ class ResponseObject(BaseModel):
     error: None = None
     incomplete_details: dict[str, str] | None  # ``{"reason": "max_output_tokens"}`` when cut
     model: str
-    output: list[ResponseOutputMessage | OutputFunctionCall]
+    output: list[ResponseOutputMessage | ResponseFunctionToolCall]
     usage: ResponseUsage
     store: bool
 

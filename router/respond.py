@@ -28,7 +28,7 @@ from . import choices
 from .admission import Drain
 from .errors import ClientGoneError, InvalidRequestError
 from .guards import REQUEST_ID_HEADER
-from .limits import check_messages, check_prompt
+from .limits import check_messages, check_texts
 from .node import Node
 from .offload import off_loop
 from .record import RequestContext, RequestRecord
@@ -83,14 +83,6 @@ async def text_prompts(node: Node, body: CompletionRequest) -> CompletionRequest
     return body.model_copy(update={"prompt": texts[0] if single else texts})
 
 
-def _check_caps(node: Node, body: ChatCompletionRequest | CompletionRequest) -> None:
-    """The request's size caps, on the parsed body and before anything tokenizes it."""
-    if isinstance(body, ChatCompletionRequest):
-        check_messages(list(body.messages), node.settings.limits)
-    else:
-        check_prompt(body.prompts(), node.settings.limits)
-
-
 # The writer of the API a request came in on, made once the request is read.
 MakeWriter = Callable[[ChatCompletionRequest | CompletionRequest, GenerationRequest], Writer]
 
@@ -109,12 +101,16 @@ async def respond(
     node: Node = request.app.state.node
     rid: str = request.state.request_id
     record: RequestRecord = request.state.record  # made by rate_guard
+    # The size caps, on the parsed body and before anything tokenizes it.
+    prompts: list[str] = []
     if isinstance(body, CompletionRequest):
         body = await text_prompts(node, body)
-    _check_caps(node, body)
+        prompts = body.prompts()
+        check_texts(prompts, node.settings.limits, "prompt")
+    else:
+        check_messages(list(body.messages), node.settings.limits)
     ctx = request_context(request, body)
     gen = record.gen = body.to_generation(rid, ctx.tenant)
-    prompts = body.prompts() if isinstance(body, CompletionRequest) else []
     writer = make_writer(body, gen)
     record.ctx = dataclasses.replace(ctx, response_id=getattr(writer, "rid", None))  # what a rating names
     fan = choices.fan_out(record, body.n, prompts if len(prompts) > 1 else ())
