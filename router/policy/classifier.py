@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import functools
 import json
-import math
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -47,13 +46,7 @@ class ComplexityClassifier:
         """P(cloud) of one embedding (normalised here, so un-normalised input is fine)."""
         e = np.asarray(embedding, dtype=np.float32).reshape(-1)
         self._check(e.shape)
-        norm = float(np.sqrt(e @ e))
-        z = float(self.coef @ e) / norm + self.intercept if norm > 0 else self.intercept
-        # Two branches keep exp() from overflowing for large |z|.
-        if z >= 0:
-            return 1.0 / (1.0 + math.exp(-z))
-        ez = math.exp(z)
-        return ez / (1.0 + ez)
+        return float(self.score_batch(e[None, :])[0])
 
     def score_batch(self, embeddings: np.ndarray) -> np.ndarray:
         """P(cloud) of each row, float64."""

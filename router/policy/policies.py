@@ -17,11 +17,8 @@ from .rules import edge_saturated, edge_wait_over_budget, saturation_bound
 
 @dataclass(frozen=True, slots=True)
 class LengthPolicy:
-    """Long prompts or long requested outputs go to the cloud; the rest stays on the edge.
-
-    Score: the larger of prompt_tokens / long_prompt_tokens and max_tokens / long_max_tokens,
-    so a score above 1 means "too long for the edge".
-    """
+    """Long prompts or long requested outputs go to the cloud; the rest stays on the edge
+    (a score above 1 is "too long for the edge")."""
 
     long_prompt_tokens: int = 512
     long_max_tokens: int = 512
@@ -73,11 +70,7 @@ class HybridPolicy:
     with load: a busy edge lowers it by up to ``edge_pressure`` and a busy or slow cloud raises it
     by up to ``cloud_pressure``. Reasons say which force decided: ``complex``/``simple`` when the
     unadjusted threshold agrees, ``edge-busy``/``cloud-busy`` when only the load tipped it.
-
-    Last, :meth:`by_speed` holds the proposal to the first-token objective (``ttft_slo_s``) where
-    each side's first-token time is predicted (:mod:`router.policy.speed`), and under load sends a
-    prompt proposed for the edge to the cloud when the cloud would also meet the objective and end
-    the answer sooner; idle, the proposal stands.
+    Last, :meth:`by_speed` holds the proposal to the first-token objective.
     """
 
     threshold: float = 0.5
