@@ -88,15 +88,6 @@ def catalog(node: Node) -> list[CatalogEntry]:
     return entries
 
 
-def _entry(node: Node, model: str | None) -> CatalogEntry:
-    if model is None:
-        raise InvalidRequestError("model is required", param="model")
-    for entry in catalog(node):
-        if entry.model_id == model:
-            return entry
-    raise node.unknown_model(model)
-
-
 def _load_answer(node: Node, endpoint: Endpoint, name: str, unload: bool) -> Response[Any]:
     """An empty prompt or conversation loads the model in Ollama: here it is loaded already."""
     if model_name(name) not in node.model_ids():
@@ -158,7 +149,14 @@ class OllamaController(openapi.KeyedController):
 
     @post("/show", summary="One model's details", status_code=200, responses=openapi.ollama_answers(openapi.OllamaShow, 400, 401, 404, 408, 413, 503))
     async def show_model(self, request: Request[Any, Any, State], data: OllamaShowBody) -> dict[str, Any]:
-        return show(_entry(request.app.state.node, data.model_id()))
+        node: Node = request.app.state.node
+        model = data.model_id()
+        if model is None:
+            raise InvalidRequestError("model is required", param="model")
+        for entry in catalog(node):
+            if entry.model_id == model:
+                return show(entry)
+        raise node.unknown_model(model)
 
     @get("/version", summary="The Ollama API version this one follows", responses=openapi.ollama_answers(openapi.OllamaVersion, 401, 503))
     async def version(self) -> dict[str, str]:

@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import dataclasses
 import functools
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable, Coroutine
@@ -47,20 +46,6 @@ def _flag(value: str | None) -> bool | None:
         return None
     lowered = value.strip().lower()
     return True if lowered in _TRUE else False if lowered in _FALSE else None
-
-
-def request_context(request: Request[Any, Any, State], body: ChatCompletionRequest | CompletionRequest) -> RequestContext:
-    """The tenant (set by the API-key guard) and the per-request switches (body over headers)."""
-    header_cache = _flag(request.headers.get("x-edgeroute-cache"))
-    header_private = _flag(request.headers.get("x-edgeroute-private"))
-    return RequestContext(
-        tenant=request.state.get("tenant", "default"),
-        cache=body.cache if body.cache is not None else header_cache,
-        private=bool(body.private) or bool(header_private),
-        stream=body.stream,
-        # Fields the client sent that the schema does not know: they may change the answer.
-        extra={k: v for k, v in (body.model_extra or {}).items() if k not in _NOT_IN_KEY},
-    )
 
 
 async def text_prompts(node: Node, body: CompletionRequest) -> CompletionRequest:
@@ -109,10 +94,19 @@ async def respond(
         check_texts(prompts, node.settings.limits, "prompt")
     else:
         check_messages(list(body.messages), node.settings.limits)
-    ctx = request_context(request, body)
-    gen = record.gen = body.to_generation(rid, ctx.tenant)
+    tenant: str = request.state.get("tenant", "default")  # set by the API-key guard
+    gen = record.gen = body.to_generation(rid, tenant)
     writer = make_writer(body, gen)
-    record.ctx = dataclasses.replace(ctx, response_id=getattr(writer, "rid", None))  # what a rating names
+    # The per-request switches: the body's over the headers'.
+    record.ctx = RequestContext(
+        tenant=tenant,
+        cache=body.cache if body.cache is not None else _flag(request.headers.get("x-edgeroute-cache")),
+        private=bool(body.private) or bool(_flag(request.headers.get("x-edgeroute-private"))),
+        stream=body.stream,
+        # Fields the client sent that the schema does not know: they may change the answer.
+        extra={k: v for k, v in (body.model_extra or {}).items() if k not in _NOT_IN_KEY},
+        response_id=getattr(writer, "rid", None),  # what a rating names
+    )
     fan = choices.fan_out(record, body.n, prompts if len(prompts) > 1 else ())
     # What each choice's text starts with: its prompt, with ``echo``.
     echoes = [prompts[i // body.n] if isinstance(body, CompletionRequest) and body.echo else "" for i in range(len(fan))]
