@@ -1,8 +1,6 @@
 """The OpenAI-compatible HTTP surface: /v1/chat/completions, /v1/completions, /v1/embeddings,
-/v1/models, /healthz (the Responses API: :mod:`router.responses_api`).
-
-A completion handler hands its body to :func:`router.respond.respond` with OpenAI's writer
-(:mod:`models.openai`). Embeddings are not routed: the node's embedder answers them.
+/v1/models, /healthz (the Responses API: :mod:`router.responses_api`). Embeddings are not
+routed: the node's embedder answers them.
 """
 
 from __future__ import annotations

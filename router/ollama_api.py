@@ -1,11 +1,8 @@
 """Ollama's native API under ``/api``: ``chat``, ``generate``, ``embed`` (and the older
 ``embeddings``), ``tags``, ``ps``, ``show`` and ``version``, so that Ollama's clients (its
 Python and JavaScript libraries, LiteLLM's ``ollama_chat/``, tools that take an Ollama URL)
-use the node as they use Ollama.
-
-A chat or generate request is answered as the OpenAI request it amounts to
-(:mod:`models.ollama`, :func:`router.respond.respond`): routing, the cache, fallback, the caps and
-the key are the ones ``/v1`` has; only the shape differs (JSON lines, ``{"error": ...}``).
+use the node as they use Ollama. A chat or generate request is answered as the OpenAI request
+it amounts to (:func:`router.respond.respond`); only the shape differs.
 """
 
 from __future__ import annotations

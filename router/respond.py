@@ -78,10 +78,8 @@ async def respond(
     make_writer: MakeWriter,
     after: Callable[[dict[str, Any]], Awaitable[None]] | None = None,
 ) -> Response[Any]:
-    """Route ``body`` and answer in the shape ``make_writer``'s writer writes (OpenAI's chat or
-    text completion, the Responses API's, Ollama's, llama.cpp's); ``after`` gets the finished
-    response object before the client does (a stored response can be continued as soon as it
-    is seen)."""
+    """Route ``body`` and answer in ``make_writer``'s shape; ``after`` gets the finished response
+    object before the client does (a stored response can be continued as soon as it is seen)."""
     started = time.perf_counter()
     node: Node = request.app.state.node
     rid: str = request.state.request_id
