@@ -64,10 +64,8 @@ class StreamPlan:
 
 async def start(plan: StreamPlan, request: GenerationRequest, start_index: int = 0) -> Started:
     """Start on the first target that produces a first chunk; raise the last error if none does.
-
     An :class:`~models.EngineError` moves on to the next target; any other error (the request's
-    own fault) goes up at once. The pool starts its own members (it retries and hedges on their
-    first tokens); the edge is started here.
+    own fault) goes up at once. The pool retries and hedges its own members' first tokens.
     """
     last: BaseException | None = None
     for index in range(start_index, len(plan.targets)):

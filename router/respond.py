@@ -129,8 +129,8 @@ async def respond(
     drain: Drain | None = request.app.state.get("drain")
     n = len(routed)
 
-    # A cache hit is in memory: its events go out in one write. One write per word cost the node
-    # ~8 ms for a 256-token answer on an idle box, and a hit's latency under load was mostly that.
+    # A cache hit is in memory: its events go out in one write (one per word was most of a hit's
+    # latency under load).
     whole = all(r.record.cache_hit is not None for r in routed)
 
     async def events() -> AsyncIterator[bytes]:
