@@ -25,6 +25,7 @@ from openai.types.shared import ErrorObject
 from pydantic import BaseModel
 
 from models.ollama import MEDIA_TYPE
+from models.ollama.schemas import ChatMessage
 
 from .guards import BEARER, api_guard, rate_guard
 
@@ -189,18 +190,13 @@ class OllamaError(BaseModel):
     error: str
 
 
-class OllamaMessage(BaseModel):
-    role: Literal["assistant"]
-    content: str
-
-
 class OllamaAnswer(BaseModel):
     """A whole answer (``stream: false``), or a stream's last line: ``message`` for /api/chat,
     ``response`` for /api/generate. Durations are nanoseconds."""
 
     model: str
     created_at: str
-    message: OllamaMessage | None = None
+    message: ChatMessage | None = None  # the assistant's
     response: str | None = None
     done: bool
     done_reason: str | None = None
