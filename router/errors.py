@@ -13,26 +13,15 @@ class InvalidRequestError(RequestRejectedError):
     """The request body is malformed or a field is out of range."""
 
 
-class ResponseNotFoundError(RequestRejectedError):
-    """No stored response has this id for this tenant (missing, expired, deleted or another's)."""
+class NotFoundError(RequestRejectedError):
+    """No stored response, or no answer to rate, has this id for this tenant (missing, expired,
+    deleted or another's)."""
 
     status = 404
 
 
-class FeedbackNotFoundError(RequestRejectedError):
-    """No answer with this id was returned to this tenant (unknown, expired, or another's)."""
-
-    status = 404
-
-
-class FeedbackUnavailableError(EdgerouteError):
-    """A rating could not be stored (the cache file failed)."""
-
-    status = 503
-
-
-class ResponseStoreError(EdgerouteError):
-    """The stored responses cannot be read or written."""
+class StoreError(EdgerouteError):
+    """The stored responses or the ratings cannot be read or written."""
 
     status = 503
 
