@@ -32,8 +32,6 @@ log = logging.getLogger(__name__)
 
 def _store(request: Request[Any, Any, State]) -> tuple[ResponseStore, str]:
     node: Node = request.app.state.node
-    if node.responses is None:
-        raise StoreError("this node keeps no responses", code="store_unavailable")
     return node.responses, request.state.get("tenant", "default")
 
 
