@@ -25,7 +25,8 @@ from litestar.middleware import ASGIMiddleware
 from litestar.types import ASGIApp, Message, Receive, Scope, Send
 
 from .errors import BodyTimeoutError, DrainingError, InvalidRequestError, PayloadTooLargeError
-from .limits import ACTIVE, LimitSettings
+from .limits import ACTIVE
+from .settings import Settings
 
 _WITH_BODY = {"POST", "PUT", "PATCH"}
 # A JSON string, escapes included; the loop is unrolled, so the regex never backtracks.
@@ -91,13 +92,11 @@ class Drain:
 class AdmissionMiddleware(ASGIMiddleware):
     scopes = (ScopeType.HTTP,)
 
-    def __init__(
-        self, drain: Drain, *, max_body_bytes: int, body_timeout_s: float, limits: LimitSettings
-    ) -> None:
+    def __init__(self, drain: Drain, settings: Settings) -> None:
         self.drain = drain
-        self.max_body_bytes = max_body_bytes
-        self.body_timeout_s = body_timeout_s
-        self.limits = limits
+        self.max_body_bytes = settings.server.max_body_bytes
+        self.body_timeout_s = settings.server.body_timeout_s
+        self.limits = settings.limits
 
     async def handle(self, scope: Scope, receive: Receive, send: Send, next_app: ASGIApp) -> None:
         drain = self.drain

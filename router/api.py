@@ -1,8 +1,6 @@
 """The OpenAI-compatible HTTP surface: /v1/chat/completions, /v1/completions, /v1/embeddings,
-/v1/models, /healthz (the Responses API: :mod:`router.responses_api`).
-
-A completion handler hands its body to :func:`router.respond.respond` with OpenAI's writer
-(:mod:`models.openai`). Embeddings are not routed: the node's embedder answers them.
+/v1/models, /healthz (the Responses API: :mod:`router.responses_api`). Embeddings are not
+routed: the node's embedder answers them.
 """
 
 from __future__ import annotations
@@ -22,7 +20,7 @@ from models.openai import ChunkWriter, EmbeddingsBody, embedding_list
 
 from . import openapi
 from .guards import REQUEST_ID_HEADER
-from .limits import check_inputs
+from .limits import check_texts
 from .node import Node
 from .respond import embed_texts, respond
 from .schemas import ChatCompletionRequest, CompletionRequest
@@ -54,7 +52,7 @@ class OpenAIController(openapi.KeyedController):
         started = time.perf_counter()
         node: Node = request.app.state.node
         texts = data.texts()
-        check_inputs(texts, node.settings.limits)
+        check_texts(texts, node.settings.limits, "input")
         embedder = node.embedding_model(data.model)
         vectors, tokens = await embed_texts(request, embedder, texts, data.model, data.dimensions)
         headers = {

@@ -98,17 +98,11 @@ def create_api_app(settings: Settings, *, plugins: Sequence[PluginProtocol] = ()
                 yield
 
     drain = Drain()  # read by the server on SIGTERM (router.server)
-    admission = AdmissionMiddleware(
-        drain,
-        max_body_bytes=settings.server.max_body_bytes,
-        body_timeout_s=settings.server.body_timeout_s,
-        limits=settings.limits,
-    )
     return Litestar(
         route_handlers=[OpenAIController, ResponsesController, FeedbackController, OllamaController, LlamaCppController, TokenizerController, healthz, root, root_head],
         plugins=list(plugins),
         lifespan=[lifespan],
-        middleware=[admission],
+        middleware=[AdmissionMiddleware(drain, settings)],
         state=State({
             API_KEYS: settings.server.key_table(),
             KEY_FAILURES: AttemptLimiter(settings.server.bad_key_attempts_per_minute, 60.0),

@@ -27,9 +27,7 @@ MAX_CHOICES = 8  # each choice takes an edge slot or a member's: a bound like th
 
 def fan_out(record: RequestRecord, n: int, prompts: Sequence[str] = ()) -> list[RequestRecord]:
     """The records of the ``n`` generations of ``record``'s request, or of each of its ``prompts``
-    (a text completion's), prompt by prompt: choice ``p * n + i`` is prompt ``p``'s ``i``-th
-    (``record`` is choice 0's: the response's headers). Each prompt's first choice may come from
-    the cache."""
+    (a text completion's): choice ``p * n + i`` is prompt ``p``'s ``i``-th."""
     gen, ctx = record.gen, record.ctx
     assert gen is not None  # set by router.respond
     records = [record]

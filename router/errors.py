@@ -5,47 +5,32 @@ from __future__ import annotations
 from models.errors import EdgerouteError, EngineUnavailableError, RequestRejectedError
 
 
-class RouterError(EdgerouteError):
-    """Base of the router's errors."""
-
-
-class ConfigError(RouterError, RequestRejectedError):
+class ConfigError(RequestRejectedError):
     """The settings are invalid or the config file is missing or malformed."""
 
 
-class InvalidRequestError(RouterError, RequestRejectedError):
+class InvalidRequestError(RequestRejectedError):
     """The request body is malformed or a field is out of range."""
 
 
-class ResponseNotFoundError(RouterError, RequestRejectedError):
-    """No stored response has this id for this tenant (missing, expired, deleted or another's)."""
+class NotFoundError(RequestRejectedError):
+    """No stored response, or no answer to rate, has this id for this tenant (missing, expired,
+    deleted or another's)."""
 
     status = 404
 
 
-class FeedbackNotFoundError(RouterError, RequestRejectedError):
-    """No answer with this id was returned to this tenant (unknown, expired, or another's)."""
-
-    status = 404
-
-
-class FeedbackUnavailableError(RouterError):
-    """A rating could not be stored (the cache file failed)."""
+class StoreError(EdgerouteError):
+    """The stored responses or the ratings cannot be read or written."""
 
     status = 503
 
 
-class ResponseStoreError(RouterError):
-    """The stored responses cannot be read or written."""
-
-    status = 503
-
-
-class NoCapacityError(RouterError, EngineUnavailableError):
+class NoCapacityError(EngineUnavailableError):
     """Neither the edge nor the cloud can take the request now."""
 
 
-class RateLimitedError(RouterError, RequestRejectedError):
+class RateLimitedError(RequestRejectedError):
     """The tenant is over its per-minute limit (OpenAI's 429 ``rate_limit_exceeded``).
 
     ``error_type`` says which limit, as OpenAI does (``requests`` or ``tokens``); ``retry_after``
@@ -80,23 +65,23 @@ class EdgeBusyError(RequestsRateLimitError):
     request): a deliberate 429, ``retry-after`` the edge's expected wait, reason ``edge-saturated``."""
 
 
-class PayloadTooLargeError(RouterError, RequestRejectedError):
+class PayloadTooLargeError(RequestRejectedError):
     """The body is over ``server.max_body_bytes``."""
 
     status = 413
 
 
-class BodyTimeoutError(RouterError, RequestRejectedError):
+class BodyTimeoutError(RequestRejectedError):
     """The client did not send its whole body within ``server.body_timeout_s``."""
 
     status = 408
 
 
-class DrainingError(RouterError, EngineUnavailableError):
+class DrainingError(EngineUnavailableError):
     """The node is shutting down: it takes no new request (503 with ``retry-after``)."""
 
 
-class ClientGoneError(RouterError, RequestRejectedError):
+class ClientGoneError(RequestRejectedError):
     """The client closed the connection before its (non-streamed) answer was ready; the generation
     was cancelled. Nobody reads the response (499, as proxies log it)."""
 

@@ -64,10 +64,8 @@ class StreamPlan:
 
 async def start(plan: StreamPlan, request: GenerationRequest, start_index: int = 0) -> Started:
     """Start on the first target that produces a first chunk; raise the last error if none does.
-
     An :class:`~models.EngineError` moves on to the next target; any other error (the request's
-    own fault) goes up at once. The pool starts its own members (it retries and hedges on their
-    first tokens); the edge is started here.
+    own fault) goes up at once. The pool retries and hedges its own members' first tokens.
     """
     last: BaseException | None = None
     for index in range(start_index, len(plan.targets)):
@@ -80,7 +78,7 @@ async def start(plan: StreamPlan, request: GenerationRequest, start_index: int =
             else:
                 started = await prime(engine.stream(request))
         except EngineError as exc:
-            plan.attempts.append(Attempt(engine.name, "failed-before-first-token", _describe(exc), cause=exc))
+            plan.attempts.append(Attempt(engine.name, "failed-before-first-token", describe(exc), cause=exc))
             last = exc
             continue
         except StopAsyncIteration:
@@ -127,17 +125,12 @@ def no_start_error(plan: StreamPlan, exc: EngineError) -> EdgerouteError:
 async def resume(
     plan: StreamPlan, request: GenerationRequest, exc: EngineError, sent: Sequence[str]
 ) -> Started | None:
-    """After ``exc`` broke the stream mid-way, with ``sent`` (one chunk each) already out: the
-    next target started on a continuation from the text so far, or None when ``max_tokens`` has
-    nothing left to continue with (the answer ends there, ``length``); ``exc`` again when no
-    target is left.
-
-    The continuation may only produce what the client's ``max_tokens`` has left after the chunks
-    sent (one token a chunk, as OpenAI-compatible servers stream), so the client never gets more
-    tokens than it asked for.
-    """
+    """After ``exc`` broke the stream mid-way, with ``sent`` (one token a chunk) already out: the
+    next target started on a continuation from the text so far, asked for what ``max_tokens`` has
+    left (None when nothing is: the answer ends there, ``length``); ``exc`` again when no target
+    is left."""
     plan.attempts[-1].outcome = "broken-mid-stream"
-    plan.attempts[-1].error = _describe(exc)
+    plan.attempts[-1].error = describe(exc)
     member = getattr(exc, "member", None)
     if member:
         plan.avoid.append(member)
@@ -153,7 +146,7 @@ async def resume(
     return await start(plan, cont, plan.index + 1)
 
 
-def _describe(exc: BaseException) -> str:
+def describe(exc: BaseException) -> str:
     return f"{type(exc).__name__}: {exc}"[:300]
 
 

@@ -18,7 +18,7 @@ from pydantic import BaseModel, ConfigDict, Field
 from edge import CacheError
 
 from . import openapi
-from .errors import FeedbackNotFoundError, FeedbackUnavailableError
+from .errors import NotFoundError, StoreError
 from .node import Node
 
 
@@ -73,11 +73,11 @@ class FeedbackController(openapi.KeyedController):
         try:
             record = await node.cache.rate(data.id, tenant, data.rating, data.note, "operator" if operator else "tenant")
         except CacheError as exc:
-            raise FeedbackUnavailableError(f"the rating could not be stored: {exc}", code="feedback_unavailable") from exc
+            raise StoreError(f"the rating could not be stored: {exc}", code="feedback_unavailable") from exc
         if record is None:
             raise _unknown(data.id)
         return Response(record, headers=request.state.record.ratelimit)  # the request record (rate_guard)
 
 
-def _unknown(answer_id: str) -> FeedbackNotFoundError:
-    return FeedbackNotFoundError(f"No answer with id {answer_id!r} was found.", param="id", code="not_found")
+def _unknown(answer_id: str) -> NotFoundError:
+    return NotFoundError(f"No answer with id {answer_id!r} was found.", param="id", code="not_found")

@@ -44,11 +44,8 @@ class LimitSettings(BaseModel):
     max_message_chars: int = Field(1_000_000, ge=1)
     max_total_chars: int = Field(2_000_000, ge=1)
     max_json_depth: int = Field(64, ge=4)
-    # Seconds of requests_per_minute the requests bucket holds. OpenAI quantizes its per-minute
-    # limits the same way (60,000 rpm "may be enforced as 1,000 requests/second"). 10 s: a tenant
-    # with hundreds of clients cannot take the node's every worker in the first seconds (with 60, a
-    # whole minute's allowance at once put the load's cache hits at 2.5 s p99; with 10, 24 ms:
-    # docs/limits.md); 60 restores the whole-minute bucket.
+    # 10 s, not a whole minute: a tenant with hundreds of clients cannot take the node's every
+    # worker in the first seconds (docs/limits.md), as OpenAI quantizes its per-minute limits.
     request_burst_s: float = Field(
         10.0, gt=0, le=60, description="seconds of requests_per_minute one burst may spend at once"
     )
@@ -115,17 +112,9 @@ def check_messages(messages: list[object], limits: LimitSettings) -> None:
     _check_total(total, limits)
 
 
-def check_prompt(prompts: Sequence[str], limits: LimitSettings) -> None:
-    """A text completion's prompts: each as a message, all of them as a request."""
-    _check_texts(prompts, limits, "prompt")
-
-
-def check_inputs(texts: Sequence[str], limits: LimitSettings) -> None:
-    """The caps of an embeddings request: each input as a message, all of them as a request."""
-    _check_texts(texts, limits, "input")
-
-
-def _check_texts(texts: Sequence[str], limits: LimitSettings, param: str) -> None:
+def check_texts(texts: Sequence[str], limits: LimitSettings, param: str) -> None:
+    """A text completion's prompts or an embeddings request's inputs: each as a message, all of
+    them as a request."""
     for i, text in enumerate(texts):
         _check_chars(len(text), limits.max_message_chars, f"{param}.{i}" if len(texts) > 1 else param)
     _check_total(sum(len(text) for text in texts), limits, param)
@@ -168,11 +157,8 @@ class _Bucket:
 
     def promise(self, cost: float, now: float) -> float:
         """Seconds a refused request should wait: until its ``cost`` fits, and after the requests
-        refused before it (each promised the allowance that frees after the previous one's).
-
-        Telling every refused client "1 s" brought them all back in the same instant, a burst
-        the node answered with hundreds of 429s at once while its cache hits queued behind them.
-        """
+        refused before it (each promised the allowance that frees after the previous one's), so
+        refused clients do not all come back in the same instant."""
         due = max(now + self.wait_s(cost), self.promised + cost / self.rate)
         self.promised = due
         return due - now
@@ -208,13 +194,6 @@ def duration(seconds: float) -> str:
 # Without keys a tenant is any x-edgeroute-tenant header: buckets that have refilled (they hold
 # nothing a new bucket would not) are forgotten beyond this many, so memory stays bounded.
 _MAX_BUCKETS = 10_000
-
-
-def _forget_full(table: dict[str, _Bucket], now: float) -> None:
-    for tenant, bucket in list(table.items()):
-        bucket.refill(now)
-        if bucket.level >= bucket.capacity:
-            del table[tenant]
 
 
 @dataclass(slots=True)
@@ -302,7 +281,10 @@ class RateLimiter:
         bucket = table.get(tenant)
         if bucket is None or bucket.limit != per_minute:
             if len(table) >= _MAX_BUCKETS:
-                _forget_full(table, now)
+                for name, full in list(table.items()):
+                    full.refill(now)
+                    if full.level >= full.capacity:
+                        del table[name]
             bucket = table[tenant] = _Bucket(per_minute, now, burst_s)
         bucket.refill(now)
         return bucket

@@ -1,9 +1,6 @@
 """llama.cpp's server's own endpoints beside its OpenAI ones: ``POST /completion`` (also
-``/completions``), the prompt completed as it is, and ``GET /props``, the server's settings.
-
-A ``/completion`` request is answered as the OpenAI text completion it amounts to
-(:mod:`models.llamacpp`, :func:`router.respond.respond`): routing, the cache, fallback, caps and
-keys are ``/v1``'s; the tokenizer's endpoints are :mod:`router.tokens`.
+``/completions``), the prompt completed as it is (as the OpenAI text completion it amounts to:
+:func:`router.respond.respond`), and ``GET /props``, the server's settings.
 """
 
 from __future__ import annotations

@@ -24,6 +24,11 @@ _RECORD_ATTRS = set(vars(logging.makeLogRecord({}))) | {"message", "asctime"}
 # character that is not printable (a newline, U+2028), or none at all, is quoted and escaped:
 # a client's header (the tenant) must not add fields or lines of its own.
 _NOT_BARE = frozenset(' ="\\')
+# The request line's fields, in order (then ``error``, when there is one).
+_LINE_FIELDS = (
+    "request_id", "tenant", "model", "route", "reason", "status", "latency_ms", "ttft_ms", "prompt_tokens",
+    "completion_tokens", "fallback", "member",
+)
 
 
 def logfmt_value(value: object) -> str:
@@ -66,20 +71,9 @@ def log_request(event: DecisionEvent) -> None:
     """The request's one INFO line."""
     if not REQUESTS.isEnabledFor(logging.INFO):
         return
-    fields = {
-        "request_id": event.request_id,
-        "tenant": event.tenant,
-        "model": event.model,
-        "route": event.route,
-        "reason": event.reason,
-        "status": event.status,
-        "latency_ms": round(event.latency_ms, 1),
-        "ttft_ms": None if event.ttft_ms is None else round(event.ttft_ms, 1),
-        "prompt_tokens": event.prompt_tokens,
-        "completion_tokens": event.completion_tokens,
-        "fallback": event.fallback,
-        "member": event.member,
-    }
+    fields = {name: getattr(event, name) for name in _LINE_FIELDS}
+    fields["latency_ms"] = round(event.latency_ms, 1)
+    fields["ttft_ms"] = None if event.ttft_ms is None else round(event.ttft_ms, 1)
     if event.error:
         fields["error"] = event.error
     text = " ".join(

@@ -41,11 +41,11 @@ class Node:
     policy: Policy
     classifier: ComplexityClassifier
     privacy: PrivacyDetector
+    responses: ResponseStore  # the Responses API's stored responses
     cache: EdgeCache | None = None
     embedder: Embedder | None = None
     pool: CloudPool | None = None
     limiter: RateLimiter | None = None  # None: no per-tenant rate is configured
-    responses: ResponseStore | None = None  # the Responses API's stored responses
     speed: SpeedModels = field(default_factory=SpeedModels)  # each side's speed models
     edge_yields: bool = False  # the local member runs on the edge's cores and is the faster engine
 

@@ -1,11 +1,8 @@
 """Ollama's native API under ``/api``: ``chat``, ``generate``, ``embed`` (and the older
 ``embeddings``), ``tags``, ``ps``, ``show`` and ``version``, so that Ollama's clients (its
 Python and JavaScript libraries, LiteLLM's ``ollama_chat/``, tools that take an Ollama URL)
-use the node as they use Ollama.
-
-A chat or generate request is answered as the OpenAI request it amounts to
-(:mod:`models.ollama`, :func:`router.respond.respond`): routing, the cache, fallback, the caps and
-the key are the ones ``/v1`` has; only the shape differs (JSON lines, ``{"error": ...}``).
+use the node as they use Ollama. A chat or generate request is answered as the OpenAI request
+it amounts to (:func:`router.respond.respond`); only the shape differs.
 """
 
 from __future__ import annotations
@@ -34,7 +31,7 @@ from models.ollama import (
 from . import openapi
 from .errors import InvalidRequestError
 from .guards import REQUEST_ID_HEADER
-from .limits import check_inputs
+from .limits import check_texts
 from .node import Node
 from .respond import MakeWriter, embed_texts, respond
 from .schemas import ChatCompletionRequest, CompletionRequest, OllamaChatRequest, OllamaGenerateRequest
@@ -86,15 +83,6 @@ def catalog(node: Node) -> list[CatalogEntry]:
         embed_spec = registry(node.settings.models_dir)[EMBEDDING_DEFAULT]
         entries.append(_file_entry(EMBEDDING_DEFAULT, embed_spec, ("embedding",), embed_spec.context_length))
     return entries
-
-
-def _entry(node: Node, model: str | None) -> CatalogEntry:
-    if model is None:
-        raise InvalidRequestError("model is required", param="model")
-    for entry in catalog(node):
-        if entry.model_id == model:
-            return entry
-    raise node.unknown_model(model)
 
 
 def _load_answer(node: Node, endpoint: Endpoint, name: str, unload: bool) -> Response[Any]:
@@ -158,7 +146,14 @@ class OllamaController(openapi.KeyedController):
 
     @post("/show", summary="One model's details", status_code=200, responses=openapi.ollama_answers(openapi.OllamaShow, 400, 401, 404, 408, 413, 503))
     async def show_model(self, request: Request[Any, Any, State], data: OllamaShowBody) -> dict[str, Any]:
-        return show(_entry(request.app.state.node, data.model_id()))
+        node: Node = request.app.state.node
+        model = data.model_id()
+        if model is None:
+            raise InvalidRequestError("model is required", param="model")
+        for entry in catalog(node):
+            if entry.model_id == model:
+                return show(entry)
+        raise node.unknown_model(model)
 
     @get("/version", summary="The Ollama API version this one follows", responses=openapi.ollama_answers(openapi.OllamaVersion, 401, 503))
     async def version(self) -> dict[str, str]:
@@ -172,6 +167,6 @@ async def _embed(request: Request[Any, Any, State], data: OllamaEmbedBody) -> tu
     texts = [t for t in data.texts() if t]
     if not texts:
         return [], 0
-    check_inputs(texts, node.settings.limits)
+    check_texts(texts, node.settings.limits, "input")
     vectors, tokens = await embed_texts(request, embedder, texts, data.model, data.dimensions, data.truncate)
     return [vec.astype(float).tolist() for vec in vectors], tokens

@@ -20,11 +20,12 @@ from litestar.openapi.spec import OpenAPIMediaType, Operation, Schema
 from litestar.openapi.spec.enums import OpenAPIType
 from openai.types import CreateEmbeddingResponse, Embedding, Model
 from openai.types.chat import ChatCompletionTokenLogprob
-from openai.types.responses import ResponseOutputMessage
+from openai.types.responses import ResponseFunctionToolCall, ResponseOutputMessage
 from openai.types.shared import ErrorObject
 from pydantic import BaseModel
 
 from models.ollama import MEDIA_TYPE
+from models.ollama.schemas import ChatMessage
 
 from .guards import BEARER, api_guard, rate_guard
 
@@ -33,17 +34,6 @@ class ErrorBody(BaseModel):
     """OpenAI's error body, for every error status of every operation."""
 
     error: ErrorObject
-
-
-class OutputFunctionCall(BaseModel):
-    """A function call (``tool_choice`` ``"auto"``, ``"required"`` or a named function)."""
-
-    id: str
-    type: Literal["function_call"]
-    status: Literal["completed", "incomplete"]
-    call_id: str
-    name: str
-    arguments: str  # JSON text
 
 
 class ResponseUsage(BaseModel):
@@ -64,7 +54,7 @@ class ResponseObject(BaseModel):
     error: None = None
     incomplete_details: dict[str, str] | None  # ``{"reason": "max_output_tokens"}`` when cut
     model: str
-    output: list[ResponseOutputMessage | OutputFunctionCall]
+    output: list[ResponseOutputMessage | ResponseFunctionToolCall]
     usage: ResponseUsage
     store: bool
 
@@ -200,18 +190,13 @@ class OllamaError(BaseModel):
     error: str
 
 
-class OllamaMessage(BaseModel):
-    role: Literal["assistant"]
-    content: str
-
-
 class OllamaAnswer(BaseModel):
     """A whole answer (``stream: false``), or a stream's last line: ``message`` for /api/chat,
     ``response`` for /api/generate. Durations are nanoseconds."""
 
     model: str
     created_at: str
-    message: OllamaMessage | None = None
+    message: ChatMessage | None = None  # the assistant's
     response: str | None = None
     done: bool
     done_reason: str | None = None

@@ -28,7 +28,7 @@ from edge import CACHE_SKIPPED, CacheError, CacheHit, CacheKey, EmbedderError, P
 from models import Chunk, EngineError, GenerationRequest, Usage
 
 from .errors import ClientGoneError, EdgeBusyError
-from .fallback import no_start_error, plan_for, prime, resume, start
+from .fallback import describe, no_start_error, plan_for, prime, resume, start
 from .limits import Reservation
 from .logs import log_request
 from .offload import off_loop, prompt_cost
@@ -284,11 +284,9 @@ class _Recorder:
 class RoutedStream:
     """A started answer: its engine's first chunk is made, so nothing can fail before a byte is sent.
 
-    Iterated, it is the router's one layer of the stream: the engine's chunks passed on, a
-    stream that breaks mid-way continued on the next target (:func:`router.fallback.resume`),
-    the answer stored in the cache before its last chunk goes out (a request right after it finds
-    it). Closed (:meth:`aclose`, also at the iteration's end; read or not), it records the
-    decision once and stops the engine: after the client has its end.
+    Iterated, it is the router's one layer of the stream (a break mid-way continued on the next
+    target, the answer stored before its last chunk); closed, read or not, it records the decision
+    once and stops the engine.
     """
 
     def __init__(self, recorder: _Recorder, started: Started) -> None:
@@ -331,7 +329,7 @@ class RoutedStream:
                     else:
                         self._started, chunk = started, started.first
         except Exception as exc:
-            self._error = f"{type(exc).__name__}: {exc}"[:300]
+            self._error = describe(exc)
             raise
         finally:
             await self.aclose()

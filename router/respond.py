@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import dataclasses
 import functools
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable, Coroutine
@@ -28,7 +27,7 @@ from . import choices
 from .admission import Drain
 from .errors import ClientGoneError, InvalidRequestError
 from .guards import REQUEST_ID_HEADER
-from .limits import check_messages, check_prompt
+from .limits import check_messages, check_texts
 from .node import Node
 from .offload import off_loop
 from .record import RequestContext, RequestRecord
@@ -47,20 +46,6 @@ def _flag(value: str | None) -> bool | None:
         return None
     lowered = value.strip().lower()
     return True if lowered in _TRUE else False if lowered in _FALSE else None
-
-
-def request_context(request: Request[Any, Any, State], body: ChatCompletionRequest | CompletionRequest) -> RequestContext:
-    """The tenant (set by the API-key guard) and the per-request switches (body over headers)."""
-    header_cache = _flag(request.headers.get("x-edgeroute-cache"))
-    header_private = _flag(request.headers.get("x-edgeroute-private"))
-    return RequestContext(
-        tenant=request.state.get("tenant", "default"),
-        cache=body.cache if body.cache is not None else header_cache,
-        private=bool(body.private) or bool(header_private),
-        stream=body.stream,
-        # Fields the client sent that the schema does not know: they may change the answer.
-        extra={k: v for k, v in (body.model_extra or {}).items() if k not in _NOT_IN_KEY},
-    )
 
 
 async def text_prompts(node: Node, body: CompletionRequest) -> CompletionRequest:
@@ -83,14 +68,6 @@ async def text_prompts(node: Node, body: CompletionRequest) -> CompletionRequest
     return body.model_copy(update={"prompt": texts[0] if single else texts})
 
 
-def _check_caps(node: Node, body: ChatCompletionRequest | CompletionRequest) -> None:
-    """The request's size caps, on the parsed body and before anything tokenizes it."""
-    if isinstance(body, ChatCompletionRequest):
-        check_messages(list(body.messages), node.settings.limits)
-    else:
-        check_prompt(body.prompts(), node.settings.limits)
-
-
 # The writer of the API a request came in on, made once the request is read.
 MakeWriter = Callable[[ChatCompletionRequest | CompletionRequest, GenerationRequest], Writer]
 
@@ -101,22 +78,33 @@ async def respond(
     make_writer: MakeWriter,
     after: Callable[[dict[str, Any]], Awaitable[None]] | None = None,
 ) -> Response[Any]:
-    """Route ``body`` and answer in the shape ``make_writer``'s writer writes (OpenAI's chat or
-    text completion, the Responses API's, Ollama's, llama.cpp's); ``after`` gets the finished
-    response object before the client does (a stored response can be continued as soon as it
-    is seen)."""
+    """Route ``body`` and answer in ``make_writer``'s shape; ``after`` gets the finished response
+    object before the client does (a stored response can be continued as soon as it is seen)."""
     started = time.perf_counter()
     node: Node = request.app.state.node
     rid: str = request.state.request_id
     record: RequestRecord = request.state.record  # made by rate_guard
+    # The size caps, on the parsed body and before anything tokenizes it.
+    prompts: list[str] = []
     if isinstance(body, CompletionRequest):
         body = await text_prompts(node, body)
-    _check_caps(node, body)
-    ctx = request_context(request, body)
-    gen = record.gen = body.to_generation(rid, ctx.tenant)
-    prompts = body.prompts() if isinstance(body, CompletionRequest) else []
+        prompts = body.prompts()
+        check_texts(prompts, node.settings.limits, "prompt")
+    else:
+        check_messages(list(body.messages), node.settings.limits)
+    tenant: str = request.state.get("tenant", "default")  # set by the API-key guard
+    gen = record.gen = body.to_generation(rid, tenant)
     writer = make_writer(body, gen)
-    record.ctx = dataclasses.replace(ctx, response_id=getattr(writer, "rid", None))  # what a rating names
+    # The per-request switches: the body's over the headers'.
+    record.ctx = RequestContext(
+        tenant=tenant,
+        cache=body.cache if body.cache is not None else _flag(request.headers.get("x-edgeroute-cache")),
+        private=bool(body.private) or bool(_flag(request.headers.get("x-edgeroute-private"))),
+        stream=body.stream,
+        # Fields the client sent that the schema does not know: they may change the answer.
+        extra={k: v for k, v in (body.model_extra or {}).items() if k not in _NOT_IN_KEY},
+        response_id=getattr(writer, "rid", None),  # what a rating names
+    )
     fan = choices.fan_out(record, body.n, prompts if len(prompts) > 1 else ())
     # What each choice's text starts with: its prompt, with ``echo``.
     echoes = [prompts[i // body.n] if isinstance(body, CompletionRequest) and body.echo else "" for i in range(len(fan))]
@@ -141,8 +129,8 @@ async def respond(
     drain: Drain | None = request.app.state.get("drain")
     n = len(routed)
 
-    # A cache hit is in memory: its events go out in one write. One write per word cost the node
-    # ~8 ms for a 256-token answer on an idle box, and a hit's latency under load was mostly that.
+    # A cache hit is in memory: its events go out in one write (one per word was most of a hit's
+    # latency under load).
     whole = all(r.record.cache_hit is not None for r in routed)
 
     async def events() -> AsyncIterator[bytes]:

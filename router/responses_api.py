@@ -21,7 +21,7 @@ from models.openai import ResponseWriter
 from models.openai.responses import output_messages
 
 from . import openapi
-from .errors import InvalidRequestError, ResponseNotFoundError, ResponseStoreError
+from .errors import InvalidRequestError, NotFoundError, StoreError
 from .node import Node
 from .respond import MakeWriter, respond
 from .responses_store import ResponseStore
@@ -32,8 +32,6 @@ log = logging.getLogger(__name__)
 
 def _store(request: Request[Any, Any, State]) -> tuple[ResponseStore, str]:
     node: Node = request.app.state.node
-    if node.responses is None:
-        raise ResponseStoreError("this node keeps no responses", code="store_unavailable")
     return node.responses, request.state.get("tenant", "default")
 
 
@@ -45,8 +43,8 @@ def _writer(data: ResponsesRequest) -> MakeWriter:
     return make
 
 
-def _missing(response_id: str) -> ResponseNotFoundError:
-    return ResponseNotFoundError(f"Response with id {response_id!r} not found.", param="response_id", code="not_found")
+def _missing(response_id: str) -> NotFoundError:
+    return NotFoundError(f"Response with id {response_id!r} not found.", param="response_id", code="not_found")
 
 
 class ResponsesController(openapi.KeyedController):
@@ -64,7 +62,7 @@ class ResponsesController(openapi.KeyedController):
         if data.previous_response_id is not None:
             found = await store.get(tenant, data.previous_response_id)
             if found is None:
-                raise ResponseNotFoundError(
+                raise NotFoundError(
                     f"Previous response with id {data.previous_response_id!r} not found.",
                     param="previous_response_id", code="previous_response_not_found",
                 )
@@ -78,7 +76,7 @@ class ResponsesController(openapi.KeyedController):
         async def keep(final: dict[str, Any]) -> None:
             try:
                 await store.put(tenant, final, conversation + output_messages(final["output"]), items)
-            except ResponseStoreError:  # the answer still goes out; only its continuation is lost
+            except StoreError:  # the answer still goes out; only its continuation is lost
                 log.exception("storing response %s failed", final.get("id"))
 
         return await respond(request, chat, _writer(data), after=keep)

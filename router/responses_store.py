@@ -25,7 +25,7 @@ from pydantic import BaseModel, Field
 
 from models.files import private_file
 
-from .errors import ResponseStoreError
+from .errors import StoreError
 
 log = logging.getLogger(__name__)
 
@@ -84,7 +84,7 @@ class ResponseStore:
             self._db.enable_wal()
             MIGRATIONS.apply(self._db)
         except (sqlite3.Error, OSError) as exc:
-            raise ResponseStoreError(f"cannot open the stored responses {path}: {exc}", code="store_unavailable") from exc
+            raise StoreError(f"cannot open the stored responses {path}: {exc}", code="store_unavailable") from exc
 
     async def _run(self, what: str, work: Callable[[], Any]) -> Any:
         """``work`` on a worker thread, one call at a time."""
@@ -94,7 +94,7 @@ class ResponseStore:
                 with self._lock:
                     return work()
             except sqlite3.Error as exc:
-                raise ResponseStoreError(
+                raise StoreError(
                     f"cannot {what} a stored response: {exc}", code="store_unavailable"
                 ) from exc
 

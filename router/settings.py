@@ -10,7 +10,7 @@ import socket
 from pathlib import Path
 from typing import Annotated, Any
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, ValidationInfo, field_validator, model_validator
 from pydantic_settings import (
     BaseSettings,
     NoDecode,
@@ -91,11 +91,17 @@ class ServerSettings(BaseModel):
             raise ValueError("every API key needs a tenant name")
         return {as_digest(key): tenant for key, tenant in value.items()}
 
-    @field_validator("trusted_proxies", mode="before")
+    @field_validator("trusted_proxies", "operator_keys", mode="before")
     @classmethod
-    def _split_proxies(cls, value: Any) -> Any:
+    def _split(cls, value: Any, info: ValidationInfo) -> Any:
+        # The environment's form: a JSON list, or comma-separated items.
         if isinstance(value, str):
-            return [p.strip() for p in value.split(",") if p.strip()]
+            if value.lstrip().startswith("["):
+                try:
+                    return json.loads(value)
+                except ValueError:
+                    raise ValueError(f"{info.field_name} is neither a JSON list nor comma-separated items") from None
+            return [k.strip() for k in value.split(",") if k.strip()]
         return value
 
     @field_validator("trusted_proxies")
@@ -113,18 +119,6 @@ class ServerSettings(BaseModel):
                     f"{item!r} is not an IP address or network (e.g. 10.0.0.5, 10.0.0.0/8)"
                 ) from None
         return out
-
-    @field_validator("operator_keys", mode="before")
-    @classmethod
-    def _split_operator_keys(cls, value: Any) -> Any:
-        if isinstance(value, str):
-            if value.lstrip().startswith("["):
-                try:
-                    return json.loads(value)
-                except ValueError:
-                    raise ValueError("operator_keys is neither a JSON list nor comma-separated keys") from None
-            return [k.strip() for k in value.split(",") if k.strip()]
-        return value
 
     @field_validator("operator_keys")
     @classmethod

@@ -21,7 +21,7 @@ from models.openai import Message
 
 from . import openapi
 from .errors import InvalidRequestError
-from .limits import check_messages, check_prompt
+from .limits import check_messages, check_texts
 from .node import Node
 from .offload import off_loop, prompt_cost
 
@@ -99,7 +99,7 @@ class TokenizerController(openapi.KeyedController):
             tokens = await off_loop(prompt_cost(gen), lambda: node.edge.prompt_tokens(gen))
         else:
             text = data.content if data.content is not None else data.prompt or ""
-            check_prompt([text], node.settings.limits)
+            check_texts([text], node.settings.limits, "prompt")
             tokens = await off_loop(len(text), lambda: node.edge.tokenize(text, add_bos=data.add_special))
         listed: list[Any] = [{"id": t, "piece": _piece(node, t)} for t in tokens] if data.with_pieces else list(tokens)
         return {"tokens": listed, "count": len(tokens), "max_model_len": node.edge.n_ctx, "model": model}

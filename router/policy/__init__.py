@@ -6,7 +6,7 @@ off the request path.
 
 from .classifier import ComplexityClassifier, load_classifier
 from .config import PrivateRule, RoutingSettings
-from .features import Decision, Features, Hint, Policy, features_from_dict, features_to_dict
+from .features import Decision, Features, Hint, Policy, features_from_dict
 from .policies import ComplexityPolicy, HybridPolicy, LengthPolicy, build_policy
 from .privacy import PrivacyDetector, luhn_valid
 from .rules import decide
@@ -31,7 +31,6 @@ __all__ = [
     "build_policy",
     "decide",
     "features_from_dict",
-    "features_to_dict",
     "load_classifier",
     "luhn_valid",
 ]

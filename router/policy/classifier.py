@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import functools
 import json
-import math
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -47,13 +46,7 @@ class ComplexityClassifier:
         """P(cloud) of one embedding (normalised here, so un-normalised input is fine)."""
         e = np.asarray(embedding, dtype=np.float32).reshape(-1)
         self._check(e.shape)
-        norm = float(np.sqrt(e @ e))
-        z = float(self.coef @ e) / norm + self.intercept if norm > 0 else self.intercept
-        # Two branches keep exp() from overflowing for large |z|.
-        if z >= 0:
-            return 1.0 / (1.0 + math.exp(-z))
-        ez = math.exp(z)
-        return ez / (1.0 + ez)
+        return float(self.score_batch(e[None, :])[0])
 
     def score_batch(self, embeddings: np.ndarray) -> np.ndarray:
         """P(cloud) of each row, float64."""
@@ -68,8 +61,8 @@ class ComplexityClassifier:
         z = (x @ self.coef).astype(np.float64) / norms + self.intercept
         return 0.5 * (1.0 + np.tanh(0.5 * z))  # = sigmoid(z), without overflow
 
-    def to_json(self) -> dict[str, Any]:
-        return {
+    def save(self, path: Path) -> None:
+        weights = {
             "format": FORMAT,
             "kind": "logistic-regression",
             "embedding_model": self.embedding_model,
@@ -79,15 +72,26 @@ class ComplexityClassifier:
             "coef": [float(v) for v in self.coef.astype(np.float32)],
             "meta": self.meta,
         }
-
-    def save(self, path: Path) -> None:
         path.parent.mkdir(parents=True, exist_ok=True)
         tmp = path.with_suffix(path.suffix + ".tmp")
-        tmp.write_text(json.dumps(self.to_json(), indent=1) + "\n", encoding="utf-8")
+        tmp.write_text(json.dumps(weights, indent=1) + "\n", encoding="utf-8")
         tmp.replace(path)
 
     @classmethod
-    def from_json(cls, data: dict[str, Any], *, source: str = "<memory>") -> ComplexityClassifier:
+    def load(cls, path: Path | None = None) -> ComplexityClassifier:
+        """Read weights from ``path`` (default: the shipped file)."""
+        path = Path(path) if path is not None else SHIPPED_WEIGHTS
+        try:
+            data = json.loads(path.read_text(encoding="utf-8"))
+        except FileNotFoundError as exc:
+            hint = " (run `edgeroute router train`)" if path == SHIPPED_WEIGHTS else ""
+            raise ConfigError(
+                f"classifier weights not found: {path}{hint}", param="routing.complexity.classifier_path"
+            ) from exc
+        except (OSError, ValueError) as exc:
+            raise ConfigError(
+                f"cannot read classifier weights {path}: {exc}", param="routing.complexity.classifier_path"
+            ) from exc
         try:
             if not isinstance(data, dict):
                 raise ValueError("not a JSON object")
@@ -105,25 +109,8 @@ class ComplexityClassifier:
             )
         except (KeyError, TypeError, ValueError) as exc:
             raise ConfigError(
-                f"invalid classifier weights in {source}: {exc}", param="routing.complexity.classifier_path"
+                f"invalid classifier weights in {path}: {exc}", param="routing.complexity.classifier_path"
             ) from exc
-
-    @classmethod
-    def load(cls, path: Path | None = None) -> ComplexityClassifier:
-        """Read weights from ``path`` (default: the shipped file)."""
-        path = Path(path) if path is not None else SHIPPED_WEIGHTS
-        try:
-            data = json.loads(path.read_text(encoding="utf-8"))
-        except FileNotFoundError as exc:
-            hint = " (run `edgeroute router train`)" if path == SHIPPED_WEIGHTS else ""
-            raise ConfigError(
-                f"classifier weights not found: {path}{hint}", param="routing.complexity.classifier_path"
-            ) from exc
-        except (OSError, ValueError) as exc:
-            raise ConfigError(
-                f"cannot read classifier weights {path}: {exc}", param="routing.complexity.classifier_path"
-            ) from exc
-        return cls.from_json(data, source=str(path))
 
 
 @functools.lru_cache(maxsize=4)

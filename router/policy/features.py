@@ -65,11 +65,6 @@ _REQUIRED = tuple(
 )
 
 
-def features_to_dict(f: Features) -> dict[str, Any]:
-    """The JSON-ready form stored in telemetry's ``features`` column."""
-    return dataclasses.asdict(f)
-
-
 def features_from_dict(data: Mapping[str, Any]) -> Features:
     """Rebuild logged features; unknown keys are ignored, a missing one raises ``ValueError``."""
     missing = [name for name in _REQUIRED if name not in data]

@@ -12,16 +12,12 @@ from dataclasses import dataclass
 from ..errors import ConfigError
 from .config import RoutingSettings
 from .features import Decision, Features, Policy
-from .rules import edge_saturated, edge_wait_over_budget, saturation_bound
 
 
 @dataclass(frozen=True, slots=True)
 class LengthPolicy:
-    """Long prompts or long requested outputs go to the cloud; the rest stays on the edge.
-
-    Score: the larger of prompt_tokens / long_prompt_tokens and max_tokens / long_max_tokens,
-    so a score above 1 means "too long for the edge".
-    """
+    """Long prompts or long requested outputs go to the cloud; the rest stays on the edge
+    (a score above 1 is "too long for the edge")."""
 
     long_prompt_tokens: int = 512
     long_max_tokens: int = 512
@@ -73,11 +69,7 @@ class HybridPolicy:
     with load: a busy edge lowers it by up to ``edge_pressure`` and a busy or slow cloud raises it
     by up to ``cloud_pressure``. Reasons say which force decided: ``complex``/``simple`` when the
     unadjusted threshold agrees, ``edge-busy``/``cloud-busy`` when only the load tipped it.
-
-    Last, :meth:`by_speed` holds the proposal to the first-token objective (``ttft_slo_s``) where
-    each side's first-token time is predicted (:mod:`router.policy.speed`), and under load sends a
-    prompt proposed for the edge to the cloud when the cloud would also meet the objective and end
-    the answer sooner; idle, the proposal stands.
+    Last, :meth:`by_speed` holds the proposal to the first-token objective.
     """
 
     threshold: float = 0.5
@@ -92,9 +84,14 @@ class HybridPolicy:
     name: str = "hybrid"
     uses_complexity: bool = True
 
+    def saturation_bound(self, f: Features) -> int:
+        """Requests waiting on the edge at which it counts as saturated (the engine itself refuses
+        beyond ``EdgeSettings.max_queue``, which the request path falls back from)."""
+        return max(1, min(self.edge_queue_bound, f.edge_max_queue))
+
     def edge_load(self, f: Features) -> float:
         """0 (idle) to 1 (every slot busy and the queue at the saturation bound)."""
-        bound = saturation_bound(f, self.edge_queue_bound)
+        bound = self.saturation_bound(f)
         return min(1.0, (f.edge_running + f.edge_waiting) / (bound + max(1, f.edge_capacity)))
 
     def cloud_load(self, f: Features) -> float:
@@ -153,9 +150,9 @@ class HybridPolicy:
         by_length = self.length.length_rule(f, score)
         if by_length.reason != "short-prompt":
             return by_length
-        if edge_saturated(f, self.edge_queue_bound):
+        if f.edge_waiting >= self.saturation_bound(f):
             return Decision("cloud", "edge-saturated", score)
-        if edge_wait_over_budget(f, self.edge_wait_budget_ms):
+        if f.edge_wait_ms is not None and f.edge_wait_ms > self.edge_wait_budget_ms:
             return Decision("cloud", "edge-wait-over-budget", score)
         if f.complexity is None:
             return by_length

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import re
 import time
-from collections.abc import Iterable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 from .config import PrivateRule, RoutingSettings
@@ -66,18 +66,8 @@ class PrivacyDetector:
     def from_settings(cls, settings: RoutingSettings) -> PrivacyDetector:
         return cls(settings.private_rules, enabled=settings.private_detection)
 
-    @property
-    def rule_names(self) -> tuple[str, ...]:
-        return tuple(r.name for r in self._rules)
-
-    def detect(self, texts: str | Iterable[str], *, flag: bool = False) -> str | None:
+    def detect(self, text: str, *, flag: bool = False) -> str | None:
         """``"flag"`` when the request was marked private, else the first matching rule's name, else None."""
         if flag:
             return FLAG
-        if isinstance(texts, str):
-            texts = (texts,)
-        for text in texts:
-            for rule in self._rules:
-                if rule.matches(text):
-                    return rule.name
-        return None
+        return next((rule.name for rule in self._rules if rule.matches(text)), None)

@@ -30,22 +30,3 @@ def _hard_rule(f: Features, score: float) -> Decision | None:
     if not f.fits_edge_context:
         return Decision("cloud", "edge-context", score)
     return None
-
-
-# -- edge saturation: the one place the router's rule lives (the engine itself refuses beyond
-# ``EdgeSettings.max_queue`` with EdgeSaturatedError, which the request path falls back from).
-
-
-def saturation_bound(f: Features, queue_bound: int) -> int:
-    """Requests waiting on the edge at which it counts as saturated."""
-    return max(1, min(queue_bound, f.edge_max_queue))
-
-
-def edge_saturated(f: Features, queue_bound: int) -> bool:
-    """Whether the edge counts as saturated (the hybrid policy then proposes the cloud)."""
-    return f.edge_waiting >= saturation_bound(f, queue_bound)
-
-
-def edge_wait_over_budget(f: Features, budget_ms: float) -> bool:
-    """Whether a new request would wait for a free edge slot longer than ``budget_ms``."""
-    return f.edge_wait_ms is not None and f.edge_wait_ms > budget_ms

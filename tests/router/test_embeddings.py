@@ -16,7 +16,7 @@ import pytest
 
 from models import EMBEDDING_DEFAULT
 from router.errors import InvalidRequestError
-from router.limits import LimitSettings, check_inputs
+from router.limits import LimitSettings, check_texts
 from router.node import Node
 
 TEXTS = ["How do I reset my password?", "How can I reset my password?", "Best pizza in Rome"]
@@ -119,15 +119,15 @@ def test_a_client_that_leaves_stops_its_embeddings(node_url: str, node_app) -> N
 
 def test_inputs_are_capped_each_and_together() -> None:
     limits = LimitSettings(max_message_chars=10, max_total_chars=15)
-    check_inputs(["a" * 10, "b" * 5], limits)
+    check_texts(["a" * 10, "b" * 5], limits, "input")
     with pytest.raises(InvalidRequestError) as one:
-        check_inputs(["a" * 5, "b" * 11], limits)
+        check_texts(["a" * 5, "b" * 11], limits, "input")
     assert one.value.param == "input.1" and one.value.code == "string_above_max_length"
     with pytest.raises(InvalidRequestError) as alone:
-        check_inputs(["a" * 11], limits)
+        check_texts(["a" * 11], limits, "input")
     assert alone.value.param == "input"
     with pytest.raises(InvalidRequestError) as total:
-        check_inputs(["a" * 10, "b" * 6], limits)
+        check_texts(["a" * 10, "b" * 6], limits, "input")
     assert total.value.param == "input" and "16 characters (at most 15)" in total.value.message
 
 

@@ -18,7 +18,6 @@ from router.policy import (
     build_policy,
     decide,
     features_from_dict,
-    features_to_dict,
 )
 from router.settings import load_settings
 
@@ -269,11 +268,11 @@ def test_each_policy_has_its_own_section_and_the_flat_names_still_work(
 
 def test_features_round_trip_through_json_dict() -> None:
     f = feat(cloud_ttft_ms=321.5, hint="edge", max_tokens=64)
-    assert features_from_dict({**features_to_dict(f), "extra": 1}) == f
+    assert features_from_dict({**dataclasses.asdict(f), "extra": 1}) == f
 
 
 def test_features_from_dict_names_missing_fields() -> None:
-    d = features_to_dict(IDLE)
+    d = dataclasses.asdict(IDLE)
     del d["complexity"], d["private"]
     with pytest.raises(ValueError, match="logged features lack complexity, private"):
         features_from_dict(d)
@@ -309,6 +308,6 @@ def test_wait_budget_comes_from_the_settings() -> None:
 
 
 def test_features_logged_before_edge_slots_still_load() -> None:
-    d = features_to_dict(IDLE)
+    d = dataclasses.asdict(IDLE)
     del d["edge_capacity"], d["edge_wait_ms"]
     assert features_from_dict(d) == IDLE

@@ -14,7 +14,7 @@ from typer.testing import CliRunner
 
 from edgeroute.cli import app
 from router.errors import ConfigError
-from router.policy import Features, RoutingSettings, build_policy, features_to_dict
+from router.policy import Features, RoutingSettings, build_policy
 from router.training.calibrate import logged_scores, threshold_for_share
 from router.telemetry import DecisionEvent, PriceSettings
 from router.training.replay import first_hop, read_decisions_db, replay
@@ -75,7 +75,7 @@ BASE = Features(
 def rec(
     route: str, latency: float, ttft: float | None, prompt: int, completion: int, **feat: Any
 ) -> dict[str, Any]:
-    features = json.dumps(features_to_dict(dataclasses.replace(BASE, **feat))) if feat else None
+    features = json.dumps(dataclasses.asdict(dataclasses.replace(BASE, **feat))) if feat else None
     return {
         "route": route,
         "reason": "",

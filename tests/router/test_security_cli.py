@@ -43,7 +43,7 @@ def test_a_bad_key_in_the_environment_is_not_printed(tmp_path: Path) -> None:
     env = {"EDGEROUTE_SERVER__OPERATOR_KEYS": f'["{KEY}", 7'}  # not JSON: says so, not the value
     out = run_edgeroute("serve", "--data-dir", str(tmp_path / "d"), env=env)
     assert out.returncode == 2 and KEY not in out.stderr + out.stdout
-    assert "operator_keys is neither a JSON list nor comma-separated keys" in out.stderr
+    assert "operator_keys is neither a JSON list nor comma-separated items" in out.stderr
 
 
 @pytest.mark.parametrize("host", ["0.0.0.0", "::", "192.0.2.10"])
