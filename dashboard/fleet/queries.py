@@ -63,10 +63,3 @@ class FleetQueries:
             "requests_per_s": f"sum by (instance) (rate(vllm:request_success_total{{{sel}}}[{r}]))",
             "ttft_p95": _quantile(0.95, "vllm:time_to_first_token_seconds", sel, w),
         }
-
-    def all(self) -> dict[str, str]:
-        """Every query, keyed ``nodes.<figure>`` and ``members.<figure>``."""
-        return {
-            **{f"nodes.{k}": q for k, q in self.nodes().items()},
-            **{f"members.{k}": q for k, q in self.members().items()},
-        }

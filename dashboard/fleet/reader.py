@@ -5,7 +5,7 @@ from __future__ import annotations
 import asyncio
 import time
 
-from .prom import Prometheus, PrometheusUnavailableError, Sample
+from .prom import Prometheus, PrometheusUnavailableError
 from .queries import FleetQueries
 from .view import FleetView, build_members, build_nodes
 
@@ -38,16 +38,16 @@ class FleetReader:
             return view
 
     async def _read(self) -> FleetView:
-        named = self.queries.all()
-        answers = await asyncio.gather(
-            *(self.prometheus.query(q) for q in named.values()),
+        nodes, members = self.queries.nodes(), self.queries.members()
+        *vectors, urls = await asyncio.gather(
+            *(self.prometheus.query(q) for q in [*nodes.values(), *members.values()]),
             self.prometheus.scrape_urls(self.queries.nodes_job),
         )
-        *vectors, urls = answers
-        results: dict[str, list[Sample]] = dict(zip(named, vectors, strict=True))  # type: ignore[arg-type]
-        nodes = {k.removeprefix("nodes."): v for k, v in results.items() if k.startswith("nodes.")}
-        members = {k.removeprefix("members."): v for k, v in results.items() if k.startswith("members.")}
-        return FleetView(at=time.time(), nodes=build_nodes(nodes, urls), members=build_members(members))  # type: ignore[arg-type]
+        node_results = dict(zip(nodes, vectors[: len(nodes)], strict=True))
+        member_results = dict(zip(members, vectors[len(nodes) :], strict=True))
+        return FleetView(
+            at=time.time(), nodes=build_nodes(node_results, urls), members=build_members(member_results)  # type: ignore[arg-type]
+        )
 
     async def aclose(self) -> None:
         await self.prometheus.aclose()

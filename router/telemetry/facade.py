@@ -9,7 +9,7 @@ from collections import deque
 from pathlib import Path
 
 from .aggregate import Aggregator, Snapshot
-from .bus import EventBus, Subscription
+from .bus import EventBus
 from .config import TelemetrySettings
 from .events import DecisionEvent
 from .gcwatch import GcWatch
@@ -78,13 +78,6 @@ class Telemetry:
         self._snap = (now, snap)
         return snap
 
-    def subscribe(self) -> Subscription:
-        """Batches of new decisions, every ``bus_interval_ms`` while there are any."""
-        return self.bus.subscribe()
-
-    def unsubscribe(self, sub: Subscription) -> None:
-        self.bus.unsubscribe(sub)
-
     def recent(self, limit: int | None = None) -> list[DecisionEvent]:
         """The latest decisions kept in memory, newest first."""
         items = list(self._recent)
@@ -106,11 +99,6 @@ class Telemetry:
         if self.store is None:
             return {"dropped_live": live}
         return {"written": self.store.written, "dropped_log": self.store.dropped, "dropped_live": live}
-
-    async def flush(self) -> None:
-        """Wait until every decision recorded so far is in the log."""
-        if self.store is not None:
-            await self.store.flush()
 
     async def aclose(self) -> None:
         """End live subscriptions and write out the log."""

@@ -90,19 +90,13 @@ def _node_families(node: NodeInfo) -> Iterator[Metric]:
 
 
 def _cost_families(cost: CostEstimate) -> Iterator[Metric]:
-    spent = CounterMetricFamily(
-        "edgeroute_spend",
-        "What the answers cost at the configured prices (telemetry.prices), since start",
-        labels=["currency"],
-    )
-    spent.add_metric([cost.currency], cost.actual)
-    all_cloud = CounterMetricFamily(
-        "edgeroute_spend_all_cloud",
-        "What the same answers would have cost all from the cloud, since start",
-        labels=["currency"],
-    )
-    all_cloud.add_metric([cost.currency], cost.all_cloud)
-    yield from (spent, all_cloud)
+    for name, doc, value in (
+        ("edgeroute_spend", "What the answers cost at the configured prices (telemetry.prices), since start", cost.actual),
+        ("edgeroute_spend_all_cloud", "What the same answers would have cost all from the cloud, since start", cost.all_cloud),
+    ):
+        family = CounterMetricFamily(name, doc, labels=["currency"])
+        family.add_metric([cost.currency], value)
+        yield family
 
 
 def _budget_families(view: BudgetView) -> Iterator[Metric]:
