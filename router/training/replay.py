@@ -37,10 +37,6 @@ def read_decisions_db(db_path: Path, limit: int | None = None) -> list[DecisionE
         raise ConfigError(f"cannot read decisions from {db_path}: {exc.message}", param="db") from exc
 
 
-# What ``edgeroute router replay`` charges by default: 0.002 per 1k cloud tokens, the edge free.
-FLAT_PRICES = PriceSettings(cloud_prompt_per_1k=0.002, cloud_completion_per_1k=0.002)
-
-
 @dataclass(frozen=True, slots=True)
 class _LatencyModel:
     """latency ~ ttft + completion_tokens * ms_per_token, medians over the logged requests of a route."""
@@ -117,9 +113,7 @@ def _side(rows: Sequence[tuple[str, float, float]]) -> Side:
     )
 
 
-def replay(
-    records: Iterable[DecisionEvent], policy: Policy, prices: PriceSettings = FLAT_PRICES
-) -> ReplayReport:
+def replay(records: Iterable[DecisionEvent], policy: Policy, prices: PriceSettings) -> ReplayReport:
     """Re-decide every routed record with ``policy``; changed requests get an estimated latency and
     the cost at ``prices`` (the dashboard's cost model)."""
     logged = list(records)

@@ -13,7 +13,7 @@ from litestar.testing import TestClient
 
 from dashboard.fleet import FleetSettings, PrometheusUnavailableError, create_fleet_app
 from dashboard.fleet.prom import Prometheus, Sample
-from dashboard.fleet.queries import FleetQueries
+from dashboard.fleet.queries import member_queries, node_queries
 from dashboard.fleet.view import FleetView, build_members, build_nodes, dashboard_url
 from loadtest.servers import free_port
 from router import ServerSettings
@@ -171,13 +171,15 @@ def test_a_target_exposing_another_host_as_its_dashboard_path_is_listed_without_
 
 
 def test_queries_select_the_jobs() -> None:
-    q = FleetQueries("edge-nodes", "gpus", "10m", "30s")
-    assert q.nodes()["up"] == 'up{job="edge-nodes"}'
+    q = FleetSettings(
+        prometheus_url="http://p:9090", nodes_job="edge-nodes", members_job="gpus", window="10m", rate_window="30s"
+    )
+    assert node_queries(q)["up"] == 'up{job="edge-nodes"}'
     assert (
-        q.nodes()["requests_per_s"]
+        node_queries(q)["requests_per_s"]
         == 'sum by (instance) (rate(edgeroute_requests_total{job="edge-nodes"}[30s]))'
     )
-    assert q.members()["kv_cache"] == 'max by (instance, model_name) (vllm:kv_cache_usage_perc{job="gpus"})'
+    assert member_queries(q)["kv_cache"] == 'max by (instance, model_name) (vllm:kv_cache_usage_perc{job="gpus"})'
 
 
 def test_settings_refuse_what_would_break_a_query() -> None:
