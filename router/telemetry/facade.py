@@ -39,9 +39,7 @@ class Telemetry:
                 max_rows=settings.max_rows,
             )
         self.bus = EventBus(settings.bus_interval_ms / 1000, settings.bus_queue)
-        self.aggregator = Aggregator(
-            settings.prices, window_s=settings.window_s, rate_window_s=settings.rate_window_s
-        )
+        self.aggregator = Aggregator(settings)
         self.metrics = Metrics(self._counts, self.aggregator.cost)
         self._recent: deque[DecisionEvent] = deque(maxlen=settings.recent)
         self._snap: tuple[float, Snapshot] | None = None
