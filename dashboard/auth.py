@@ -1,21 +1,8 @@
-"""Who may see the dashboard and ``/metrics``: the node's operators, never a tenant.
-
-The dashboard shows every tenant's prompts, answers and cache entries, so it is operator-only:
-a request passes when it carries an operator key (``server.operator_keys``) as
-``Authorization: Bearer <key>`` (Prometheus, curl) or the session cookie the login form gives
-for one. A tenant key (``server.api_keys``) is refused with 403 everywhere here, whichever
-tenant's data the page or fragment holds; no key or a wrong one is a 401 (pages: the login
-form). With no keys configured at all nothing is checked (the node then binds only to
-loopback unless told otherwise).
-
-The cookie never holds the key: it is a random session id, which the node keeps in a Litestar
-``MemoryStore`` with the digest of the operator key it was opened with, for ``ttl_s`` from the
-login (not renewed by use). So it expires on its own; logging out deletes it; a restart ends
-every session (the store is in memory); and removing a key from the settings ends the sessions
-made with it. It is HttpOnly (page scripts cannot read it) and SameSite=Strict (no other site
-can make the browser send it), and browsers send it with ``EventSource``, which cannot set
-headers. The login and logout forms refuse a POST whose ``Origin`` (or ``Referer``) is another
-site's.
+"""Who may see the dashboard and ``/metrics``: the node's operators, never a tenant (every
+tenant's prompts, answers and cache entries are on it; docs/dashboard.md says what each request
+gets). An operator key passes as a bearer header or as the login form's session cookie: a random
+session id, kept in a Litestar ``MemoryStore`` with the digest of the key it was opened with, for
+``ttl_s`` from the login, so logging out, a restart or removing the key ends it.
 
 Why not Litestar's session middleware and ``CSRFConfig``: the middleware answers every request
 it covers with a ``Set-Cookie`` (a refused login or an anonymous 401 too, storing an empty
@@ -91,7 +78,7 @@ class CrossSiteRequest(PermissionDeniedException):
 class DashboardAuth:
     """The operator check shared by the dashboard's routes, ``/metrics`` and the login form."""
 
-    __slots__ = ("cookie_name", "keys", "login_attempts", "sessions", "ttl_s")
+    __slots__ = ("keys", "login_attempts", "sessions", "ttl_s")
 
     def __init__(
         self,
@@ -99,12 +86,10 @@ class DashboardAuth:
         *,
         login_attempts_per_minute: int = 10,
         ttl_s: int = SESSION_TTL_S,
-        cookie_name: str = COOKIE,
     ) -> None:
         self.keys = keys or KeyTable()
         self.login_attempts = AttemptLimiter(login_attempts_per_minute, 60.0)
         self.ttl_s = ttl_s
-        self.cookie_name = cookie_name
         # Session id -> the digest of the operator key it was opened with, until it expires.
         self.sessions = MemoryStore()
 
@@ -141,7 +126,7 @@ class DashboardAuth:
             # A header decides alone: a wrong bearer key is not rescued by a cookie.
             token = bearer_token(connection)
             return self.keys.lookup(token) if token else None
-        cookie = connection.cookies.get(self.cookie_name)
+        cookie = connection.cookies.get(COOKIE)
         return await self.session(cookie) if cookie else None
 
     async def allows(self, connection: ASGIConnection[Any, Any, Any, Any]) -> bool:
@@ -174,7 +159,7 @@ class DashboardAuth:
     async def cookie(self, operator: Principal, *, secure: bool) -> Cookie:
         """A new session's cookie for an operator who just logged in."""
         return Cookie(
-            key=self.cookie_name,
+            key=COOKIE,
             value=await self.open_session(operator),
             # "/" so the same login also opens /metrics in the browser; /v1 ignores cookies.
             path="/",

@@ -5,6 +5,7 @@ from __future__ import annotations
 import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+from typing import ClassVar
 
 from router.telemetry import ROUTES, Snapshot
 from router.telemetry.aggregate import LATENCY_EDGES_MS
@@ -45,11 +46,11 @@ class Tick:
 class StackedChart:
     """Stacked bars by route, with ticks; coordinates in the SVG's own units."""
 
+    width: ClassVar[int] = WIDTH
+    height: ClassVar[int] = HEIGHT
+    plot_left: ClassVar[int] = PAD_LEFT
+    plot_bottom: ClassVar[int] = HEIGHT - PAD_BOTTOM
     title: str
-    width: int
-    height: int
-    plot_left: int
-    plot_bottom: int
     bars: tuple[Bar, ...]
     y_ticks: tuple[Tick, ...]
     x_ticks: tuple[Tick, ...]
@@ -100,17 +101,7 @@ def _stacked(
         )
     y_ticks = tuple(Tick(round(bottom - f * plot_h, 2), _count_label(top * f)) for f in (0.0, 0.5, 1.0))
     xt = tuple(Tick(round(PAD_LEFT + (i + 0.5) * step, 2), text) for i, text in x_ticks)
-    return StackedChart(
-        title,
-        WIDTH,
-        HEIGHT,
-        PAD_LEFT,
-        bottom,
-        tuple(bars),
-        y_ticks,
-        xt,
-        tuple(r for r in ROUTES if r in present),
-    )
+    return StackedChart(title, tuple(bars), y_ticks, xt, tuple(r for r in ROUTES if r in present))
 
 
 def _count_label(value: float) -> str:
