@@ -68,13 +68,8 @@ def operator_router(
 
 
 class DashboardPlugin(InitPlugin):
-    """Adds ``GET /metrics`` and, when enabled, the dashboard to the app being built.
-
-    ``Litestar(..., plugins=[DashboardPlugin(settings.telemetry, server=settings.server)])``.
-    With keys in ``server`` every dashboard route and ``/metrics`` need an operator key, as a
-    bearer header or the login form's cookie (a tenant key gets 403); with no keys at all both
-    are open (the node binds to loopback unless told otherwise).
-    """
+    """Adds ``GET /metrics`` and, when enabled, the dashboard (both for operators only, auth.py)
+    to the app being built: ``Litestar(..., plugins=[DashboardPlugin(settings.telemetry, server=settings.server)])``."""
 
     __slots__ = ("auth", "settings")
 
