@@ -25,7 +25,7 @@ from litestar.exceptions import HTTPException, NotAuthorizedException, Permissio
 from litestar.handlers.base import BaseRouteHandler
 from litestar.response import Redirect
 from litestar.stores.memory import MemoryStore
-from litestar.types import ExceptionHandlersMap, Guard
+from litestar.types import ExceptionHandlersMap
 
 from models.attempts import AttemptLimiter
 from models.keys import KeyTable, Principal
@@ -151,10 +151,6 @@ class DashboardAuth:
         if handler.opt.get(PAGE) and is_navigation:
             raise LoginRequired(login_url(handler.opt.get("dashboard_base", ""), connection))
         raise DashboardAuthError(MESSAGE)
-
-    def guards(self) -> list[Guard]:
-        """The guards to put on a layer: none at all when no key is configured."""
-        return [self.guard] if self.keys.enabled else []
 
     async def cookie(self, operator: Principal, *, secure: bool) -> Cookie:
         """A new session's cookie for an operator who just logged in."""

@@ -128,17 +128,13 @@ def split_chart(snap: Snapshot) -> StackedChart:
 def latency_chart(snap: Snapshot) -> StackedChart:
     """How many requests of each route fell in each latency bucket over the window."""
     labels = [f"≤{_ms(e)}" for e in LATENCY_EDGES_MS] + [f">{_ms(LATENCY_EDGES_MS[-1])}"]
-    columns: list[tuple[str, dict[str, int]]] = [(label, {}) for label in labels]
-    for stats in snap.routes:
-        for i, count in enumerate(stats.histogram):
-            if count:
-                columns[i][1][stats.route] = count
+    columns = [{s.route: s.histogram[i] for s in snap.routes if s.histogram[i]} for i in range(len(labels))]
     titled = [
         (f"{label}: " + (", ".join(f"{r} {c}" for r, c in counts.items()) or "none"), counts)
-        for label, counts in columns
+        for label, counts in zip(labels, columns, strict=True)
     ]
-    ticks = [(i, label) for i, label in enumerate(labels)]
-    return _stacked(f"Latency distribution by route, last {fmt_duration(snap.window_s)}", titled, ticks)
+    title = f"Latency distribution by route, last {fmt_duration(snap.window_s)}"
+    return _stacked(title, titled, list(enumerate(labels)))
 
 
 @dataclass(frozen=True, slots=True)

@@ -59,7 +59,7 @@ def operator_router(
     return Router(
         path=path,
         route_handlers=[*route_handlers, static, login_form, login_submit, logout],
-        guards=auth.guards(),
+        guards=[auth.guard],
         exception_handlers={**exception_handlers(), **(handlers or {})},
         opt={"dashboard_base": path.rstrip("/"), AUTH_OPT: auth},
         response_headers=SECURITY_HEADERS,
@@ -89,7 +89,7 @@ class DashboardPlugin(InitPlugin):
         metrics = Router(
             path="/",
             route_handlers=[metrics_handler],
-            guards=self.auth.guards(),
+            guards=[self.auth.guard],
             exception_handlers=exception_handlers(),
             include_in_schema=False,
         )
