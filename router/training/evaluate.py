@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import statistics
 import time
+from collections import Counter
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass, field
 from typing import Any
@@ -105,11 +106,9 @@ def evaluate(
             one(*row)
             samples.append((time.perf_counter_ns() - t0) / 1000)
     confusion = {"edge->edge": 0, "edge->cloud": 0, "cloud->edge": 0, "cloud->cloud": 0}
-    reasons: dict[str, int] = {}
     misrouted: list[dict[str, Any]] = []
     per_cat: dict[str, list[bool]] = {}
     for p, d in zip(prompts, decisions, strict=True):
-        reasons[d.reason] = reasons.get(d.reason, 0) + 1
         if p.label is None:
             continue
         confusion[f"{p.label}->{d.target}"] += 1
@@ -137,14 +136,12 @@ def evaluate(
         cloud_precision=_ratio(confusion["cloud->cloud"], sent_cloud),
         cloud_recall=_ratio(confusion["cloud->cloud"], label_cloud),
         confusion=confusion,
-        cloud_share=round(sum(d.target == "cloud" for d in decisions) / len(decisions), 4)
-        if decisions
-        else 0.0,
+        cloud_share=_ratio(sum(d.target == "cloud" for d in decisions), len(decisions)) or 0.0,
         label_cloud_share=_ratio(label_cloud, labeled),
         decision_us_p50=round(statistics.median(samples), 2) if samples else 0.0,
         decision_us_p95=round(float(np.percentile(samples, 95)), 2) if samples else 0.0,
         decision_samples=len(samples),
-        reasons=dict(sorted(reasons.items())),
+        reasons=dict(sorted(Counter(d.reason for d in decisions).items())),
         misrouted=misrouted,
         by_category={c: round(sum(v) / len(v), 4) for c, v in sorted(per_cat.items())},
     )

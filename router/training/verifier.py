@@ -36,8 +36,7 @@ MAX_PAIR_CHARS = 240  # a cache's questions are short; long QQP pairs would pad 
 PHASE1 = FinetuneConfig(steps=500, lr=5e-5, warmup=0.07, schedule="constant", seed=0,
                         mix=(("qqp", 0.5), ("generated", 0.5)))
 # A servable pair's loss weighs 0.15 of a negative's in phase 2: at a 5% error budget only the top of
-# the ranking is served, and a wrong serve there costs more than a miss (cross-validated recall of
-# answerable, weight 0.15 against 1: 0.318 / 0.300 by the point estimate, 0.273 / 0.264 by the rule).
+# the ranking is served, and a wrong serve there costs more than a miss.
 PHASE2 = FinetuneConfig(steps=250, lr=3e-5, schedule="cosine", seed=1, pos_weight=0.15,
                         mix=(("judged", 0.45), ("generated", 0.3), ("qqp", 0.25)))
 
