@@ -15,13 +15,13 @@ from curl or a script) and never looks at ``Origin``. So only its store is used 
 from __future__ import annotations
 
 import secrets
-from typing import Any, ClassVar
+from typing import Any
 from urllib.parse import quote, urlsplit
 
 from litestar import MediaType, Request, Response
 from litestar.connection import ASGIConnection
 from litestar.datastructures import Cookie
-from litestar.exceptions import HTTPException, NotAuthorizedException, PermissionDeniedException
+from litestar.exceptions import HTTPException
 from litestar.handlers.base import BaseRouteHandler
 from litestar.response import Redirect
 from litestar.stores.memory import MemoryStore
@@ -46,33 +46,15 @@ OPERATOR_ONLY = (
 CROSS_SITE = "this form is only accepted from the node's own pages (the Origin header names another site)"
 
 
-class DashboardAuthError(NotAuthorizedException):
-    """No valid key on a request that needs one: 401 with an OpenAI-style error body."""
+class Refused(HTTPException):
+    """A request the guards refuse: an OpenAI-style error body (``code`` is its ``error.code``), or
+    with ``login_url`` (a browser loading a page without a key) a redirect to the login form."""
 
-    kind: ClassVar[str] = "authentication_error"
-    code: ClassVar[str] = "invalid_api_key"
-
-
-class LoginRequired(DashboardAuthError):
-    """A browser asked for a page without a key: redirect it to the login form."""
-
-    def __init__(self, login_url: str) -> None:
-        super().__init__(MESSAGE)
+    def __init__(self, status: int, code: str, message: str, login_url: str | None = None) -> None:
+        super().__init__(detail=message, status_code=status)
+        self.kind = "authentication_error" if status == 401 else "permission_error"
+        self.code = code
         self.login_url = login_url
-
-
-class OperatorRequired(PermissionDeniedException):
-    """A valid tenant key where only an operator's will do: 403 with an OpenAI-style error body."""
-
-    kind: ClassVar[str] = "permission_error"
-    code: ClassVar[str] = "operator_key_required"
-
-
-class CrossSiteRequest(PermissionDeniedException):
-    """A login or logout POST sent from another site's page: 403."""
-
-    kind: ClassVar[str] = "permission_error"
-    code: ClassVar[str] = "cross_site_request"
 
 
 class DashboardAuth:
@@ -144,13 +126,12 @@ class DashboardAuth:
         if who is not None:
             if who.operator:
                 return
-            raise OperatorRequired(OPERATOR_ONLY)
+            raise Refused(403, "operator_key_required", OPERATOR_ONLY)
         # Guards see websockets too (the dashboard has none); only an HTTP GET is a page load.
         method = connection.method if isinstance(connection, Request) else None
-        is_navigation = method == "GET" and "hx-request" not in connection.headers
-        if handler.opt.get(PAGE) and is_navigation:
-            raise LoginRequired(login_url(handler.opt.get("dashboard_base", ""), connection))
-        raise DashboardAuthError(MESSAGE)
+        page_load = handler.opt.get(PAGE) and method == "GET" and "hx-request" not in connection.headers
+        login = login_url(handler.opt.get("dashboard_base", ""), connection) if page_load else None
+        raise Refused(401, "invalid_api_key", MESSAGE, login)
 
     async def cookie(self, operator: Principal, *, secure: bool) -> Cookie:
         """A new session's cookie for an operator who just logged in."""
@@ -177,7 +158,7 @@ async def same_site(connection: ASGIConnection[Any, Any, Any, Any], _: BaseRoute
     host = connection.headers.get("host", "")
     # "null": a sandboxed or privacy-sensitive context, not this node's page.
     if source == "null" or not host or urlsplit(source).netloc.lower() != host.lower():
-        raise CrossSiteRequest(CROSS_SITE)
+        raise Refused(403, "cross_site_request", CROSS_SITE)
 
 
 def login_url(base: str, connection: ASGIConnection[Any, Any, Any, Any]) -> str:
@@ -198,15 +179,14 @@ def safe_next(target: str, base: str) -> str:
     return target
 
 
-def _refused(_: Request[Any, Any, Any], exc: HTTPException) -> Response[Any]:
-    """The OpenAI-style error body of each refusal (the kind and code are the exception's)."""
-    if isinstance(exc, LoginRequired):
+def _refused(_: Request[Any, Any, Any], exc: Refused) -> Response[Any]:
+    if exc.login_url is not None:
         return Redirect(exc.login_url, status_code=303)
-    error = {"message": exc.detail, "type": exc.kind, "param": None, "code": exc.code}  # type: ignore[attr-defined]
+    error = {"message": exc.detail, "type": exc.kind, "param": None, "code": exc.code}
     headers = {"www-authenticate": 'Bearer realm="edgeroute"'} if exc.status_code == 401 else None
     return Response({"error": error}, status_code=exc.status_code, media_type=MediaType.JSON, headers=headers)
 
 
 def exception_handlers() -> ExceptionHandlersMap:
     """For the guarded layers, so the answer does not depend on the app's own error handlers."""
-    return {DashboardAuthError: _refused, OperatorRequired: _refused, CrossSiteRequest: _refused}
+    return {Refused: _refused}
