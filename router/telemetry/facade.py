@@ -78,9 +78,7 @@ class Telemetry:
 
     def recent(self, limit: int | None = None) -> list[DecisionEvent]:
         """The latest decisions kept in memory, newest first."""
-        items = list(self._recent)
-        items.reverse()
-        return items if limit is None else items[:limit]
+        return list(reversed(self._recent))[:limit]
 
     async def find(self, request_id: str) -> DecisionEvent | None:
         """One decision by request id: from memory, else from the log."""

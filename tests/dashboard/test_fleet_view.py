@@ -11,8 +11,8 @@ import pytest
 from litestar.serialization import encode_json
 from litestar.testing import TestClient
 
-from dashboard.fleet import FleetSettings, PrometheusUnavailableError, create_fleet_app
-from dashboard.fleet.prom import Prometheus, Sample
+from dashboard.fleet import FleetSettings, create_fleet_app
+from dashboard.fleet.prom import Prometheus, PrometheusUnavailableError, Sample
 from dashboard.fleet.queries import member_queries, node_queries
 from dashboard.fleet.view import FleetView, build_members, build_nodes, dashboard_url
 from loadtest.servers import free_port
