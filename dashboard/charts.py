@@ -66,7 +66,7 @@ def nice_max(value: int) -> int:
     if value <= 1:
         return 1
     exp = 10 ** math.floor(math.log10(value))
-    for m in (1, 2, 5, 10):
+    for m in (1, 2, 5):
         if m * exp >= value:
             return m * exp
     return 10 * exp

@@ -39,10 +39,8 @@ class Subscription:
             self._queue.put_nowait(_CLOSED)
 
     async def get(self, timeout: float | None = None) -> list[DecisionEvent] | None:
-        """The next batch, or None after ``timeout`` seconds without one.
-
-        Raises SubscriptionClosedError once the bus is closed.
-        """
+        """The next batch, or None after ``timeout`` seconds without one; SubscriptionClosedError
+        once the bus is closed."""
         try:
             item = await asyncio.wait_for(self._queue.get(), timeout)
         except TimeoutError:
