@@ -72,7 +72,7 @@ async def event_stream(
                 tick_due or (stats_dirty and now - last_stats >= settings.stats_interval_s)
             ):
                 snap = shared_snapshot(telemetry) if telemetry is not None else None
-                yield ServerSentEventMessage(data=stats_html(telemetry, links, snap), event="stats")
+                yield ServerSentEventMessage(data=stats_html(telemetry, snap), event="stats")
                 # A shared snapshot taken before the last batch is stale: push again next interval.
                 last_stats, stats_dirty = now, snap is not None and snap.ts < last_batch_at
             if tick_due:

@@ -162,11 +162,10 @@ def test_a_target_exposing_another_host_as_its_dashboard_path_is_listed_without_
         "info": [s(1, instance=A, node="edge-a", edge_model="smollm2", dashboard_path="@evil.example/")],
     }
     from dashboard.fleet.routes import nodes_html
-    from dashboard.panels import Links
 
     (row,) = build_nodes(results, {A: "http://10.0.0.1:8080/metrics"})
     assert (row.node, row.dashboard_url) == ("edge-a", None)
-    html = nodes_html(FleetView(at=0.0, nodes=[row]), Links("/fleet"))
+    html = nodes_html(FleetView(at=0.0, nodes=[row]))
     assert 'data-field="link"' not in html and "evil.example" not in html
 
 
@@ -252,7 +251,6 @@ def test_tenant_key_is_refused_everywhere() -> None:
 
 def test_nodes_panel_renders_each_node_escaped() -> None:
     from dashboard.fleet.routes import members_html, nodes_html
-    from dashboard.panels import Links
 
     results = dict(RESULTS)
     results["info"] = [
@@ -260,7 +258,7 @@ def test_nodes_panel_renders_each_node_escaped() -> None:
         s(1, instance=A, node="<script>x</script>", edge_model="smollm2", dashboard_path="/dashboard"),
     ]
     view = FleetView(at=0.0, nodes=build_nodes(results, {A: "http://10.0.0.1:8080/metrics"}))
-    html = nodes_html(view, Links("/fleet"))
+    html = nodes_html(view)
     rows = re.findall(r'<tr class="node (\w+)" data-instance="([^"]+)"', html)
     assert sorted(rows) == sorted([("degraded", A), ("draining", B), ("down", C)])
     assert "<script>x</script>" not in html and "&lt;script&gt;x&lt;/script&gt;" in html
