@@ -1,21 +1,8 @@
-"""Who may see the dashboard and ``/metrics``: the node's operators, never a tenant.
-
-The dashboard shows every tenant's prompts, answers and cache entries, so it is operator-only:
-a request passes when it carries an operator key (``server.operator_keys``) as
-``Authorization: Bearer <key>`` (Prometheus, curl) or the session cookie the login form gives
-for one. A tenant key (``server.api_keys``) is refused with 403 everywhere here, whichever
-tenant's data the page or fragment holds; no key or a wrong one is a 401 (pages: the login
-form). With no keys configured at all nothing is checked (the node then binds only to
-loopback unless told otherwise).
-
-The cookie never holds the key: it is a random session id, which the node keeps in a Litestar
-``MemoryStore`` with the digest of the operator key it was opened with, for ``ttl_s`` from the
-login (not renewed by use). So it expires on its own; logging out deletes it; a restart ends
-every session (the store is in memory); and removing a key from the settings ends the sessions
-made with it. It is HttpOnly (page scripts cannot read it) and SameSite=Strict (no other site
-can make the browser send it), and browsers send it with ``EventSource``, which cannot set
-headers. The login and logout forms refuse a POST whose ``Origin`` (or ``Referer``) is another
-site's.
+"""Who may see the dashboard and ``/metrics``: the node's operators, never a tenant (every
+tenant's prompts, answers and cache entries are on it; docs/dashboard.md says what each request
+gets). An operator key passes as a bearer header or as the login form's session cookie: a random
+session id, kept in a Litestar ``MemoryStore`` with the digest of the key it was opened with, for
+``ttl_s`` from the login, so logging out, a restart or removing the key ends it.
 
 Why not Litestar's session middleware and ``CSRFConfig``: the middleware answers every request
 it covers with a ``Set-Cookie`` (a refused login or an anonymous 401 too, storing an empty
@@ -28,17 +15,17 @@ from curl or a script) and never looks at ``Origin``. So only its store is used 
 from __future__ import annotations
 
 import secrets
-from typing import Any, ClassVar
+from typing import Any
 from urllib.parse import quote, urlsplit
 
 from litestar import MediaType, Request, Response
 from litestar.connection import ASGIConnection
 from litestar.datastructures import Cookie
-from litestar.exceptions import HTTPException, NotAuthorizedException, PermissionDeniedException
+from litestar.exceptions import HTTPException
 from litestar.handlers.base import BaseRouteHandler
 from litestar.response import Redirect
 from litestar.stores.memory import MemoryStore
-from litestar.types import ExceptionHandlersMap, Guard
+from litestar.types import ExceptionHandlersMap
 
 from models.attempts import AttemptLimiter
 from models.keys import KeyTable, Principal
@@ -59,39 +46,21 @@ OPERATOR_ONLY = (
 CROSS_SITE = "this form is only accepted from the node's own pages (the Origin header names another site)"
 
 
-class DashboardAuthError(NotAuthorizedException):
-    """No valid key on a request that needs one: 401 with an OpenAI-style error body."""
+class Refused(HTTPException):
+    """A request the guards refuse: an OpenAI-style error body (``code`` is its ``error.code``), or
+    with ``login_url`` (a browser loading a page without a key) a redirect to the login form."""
 
-    kind: ClassVar[str] = "authentication_error"
-    code: ClassVar[str] = "invalid_api_key"
-
-
-class LoginRequired(DashboardAuthError):
-    """A browser asked for a page without a key: redirect it to the login form."""
-
-    def __init__(self, login_url: str) -> None:
-        super().__init__(MESSAGE)
+    def __init__(self, status: int, code: str, message: str, login_url: str | None = None) -> None:
+        super().__init__(detail=message, status_code=status)
+        self.kind = "authentication_error" if status == 401 else "permission_error"
+        self.code = code
         self.login_url = login_url
-
-
-class OperatorRequired(PermissionDeniedException):
-    """A valid tenant key where only an operator's will do: 403 with an OpenAI-style error body."""
-
-    kind: ClassVar[str] = "permission_error"
-    code: ClassVar[str] = "operator_key_required"
-
-
-class CrossSiteRequest(PermissionDeniedException):
-    """A login or logout POST sent from another site's page: 403."""
-
-    kind: ClassVar[str] = "permission_error"
-    code: ClassVar[str] = "cross_site_request"
 
 
 class DashboardAuth:
     """The operator check shared by the dashboard's routes, ``/metrics`` and the login form."""
 
-    __slots__ = ("cookie_name", "keys", "login_attempts", "sessions", "ttl_s")
+    __slots__ = ("keys", "login_attempts", "sessions", "ttl_s")
 
     def __init__(
         self,
@@ -99,12 +68,10 @@ class DashboardAuth:
         *,
         login_attempts_per_minute: int = 10,
         ttl_s: int = SESSION_TTL_S,
-        cookie_name: str = COOKIE,
     ) -> None:
         self.keys = keys or KeyTable()
         self.login_attempts = AttemptLimiter(login_attempts_per_minute, 60.0)
         self.ttl_s = ttl_s
-        self.cookie_name = cookie_name
         # Session id -> the digest of the operator key it was opened with, until it expires.
         self.sessions = MemoryStore()
 
@@ -141,7 +108,7 @@ class DashboardAuth:
             # A header decides alone: a wrong bearer key is not rescued by a cookie.
             token = bearer_token(connection)
             return self.keys.lookup(token) if token else None
-        cookie = connection.cookies.get(self.cookie_name)
+        cookie = connection.cookies.get(COOKIE)
         return await self.session(cookie) if cookie else None
 
     async def allows(self, connection: ASGIConnection[Any, Any, Any, Any]) -> bool:
@@ -159,22 +126,17 @@ class DashboardAuth:
         if who is not None:
             if who.operator:
                 return
-            raise OperatorRequired(OPERATOR_ONLY)
+            raise Refused(403, "operator_key_required", OPERATOR_ONLY)
         # Guards see websockets too (the dashboard has none); only an HTTP GET is a page load.
         method = connection.method if isinstance(connection, Request) else None
-        is_navigation = method == "GET" and "hx-request" not in connection.headers
-        if handler.opt.get(PAGE) and is_navigation:
-            raise LoginRequired(login_url(handler.opt.get("dashboard_base", ""), connection))
-        raise DashboardAuthError(MESSAGE)
-
-    def guards(self) -> list[Guard]:
-        """The guards to put on a layer: none at all when no key is configured."""
-        return [self.guard] if self.keys.enabled else []
+        page_load = handler.opt.get(PAGE) and method == "GET" and "hx-request" not in connection.headers
+        login = login_url(handler.opt.get("dashboard_base", ""), connection) if page_load else None
+        raise Refused(401, "invalid_api_key", MESSAGE, login)
 
     async def cookie(self, operator: Principal, *, secure: bool) -> Cookie:
         """A new session's cookie for an operator who just logged in."""
         return Cookie(
-            key=self.cookie_name,
+            key=COOKIE,
             value=await self.open_session(operator),
             # "/" so the same login also opens /metrics in the browser; /v1 ignores cookies.
             path="/",
@@ -196,7 +158,7 @@ async def same_site(connection: ASGIConnection[Any, Any, Any, Any], _: BaseRoute
     host = connection.headers.get("host", "")
     # "null": a sandboxed or privacy-sensitive context, not this node's page.
     if source == "null" or not host or urlsplit(source).netloc.lower() != host.lower():
-        raise CrossSiteRequest(CROSS_SITE)
+        raise Refused(403, "cross_site_request", CROSS_SITE)
 
 
 def login_url(base: str, connection: ASGIConnection[Any, Any, Any, Any]) -> str:
@@ -217,15 +179,14 @@ def safe_next(target: str, base: str) -> str:
     return target
 
 
-def _refused(_: Request[Any, Any, Any], exc: HTTPException) -> Response[Any]:
-    """The OpenAI-style error body of each refusal (the kind and code are the exception's)."""
-    if isinstance(exc, LoginRequired):
+def _refused(_: Request[Any, Any, Any], exc: Refused) -> Response[Any]:
+    if exc.login_url is not None:
         return Redirect(exc.login_url, status_code=303)
-    error = {"message": exc.detail, "type": exc.kind, "param": None, "code": exc.code}  # type: ignore[attr-defined]
+    error = {"message": exc.detail, "type": exc.kind, "param": None, "code": exc.code}
     headers = {"www-authenticate": 'Bearer realm="edgeroute"'} if exc.status_code == 401 else None
     return Response({"error": error}, status_code=exc.status_code, media_type=MediaType.JSON, headers=headers)
 
 
 def exception_handlers() -> ExceptionHandlersMap:
     """For the guarded layers, so the answer does not depend on the app's own error handlers."""
-    return {DashboardAuthError: _refused, OperatorRequired: _refused, CrossSiteRequest: _refused}
+    return {Refused: _refused}

@@ -5,6 +5,7 @@ from __future__ import annotations
 import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+from typing import ClassVar
 
 from router.telemetry import ROUTES, Snapshot
 from router.telemetry.aggregate import LATENCY_EDGES_MS
@@ -45,11 +46,11 @@ class Tick:
 class StackedChart:
     """Stacked bars by route, with ticks; coordinates in the SVG's own units."""
 
+    width: ClassVar[int] = WIDTH
+    height: ClassVar[int] = HEIGHT
+    plot_left: ClassVar[int] = PAD_LEFT
+    plot_bottom: ClassVar[int] = HEIGHT - PAD_BOTTOM
     title: str
-    width: int
-    height: int
-    plot_left: int
-    plot_bottom: int
     bars: tuple[Bar, ...]
     y_ticks: tuple[Tick, ...]
     x_ticks: tuple[Tick, ...]
@@ -65,7 +66,7 @@ def nice_max(value: int) -> int:
     if value <= 1:
         return 1
     exp = 10 ** math.floor(math.log10(value))
-    for m in (1, 2, 5, 10):
+    for m in (1, 2, 5):
         if m * exp >= value:
             return m * exp
     return 10 * exp
@@ -100,17 +101,7 @@ def _stacked(
         )
     y_ticks = tuple(Tick(round(bottom - f * plot_h, 2), _count_label(top * f)) for f in (0.0, 0.5, 1.0))
     xt = tuple(Tick(round(PAD_LEFT + (i + 0.5) * step, 2), text) for i, text in x_ticks)
-    return StackedChart(
-        title,
-        WIDTH,
-        HEIGHT,
-        PAD_LEFT,
-        bottom,
-        tuple(bars),
-        y_ticks,
-        xt,
-        tuple(r for r in ROUTES if r in present),
-    )
+    return StackedChart(title, tuple(bars), y_ticks, xt, tuple(r for r in ROUTES if r in present))
 
 
 def _count_label(value: float) -> str:
@@ -137,17 +128,13 @@ def split_chart(snap: Snapshot) -> StackedChart:
 def latency_chart(snap: Snapshot) -> StackedChart:
     """How many requests of each route fell in each latency bucket over the window."""
     labels = [f"≤{_ms(e)}" for e in LATENCY_EDGES_MS] + [f">{_ms(LATENCY_EDGES_MS[-1])}"]
-    columns: list[tuple[str, dict[str, int]]] = [(label, {}) for label in labels]
-    for stats in snap.routes:
-        for i, count in enumerate(stats.histogram):
-            if count:
-                columns[i][1][stats.route] = count
+    columns = [{s.route: s.histogram[i] for s in snap.routes if s.histogram[i]} for i in range(len(labels))]
     titled = [
         (f"{label}: " + (", ".join(f"{r} {c}" for r, c in counts.items()) or "none"), counts)
-        for label, counts in columns
+        for label, counts in zip(labels, columns, strict=True)
     ]
-    ticks = [(i, label) for i, label in enumerate(labels)]
-    return _stacked(f"Latency distribution by route, last {fmt_duration(snap.window_s)}", titled, ticks)
+    title = f"Latency distribution by route, last {fmt_duration(snap.window_s)}"
+    return _stacked(title, titled, list(enumerate(labels)))
 
 
 @dataclass(frozen=True, slots=True)

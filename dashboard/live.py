@@ -72,7 +72,7 @@ async def event_stream(
                 tick_due or (stats_dirty and now - last_stats >= settings.stats_interval_s)
             ):
                 snap = shared_snapshot(telemetry) if telemetry is not None else None
-                yield ServerSentEventMessage(data=stats_html(telemetry, links, snap), event="stats")
+                yield ServerSentEventMessage(data=stats_html(telemetry, snap), event="stats")
                 # A shared snapshot taken before the last batch is stale: push again next interval.
                 last_stats, stats_dirty = now, snap is not None and snap.ts < last_batch_at
             if tick_due:
@@ -85,7 +85,7 @@ async def event_stream(
         return
     finally:
         if sub is not None and telemetry is not None:
-            telemetry.unsubscribe(sub)
+            telemetry.bus.unsubscribe(sub)
 
 
 @get("/events", name="dashboard:events", include_in_schema=False)
@@ -95,7 +95,7 @@ async def events(request: Request[Any, Any, State], topics: str = "") -> ServerS
     telemetry = node_parts(request.app.state).telemetry
     # Subscribe before the response starts: the browser sees the stream open with the headers,
     # and a decision published between that and the generator's first step would be lost.
-    sub = telemetry.subscribe() if telemetry is not None and chosen & {"feed", "stats"} else None
+    sub = telemetry.bus.subscribe() if telemetry is not None and chosen & {"feed", "stats"} else None
     return ServerSentEvent(
         event_stream(request, chosen, sub),
         headers=SSE_HEADERS,

@@ -8,7 +8,7 @@ from litestar import MediaType, Request, Response, get, post
 from litestar.datastructures import State
 from litestar.response import Redirect
 
-from .auth import PUBLIC, DashboardAuth, safe_next, same_site
+from .auth import COOKIE, PUBLIC, DashboardAuth, safe_next, same_site
 from .render import render
 
 Req = Request[Any, Any, State]
@@ -81,9 +81,9 @@ async def login_submit(request: Req) -> Response[Any]:
 @post("/logout", name="dashboard:logout", opt={PUBLIC: True}, guards=[same_site], status_code=303)
 async def logout(request: Req) -> Response[Any]:
     auth, base = auth_of(request), _base(request)
-    cookie = request.cookies.get(auth.cookie_name)
+    cookie = request.cookies.get(COOKIE)
     if cookie:
         await auth.close_session(cookie)  # the session ends here, not just in this browser
     response: Response[Any] = Redirect(f"{base}/login", status_code=303)
-    response.delete_cookie(auth.cookie_name, path="/")
+    response.delete_cookie(COOKIE, path="/")
     return response

@@ -63,7 +63,7 @@ class DashboardController(Controller):
     async def overview(self, request: Req) -> Response[str]:
         telemetry = node_parts(request.app.state).telemetry
         events = telemetry.recent(8) if telemetry is not None else []
-        stats = stats_html(telemetry, links_of(request))
+        stats = stats_html(telemetry)
         return _page(request, "overview.html", "Overview", "stats,feed", stats_html=stats, events=events)
 
     @get("/feed", name="dashboard:feed", opt={PAGE: True})

@@ -38,14 +38,13 @@ def shared_snapshot(telemetry: Telemetry) -> Snapshot:
     return telemetry.snapshot(max_age_s=SNAPSHOT_MAX_AGE_S)
 
 
-def stats_html(telemetry: Telemetry | None, links: Links, snap: Snapshot | None = None) -> str:
+def stats_html(telemetry: Telemetry | None, snap: Snapshot | None = None) -> str:
     if telemetry is None:
-        return render("_stats.html", snap=None, links=links, routes=ROUTES)
+        return render("_stats.html", snap=None, routes=ROUTES)
     snap = snap or shared_snapshot(telemetry)
     return render(
         "_stats.html",
         snap=snap,
-        links=links,
         routes=ROUTES,
         split=split_chart(snap),
         latency=latency_chart(snap),

@@ -59,7 +59,7 @@ def operator_router(
     return Router(
         path=path,
         route_handlers=[*route_handlers, static, login_form, login_submit, logout],
-        guards=auth.guards(),
+        guards=[auth.guard],
         exception_handlers={**exception_handlers(), **(handlers or {})},
         opt={"dashboard_base": path.rstrip("/"), AUTH_OPT: auth},
         response_headers=SECURITY_HEADERS,
@@ -68,13 +68,8 @@ def operator_router(
 
 
 class DashboardPlugin(InitPlugin):
-    """Adds ``GET /metrics`` and, when enabled, the dashboard to the app being built.
-
-    ``Litestar(..., plugins=[DashboardPlugin(settings.telemetry, server=settings.server)])``.
-    With keys in ``server`` every dashboard route and ``/metrics`` need an operator key, as a
-    bearer header or the login form's cookie (a tenant key gets 403); with no keys at all both
-    are open (the node binds to loopback unless told otherwise).
-    """
+    """Adds ``GET /metrics`` and, when enabled, the dashboard (both for operators only, auth.py)
+    to the app being built: ``Litestar(..., plugins=[DashboardPlugin(settings.telemetry, server=settings.server)])``."""
 
     __slots__ = ("auth", "settings")
 
@@ -94,7 +89,7 @@ class DashboardPlugin(InitPlugin):
         metrics = Router(
             path="/",
             route_handlers=[metrics_handler],
-            guards=self.auth.guards(),
+            guards=[self.auth.guard],
             exception_handlers=exception_handlers(),
             include_in_schema=False,
         )

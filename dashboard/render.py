@@ -52,8 +52,8 @@ def fmt_datetime(ts: float | None) -> str:
 def fmt_bytes(value: float | None) -> str:
     if value is None:
         return "–"
-    for unit in ("B", "KiB", "MiB", "GiB"):
-        if abs(value) < 1024 or unit == "GiB":
+    for unit in ("B", "KiB", "MiB"):
+        if abs(value) < 1024:
             return f"{value:.0f} {unit}" if unit == "B" else f"{value:.1f} {unit}"
         value /= 1024
     return f"{value:.1f} GiB"

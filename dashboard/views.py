@@ -19,7 +19,6 @@ from router.telemetry import EdgeLoadView, PoolView, Telemetry, telemetry_of
 T = TypeVar("T")
 
 
-@runtime_checkable
 class CacheView(Protocol):
     """What the cache page needs from the edge cache."""
 

@@ -2,6 +2,5 @@
 
 from .app import create_fleet_app
 from .config import FleetSettings
-from .prom import PrometheusUnavailableError
 
-__all__ = ["FleetSettings", "PrometheusUnavailableError", "create_fleet_app"]
+__all__ = ["FleetSettings", "create_fleet_app"]

@@ -14,7 +14,6 @@ from ..auth import DashboardAuth
 from ..plugin import operator_router
 from .config import FleetSettings
 from .prom import Prometheus, PrometheusUnavailableError
-from .queries import FleetQueries
 from .reader import FleetReader
 from .routes import READER, TICK, FleetController
 
@@ -24,12 +23,7 @@ def create_fleet_app(settings: FleetSettings, server: ServerSettings | None = No
     server = server or ServerSettings()
     auth = DashboardAuth(server.key_table(), login_attempts_per_minute=server.login_attempts_per_minute)
     base = settings.path.rstrip("/")
-    queries = FleetQueries(settings.nodes_job, settings.members_job, settings.window, settings.rate_window)
-    reader = FleetReader(
-        Prometheus(str(settings.prometheus_url), timeout_s=settings.timeout_s),
-        queries,
-        max_age_s=settings.max_age_s,
-    )
+    reader = FleetReader(Prometheus(str(settings.prometheus_url), timeout_s=settings.timeout_s), settings)
     # Prometheus unreachable: the JSON API's 503 in the OpenAI error shape the node's API uses.
     handlers = {PrometheusUnavailableError: openai_exception_handlers()[EdgerouteError]}
     fleet = operator_router(base, [FleetController], auth, name="fleet", handlers=handlers)

@@ -69,7 +69,7 @@ class Prometheus:
         return body.get("data")
 
     async def query(self, promql: str) -> list[Sample]:
-        """An instant query's vector (a scalar comes back as one sample with no labels)."""
+        """An instant query's vector."""
         data = await self._get("/api/v1/query", {"query": promql})
         kind = data.get("resultType") if isinstance(data, dict) else None
         result = data.get("result") if isinstance(data, dict) else None
@@ -78,8 +78,6 @@ class Prometheus:
                 Sample(dict(item.get("metric", {})), _value(item.get("value", [0, None])[1]))
                 for item in result
             ]
-        if kind == "scalar" and isinstance(result, list):
-            return [Sample({}, _value(result[1]))]
         raise PrometheusUnavailableError(f"Prometheus answered a {kind!r} to an instant query: {promql}")
 
     async def scrape_urls(self, job: str) -> dict[str, str]:

@@ -5,8 +5,9 @@ from __future__ import annotations
 import asyncio
 import time
 
-from .prom import Prometheus, PrometheusUnavailableError, Sample
-from .queries import FleetQueries
+from .config import FleetSettings
+from .prom import Prometheus, PrometheusUnavailableError
+from .queries import member_queries, node_queries
 from .view import FleetView, build_members, build_nodes
 
 
@@ -17,10 +18,9 @@ class FleetReader:
     node once per scrape interval whatever the number of open pages.
     """
 
-    def __init__(self, prometheus: Prometheus, queries: FleetQueries, *, max_age_s: float = 1.0) -> None:
+    def __init__(self, prometheus: Prometheus, settings: FleetSettings) -> None:
         self.prometheus = prometheus
-        self.queries = queries
-        self.max_age_s = max_age_s
+        self.settings = settings
         self._lock = asyncio.Lock()
         self._last: tuple[float, FleetView] | None = None
 
@@ -28,7 +28,7 @@ class FleetReader:
         """The latest view; with Prometheus unreachable, one whose ``error`` says why."""
         async with self._lock:
             now = time.monotonic()
-            if self._last is not None and now - self._last[0] <= self.max_age_s:
+            if self._last is not None and now - self._last[0] <= self.settings.max_age_s:
                 return self._last[1]
             try:
                 view = await self._read()
@@ -38,16 +38,16 @@ class FleetReader:
             return view
 
     async def _read(self) -> FleetView:
-        named = self.queries.all()
-        answers = await asyncio.gather(
-            *(self.prometheus.query(q) for q in named.values()),
-            self.prometheus.scrape_urls(self.queries.nodes_job),
+        nodes, members = node_queries(self.settings), member_queries(self.settings)
+        *vectors, urls = await asyncio.gather(
+            *(self.prometheus.query(q) for q in [*nodes.values(), *members.values()]),
+            self.prometheus.scrape_urls(self.settings.nodes_job),
         )
-        *vectors, urls = answers
-        results: dict[str, list[Sample]] = dict(zip(named, vectors, strict=True))  # type: ignore[arg-type]
-        nodes = {k.removeprefix("nodes."): v for k, v in results.items() if k.startswith("nodes.")}
-        members = {k.removeprefix("members."): v for k, v in results.items() if k.startswith("members.")}
-        return FleetView(at=time.time(), nodes=build_nodes(nodes, urls), members=build_members(members))  # type: ignore[arg-type]
+        node_results = dict(zip(nodes, vectors[: len(nodes)], strict=True))
+        member_results = dict(zip(members, vectors[len(nodes) :], strict=True))
+        return FleetView(
+            at=time.time(), nodes=build_nodes(node_results, urls), members=build_members(member_results)  # type: ignore[arg-type]
+        )
 
     async def aclose(self) -> None:
         await self.prometheus.aclose()

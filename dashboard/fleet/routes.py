@@ -16,7 +16,6 @@ from ..auth import PAGE
 from ..charts import share_bar
 from ..live import SSE_HEADERS
 from ..pages import links_of
-from ..panels import Links
 from ..render import render
 from .prom import PrometheusUnavailableError
 from .reader import FleetReader
@@ -41,11 +40,10 @@ async def read_or_503(request: Req) -> FleetView:
     return view
 
 
-def nodes_html(view: FleetView, links: Links) -> str:
+def nodes_html(view: FleetView) -> str:
     return render(
         "_fleet_nodes.html",
         view=view,
-        links=links,
         routes=ROUTES,
         share=share_bar(view.routes),
         node_shares={
@@ -59,12 +57,12 @@ def members_html(view: FleetView) -> str:
 
 
 async def fleet_stream(request: Req) -> AsyncIterator[ServerSentEventMessage]:
-    reader, links = reader_of(request), links_of(request)
+    reader = reader_of(request)
     tick_s: float = request.app.state[TICK]
     yield ServerSentEventMessage(comment="edgeroute fleet")
     while True:
         view = await reader.view()
-        yield ServerSentEventMessage(data=nodes_html(view, links), event="nodes")
+        yield ServerSentEventMessage(data=nodes_html(view), event="nodes")
         yield ServerSentEventMessage(data=members_html(view), event="members")
         await asyncio.sleep(tick_s)
 
@@ -85,7 +83,7 @@ class FleetController(Controller):
             nav=NAV,
             links=links,
             prometheus=reader_of(request).prometheus.base_url,
-            nodes_html=nodes_html(view, links),
+            nodes_html=nodes_html(view),
             members_html=members_html(view),
         )
         return Response(html, media_type=MediaType.HTML)

@@ -11,7 +11,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Final
 
-from .config import PriceSettings
+from .config import TelemetrySettings
 from .events import ROUTES, DecisionEvent
 
 # Upper edges (s) of every latency histogram, from a cache hit (~1 ms) to a long cloud generation:
@@ -138,17 +138,10 @@ class _Second:
 class Aggregator:
     """Keeps per-second counts over a rolling window plus running totals since start."""
 
-    def __init__(
-        self,
-        prices: PriceSettings | None = None,
-        *,
-        window_s: int = 300,
-        rate_window_s: int = 10,
-        clock: Callable[[], float] = time.time,
-    ) -> None:
-        self.prices = prices or PriceSettings()
-        self.window_s = window_s
-        self.rate_window_s = min(rate_window_s, window_s)
+    def __init__(self, settings: TelemetrySettings, clock: Callable[[], float] = time.time) -> None:
+        self.prices = settings.prices
+        self.window_s = settings.window_s
+        self.rate_window_s = min(settings.rate_window_s, settings.window_s)
         self.clock = clock
         self._lock = threading.Lock()
         self._seconds: deque[_Second] = deque()

@@ -10,8 +10,6 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import threading
-from collections.abc import AsyncIterator
-from types import TracebackType
 
 from .errors import SubscriptionClosedError
 from .events import DecisionEvent
@@ -20,10 +18,9 @@ _CLOSED = object()
 
 
 class Subscription:
-    """One subscriber's queue of batches; use as ``async with bus.subscribe() as sub``."""
+    """One subscriber's queue of batches; leave it with ``EventBus.unsubscribe``."""
 
-    def __init__(self, bus: EventBus, maxsize: int) -> None:
-        self._bus = bus
+    def __init__(self, maxsize: int) -> None:
         self._queue: asyncio.Queue[object] = asyncio.Queue(maxsize=maxsize + 1)
         self._maxsize = maxsize
         self.dropped = 0
@@ -42,10 +39,8 @@ class Subscription:
             self._queue.put_nowait(_CLOSED)
 
     async def get(self, timeout: float | None = None) -> list[DecisionEvent] | None:
-        """The next batch, or None after ``timeout`` seconds without one.
-
-        Raises SubscriptionClosedError once the bus is closed.
-        """
+        """The next batch, or None after ``timeout`` seconds without one; SubscriptionClosedError
+        once the bus is closed."""
         try:
             item = await asyncio.wait_for(self._queue.get(), timeout)
         except TimeoutError:
@@ -55,23 +50,6 @@ class Subscription:
             raise SubscriptionClosedError("the telemetry bus is closed")
         assert isinstance(item, list)
         return item
-
-    async def __aiter__(self) -> AsyncIterator[list[DecisionEvent]]:
-        while True:
-            try:
-                batch = await self.get()
-            except SubscriptionClosedError:
-                return
-            if batch is not None:
-                yield batch
-
-    async def __aenter__(self) -> Subscription:
-        return self
-
-    async def __aexit__(
-        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
-    ) -> None:
-        self._bus.unsubscribe(self)
 
 
 class EventBus:
@@ -105,8 +83,8 @@ class EventBus:
             self._pending.append(event)
 
     def subscribe(self) -> Subscription:
-        """A new subscription (call on the event loop); leave it with ``async with`` or ``unsubscribe``."""
-        sub = Subscription(self, self.queue_batches)
+        """A new subscription (call on the event loop)."""
+        sub = Subscription(self.queue_batches)
         if self._closed:
             sub._close()
             return sub

@@ -9,7 +9,7 @@ from collections import deque
 from pathlib import Path
 
 from .aggregate import Aggregator, Snapshot
-from .bus import EventBus, Subscription
+from .bus import EventBus
 from .config import TelemetrySettings
 from .events import DecisionEvent
 from .gcwatch import GcWatch
@@ -39,9 +39,7 @@ class Telemetry:
                 max_rows=settings.max_rows,
             )
         self.bus = EventBus(settings.bus_interval_ms / 1000, settings.bus_queue)
-        self.aggregator = Aggregator(
-            settings.prices, window_s=settings.window_s, rate_window_s=settings.rate_window_s
-        )
+        self.aggregator = Aggregator(settings)
         self.metrics = Metrics(self._counts, self.aggregator.cost)
         self._recent: deque[DecisionEvent] = deque(maxlen=settings.recent)
         self._snap: tuple[float, Snapshot] | None = None
@@ -78,18 +76,9 @@ class Telemetry:
         self._snap = (now, snap)
         return snap
 
-    def subscribe(self) -> Subscription:
-        """Batches of new decisions, every ``bus_interval_ms`` while there are any."""
-        return self.bus.subscribe()
-
-    def unsubscribe(self, sub: Subscription) -> None:
-        self.bus.unsubscribe(sub)
-
     def recent(self, limit: int | None = None) -> list[DecisionEvent]:
         """The latest decisions kept in memory, newest first."""
-        items = list(self._recent)
-        items.reverse()
-        return items if limit is None else items[:limit]
+        return list(reversed(self._recent))[:limit]
 
     async def find(self, request_id: str) -> DecisionEvent | None:
         """One decision by request id: from memory, else from the log."""
@@ -106,11 +95,6 @@ class Telemetry:
         if self.store is None:
             return {"dropped_live": live}
         return {"written": self.store.written, "dropped_log": self.store.dropped, "dropped_live": live}
-
-    async def flush(self) -> None:
-        """Wait until every decision recorded so far is in the log."""
-        if self.store is not None:
-            await self.store.flush()
 
     async def aclose(self) -> None:
         """End live subscriptions and write out the log."""

@@ -3,11 +3,11 @@
 from __future__ import annotations
 
 from collections.abc import Callable, Iterator
+from dataclasses import dataclass
 from typing import Final
 
 from prometheus_client import CollectorRegistry, Counter, Histogram, generate_latest
 from prometheus_client.metrics_core import CounterMetricFamily, GaugeMetricFamily, Metric
-from prometheus_client.registry import Collector
 
 from .aggregate import LATENCY_BUCKETS, TTFT_BUCKETS, CostEstimate
 from .events import DecisionEvent
@@ -19,58 +19,14 @@ CONTENT_TYPE: Final = "text/plain; version=0.0.4"
 GC_BUCKETS: Final = (0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25)
 
 
-class _LiveCollector(Collector):
-    """Gauges read at scrape time from the edge engine and the cloud pool."""
+@dataclass(frozen=True, slots=True)
+class _Scrape:
+    """One scrape's families: the registry's, then the live ones (read now, never registered)."""
 
-    def __init__(
-        self, counts: Callable[[], dict[str, int]], cost: Callable[[], CostEstimate] | None = None
-    ) -> None:
-        self.edge: EdgeLoadView | None = None
-        self.pool: PoolView | None = None
-        self.node: NodeInfo | None = None
-        self.budget: BudgetView | None = None
-        self._counts = counts
-        self._cost = cost
+    families: list[Metric]
 
-    def describe(self) -> Iterator[Metric]:
-        # Members come and go: nothing to announce up front (and no source to read at register).
-        return iter(())
-
-    def collect(self) -> Iterator[Metric]:
-        if self.node is not None:
-            yield from _node_families(self.node)
-        if self._cost is not None:
-            yield from _cost_families(self._cost())
-        if self.edge is not None:
-            load = self.edge.load()
-            for name, doc, value in (
-                ("edgeroute_edge_running", "Requests the edge engine is generating now", load.running),
-                ("edgeroute_edge_queue_depth", "Requests waiting in the edge queue", load.waiting),
-                ("edgeroute_edge_capacity", "Requests the edge engine runs at once", load.capacity),
-            ):
-                yield GaugeMetricFamily(name, doc, value=value)
-            stats = getattr(self.edge, "stats", None)  # the llama.cpp engine's counters, if it has them
-            if callable(stats):
-                yield CounterMetricFamily(
-                    "edgeroute_edge_prefix_reused_tokens",
-                    "Prompt tokens whose KV the edge reused from a slot instead of evaluating them",
-                    value=stats().prefix_reused_tokens,
-                )
-        if self.pool is not None:
-            yield from _pool_families(self.pool)
-        if self.budget is not None:
-            yield from _budget_families(self.budget)
-        counts = self._counts()
-        written = CounterMetricFamily("edgeroute_telemetry_written", "Decisions written to the telemetry log")
-        written.add_metric([], counts.get("written", 0))
-        dropped = CounterMetricFamily(
-            "edgeroute_telemetry_dropped",
-            "Decisions lost (log write failed or live client too slow)",
-            labels=["where"],
-        )
-        dropped.add_metric(["log"], counts.get("dropped_log", 0))
-        dropped.add_metric(["live"], counts.get("dropped_live", 0))
-        yield from (written, dropped)
+    def collect(self) -> list[Metric]:
+        return self.families
 
 
 def _node_families(node: NodeInfo) -> Iterator[Metric]:
@@ -90,19 +46,13 @@ def _node_families(node: NodeInfo) -> Iterator[Metric]:
 
 
 def _cost_families(cost: CostEstimate) -> Iterator[Metric]:
-    spent = CounterMetricFamily(
-        "edgeroute_spend",
-        "What the answers cost at the configured prices (telemetry.prices), since start",
-        labels=["currency"],
-    )
-    spent.add_metric([cost.currency], cost.actual)
-    all_cloud = CounterMetricFamily(
-        "edgeroute_spend_all_cloud",
-        "What the same answers would have cost all from the cloud, since start",
-        labels=["currency"],
-    )
-    all_cloud.add_metric([cost.currency], cost.all_cloud)
-    yield from (spent, all_cloud)
+    for name, doc, value in (
+        ("edgeroute_spend", "What the answers cost at the configured prices (telemetry.prices), since start", cost.actual),
+        ("edgeroute_spend_all_cloud", "What the same answers would have cost all from the cloud, since start", cost.all_cloud),
+    ):
+        family = CounterMetricFamily(name, doc, labels=["currency"])
+        family.add_metric([cost.currency], value)
+        yield family
 
 
 def _budget_families(view: BudgetView) -> Iterator[Metric]:
@@ -171,7 +121,7 @@ class Metrics:
         counts: Callable[[], dict[str, int]] | None = None,
         cost: Callable[[], CostEstimate] | None = None,
     ) -> None:
-        self.registry = CollectorRegistry(auto_describe=True)
+        self.registry = CollectorRegistry()
         r = self.registry
         self.requests = Counter(
             "edgeroute_requests",
@@ -179,19 +129,12 @@ class Metrics:
             ["route", "reason", "status"],
             registry=r,
         )
-        self.latency = Histogram(
-            "edgeroute_request_latency_seconds",
-            "End-to-end latency by route",
-            ["route"],
-            buckets=LATENCY_BUCKETS,
-            registry=r,
-        )
-        self.ttft = Histogram(
-            "edgeroute_ttft_seconds",
-            "Time to first token by route",
-            ["route"],
-            buckets=TTFT_BUCKETS,
-            registry=r,
+        self.latency, self.ttft = (
+            Histogram(name, doc, ["route"], buckets=buckets, registry=r)
+            for name, doc, buckets in (
+                ("edgeroute_request_latency_seconds", "End-to-end latency by route", LATENCY_BUCKETS),
+                ("edgeroute_ttft_seconds", "Time to first token by route", TTFT_BUCKETS),
+            )
         )
         self.gc_pause = Histogram(
             "edgeroute_gc_pause_seconds",
@@ -229,8 +172,8 @@ class Metrics:
             self.ttft.labels(route)
         for kind in ("exact", "semantic"):
             self.cache_hits.labels(kind)
-        self._live = _LiveCollector(counts or dict, cost)
-        r.register(self._live)
+        self._counts = counts or dict
+        self._cost = cost
 
     def observe(self, event: DecisionEvent) -> None:
         self.requests.labels(event.route, event.reason, event.status).inc()
@@ -257,8 +200,43 @@ class Metrics:
         budget: BudgetView | None = None,
     ) -> bytes:
         """The Prometheus text exposition, with the live gauges of ``edge``, ``pool``, ``node`` and ``budget``."""
-        self._live.edge, self._live.pool, self._live.node, self._live.budget = edge, pool, node, budget
-        try:
-            return generate_latest(self.registry)
-        finally:
-            self._live.edge = self._live.pool = self._live.node = self._live.budget = None
+        return generate_latest(_Scrape([*self.registry.collect(), *self._live(edge, pool, node, budget)]))
+
+    def _live(
+        self, edge: EdgeLoadView | None, pool: PoolView | None, node: NodeInfo | None, budget: BudgetView | None
+    ) -> Iterator[Metric]:
+        """Gauges read at scrape time from the node, the edge engine, the cloud pool and the cache."""
+        if node is not None:
+            yield from _node_families(node)
+        if self._cost is not None:
+            yield from _cost_families(self._cost())
+        if edge is not None:
+            load = edge.load()
+            for name, doc, value in (
+                ("edgeroute_edge_running", "Requests the edge engine is generating now", load.running),
+                ("edgeroute_edge_queue_depth", "Requests waiting in the edge queue", load.waiting),
+                ("edgeroute_edge_capacity", "Requests the edge engine runs at once", load.capacity),
+            ):
+                yield GaugeMetricFamily(name, doc, value=value)
+            stats = getattr(edge, "stats", None)  # the llama.cpp engine's counters, if it has them
+            if callable(stats):
+                yield CounterMetricFamily(
+                    "edgeroute_edge_prefix_reused_tokens",
+                    "Prompt tokens whose KV the edge reused from a slot instead of evaluating them",
+                    value=stats().prefix_reused_tokens,
+                )
+        if pool is not None:
+            yield from _pool_families(pool)
+        if budget is not None:
+            yield from _budget_families(budget)
+        counts = self._counts()
+        written = CounterMetricFamily("edgeroute_telemetry_written", "Decisions written to the telemetry log")
+        written.add_metric([], counts.get("written", 0))
+        dropped = CounterMetricFamily(
+            "edgeroute_telemetry_dropped",
+            "Decisions lost (log write failed or live client too slow)",
+            labels=["where"],
+        )
+        dropped.add_metric(["log"], counts.get("dropped_log", 0))
+        dropped.add_metric(["live"], counts.get("dropped_live", 0))
+        yield from (written, dropped)

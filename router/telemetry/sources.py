@@ -13,7 +13,6 @@ from typing import Protocol, runtime_checkable
 from models import EngineLoad
 
 
-@runtime_checkable
 class MemberStatusLike(Protocol):
     """One cloud pool member as the pool reports it."""
 
@@ -29,7 +28,6 @@ class MemberStatusLike(Protocol):
     failures: int
 
 
-@runtime_checkable
 class PoolView(Protocol):
     """The cloud pool's live status, one entry per member."""
 

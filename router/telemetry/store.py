@@ -212,10 +212,16 @@ class DecisionStore:
         self.db.conn.close()
 
     def _run(self) -> None:
+        stopping = False
         while True:
-            item = self._queue.get()
+            try:
+                # Once stopped, what was queued behind the stop marker (put raced with close) is
+                # still written; then the thread ends.
+                item = self._queue.get(block=not stopping)
+            except queue.Empty:
+                return
             pending: list[DecisionEvent] = []
-            deadline = time.monotonic() + self._interval
+            deadline = time.monotonic() + (0.0 if stopping else self._interval)
             # Gather until the interval is over, a full batch is in, or a marker (flush, stop) comes.
             while isinstance(item, list):
                 pending.extend(item)
@@ -231,19 +237,7 @@ class DecisionStore:
             if isinstance(item, threading.Event):
                 item.set()
             elif item is _STOP:
-                break
-        # Anything queued behind the stop marker (put raced with close) is still written.
-        rest: list[DecisionEvent] = []
-        while True:
-            try:
-                item = self._queue.get_nowait()
-            except queue.Empty:
-                break
-            if isinstance(item, list):
-                rest.extend(item)
-            elif isinstance(item, threading.Event):
-                item.set()
-        self._write(rest)
+                stopping = True
 
     def _write(self, events: list[DecisionEvent]) -> None:
         if not events:

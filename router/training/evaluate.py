@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import statistics
 import time
+from collections import Counter
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass, field
 from typing import Any
@@ -67,41 +68,6 @@ def _features(tokens: int, complexity: float, state: NodeState) -> Features:
     )
 
 
-def time_decisions(
-    clf: ComplexityClassifier,
-    policy: Policy,
-    embeddings: np.ndarray,
-    tokens: Sequence[int],
-    state: NodeState,
-    texts: Sequence[str],
-    *,
-    repeats: int = 20,
-    privacy: PrivacyDetector | None = None,
-) -> tuple[list[Decision], list[float]]:
-    """Each prompt's decision (that first pass is the warm-up), then the per-request wall time in
-    microseconds over ``repeats`` more passes.
-
-    What the node does for a decision beyond the embedding: the privacy rules on the prompt
-    text (when ``privacy`` is given), the classifier score, the features and ``decide``.
-    """
-
-    def one(e: np.ndarray, t: int, text: str) -> Decision:
-        if privacy is not None:
-            privacy.detect(text)
-        return decide(policy, _features(t, clf.score(e), state))
-
-    rows = list(zip(embeddings, tokens, texts, strict=True))
-    decisions = [one(*row) for row in rows]
-    samples: list[float] = []
-    clock = time.perf_counter_ns
-    for _ in range(repeats):
-        for row in rows:
-            t0 = clock()
-            one(*row)
-            samples.append((clock() - t0) / 1000)
-    return decisions, samples
-
-
 def _ratio(num: int, den: int) -> float | None:
     return round(num / den, 4) if den else None
 
@@ -118,18 +84,31 @@ def evaluate(
     repeats: int = 20,
     privacy: PrivacyDetector | None = None,
 ) -> EvalReport:
-    """Decide every prompt as the node would with idle sides, and compare with the labels."""
+    """Decide every prompt as the node would with idle sides, and compare with the labels.
+
+    The decision latency is what the node does beyond the embedding: the privacy rules on the
+    prompt text (when ``privacy`` is given), the classifier score, the features and ``decide``,
+    timed per request over ``repeats`` passes after a first pass that warms up.
+    """
     state = state or NodeState()
-    texts = [p.text for p in prompts]
-    decisions, samples = time_decisions(
-        clf, policy, embeddings, tokens, state, texts, repeats=repeats, privacy=privacy
-    )
+
+    def one(e: np.ndarray, t: int, text: str) -> Decision:
+        if privacy is not None:
+            privacy.detect(text)
+        return decide(policy, _features(t, clf.score(e), state))
+
+    rows = list(zip(embeddings, tokens, [p.text for p in prompts], strict=True))
+    decisions = [one(*row) for row in rows]
+    samples: list[float] = []
+    for _ in range(repeats):
+        for row in rows:
+            t0 = time.perf_counter_ns()
+            one(*row)
+            samples.append((time.perf_counter_ns() - t0) / 1000)
     confusion = {"edge->edge": 0, "edge->cloud": 0, "cloud->edge": 0, "cloud->cloud": 0}
-    reasons: dict[str, int] = {}
     misrouted: list[dict[str, Any]] = []
     per_cat: dict[str, list[bool]] = {}
     for p, d in zip(prompts, decisions, strict=True):
-        reasons[d.reason] = reasons.get(d.reason, 0) + 1
         if p.label is None:
             continue
         confusion[f"{p.label}->{d.target}"] += 1
@@ -157,14 +136,12 @@ def evaluate(
         cloud_precision=_ratio(confusion["cloud->cloud"], sent_cloud),
         cloud_recall=_ratio(confusion["cloud->cloud"], label_cloud),
         confusion=confusion,
-        cloud_share=round(sum(d.target == "cloud" for d in decisions) / len(decisions), 4)
-        if decisions
-        else 0.0,
+        cloud_share=_ratio(sum(d.target == "cloud" for d in decisions), len(decisions)) or 0.0,
         label_cloud_share=_ratio(label_cloud, labeled),
         decision_us_p50=round(statistics.median(samples), 2) if samples else 0.0,
         decision_us_p95=round(float(np.percentile(samples, 95)), 2) if samples else 0.0,
         decision_samples=len(samples),
-        reasons=dict(sorted(reasons.items())),
+        reasons=dict(sorted(Counter(d.reason for d in decisions).items())),
         misrouted=misrouted,
         by_category={c: round(sum(v) / len(v), 4) for c, v in sorted(per_cat.items())},
     )

@@ -37,23 +37,10 @@ def read_decisions_db(db_path: Path, limit: int | None = None) -> list[DecisionE
         raise ConfigError(f"cannot read decisions from {db_path}: {exc.message}", param="db") from exc
 
 
-# What ``edgeroute router replay`` charges by default: 0.002 per 1k cloud tokens, the edge free.
-FLAT_PRICES = PriceSettings(cloud_prompt_per_1k=0.002, cloud_completion_per_1k=0.002)
-
-
-@dataclass(frozen=True, slots=True)
-class _LatencyModel:
-    """latency ~ ttft + completion_tokens * ms_per_token, medians over the logged requests of a route."""
-
-    ttft_ms: float
-    ms_per_token: float
-
-    def estimate(self, completion_tokens: int) -> float:
-        return self.ttft_ms + completion_tokens * self.ms_per_token
-
-
-def _latency_models(records: Sequence[DecisionEvent]) -> dict[str, _LatencyModel]:
-    models: dict[str, _LatencyModel] = {}
+def _latency_models(records: Sequence[DecisionEvent]) -> dict[str, tuple[float, float]]:
+    """Per route: (TTFT ms, ms per completion token), medians over its logged requests; a request's
+    latency is estimated as TTFT + completion_tokens * ms per token."""
+    models: dict[str, tuple[float, float]] = {}
     for route in ("edge", "cloud"):
         # Requests that fell back spent time on both sides, so they would distort either model.
         runs = [r for r in records if r.route == route and not r.fallback and r.latency_ms > 0]
@@ -66,7 +53,7 @@ def _latency_models(records: Sequence[DecisionEvent]) -> dict[str, _LatencyModel
             for r in runs
             if r.completion_tokens > 0
         ]
-        models[route] = _LatencyModel(ttft, statistics.median(per_token) if per_token else 0.0)
+        models[route] = (ttft, statistics.median(per_token) if per_token else 0.0)
     return models
 
 
@@ -117,9 +104,7 @@ def _side(rows: Sequence[tuple[str, float, float]]) -> Side:
     )
 
 
-def replay(
-    records: Iterable[DecisionEvent], policy: Policy, prices: PriceSettings = FLAT_PRICES
-) -> ReplayReport:
+def replay(records: Iterable[DecisionEvent], policy: Policy, prices: PriceSettings) -> ReplayReport:
     """Re-decide every routed record with ``policy``; changed requests get an estimated latency and
     the cost at ``prices`` (the dashboard's cost model)."""
     logged = list(records)
@@ -143,11 +128,11 @@ def replay(
         latency, price = r.latency_ms, spent
         if decision.target != old:
             price = prices.cost(decision.target, r.prompt_tokens, r.completion_tokens)
-            model = models.get(decision.target)
-            if model is None:
+            if decision.target not in models:
                 unestimated += 1
             else:
-                latency = model.estimate(r.completion_tokens)
+                ttft, per_token = models[decision.target]
+                latency = ttft + r.completion_tokens * per_token
         before.append((old, r.latency_ms, spent))
         after.append((decision.target, latency, price))
     changed_from = [a for (a, _, _), (b, _, _) in zip(before, after, strict=True) if a != b]

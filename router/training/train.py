@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import hashlib
 import time
-from collections.abc import Sequence
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
@@ -37,9 +36,7 @@ class TrainReport:
         return asdict(self)
 
 
-def fit(
-    x: np.ndarray, y: np.ndarray, *, c_grid: Sequence[float] = C_GRID
-) -> tuple[ComplexityClassifier, float, float]:
+def fit(x: np.ndarray, y: np.ndarray) -> tuple[ComplexityClassifier, float, float]:
     """Logistic regression with C chosen by stratified k-fold accuracy; returns (model, C, cv accuracy)."""
     from sklearn.linear_model import LogisticRegression
     from sklearn.model_selection import StratifiedKFold, cross_val_score
@@ -47,8 +44,8 @@ def fit(
     if len(set(y.tolist())) != 2:
         raise ConfigError("training needs both edge and cloud examples", param="prompts")
     folds = StratifiedKFold(n_splits=min(CV_FOLDS, int(np.bincount(y).min())), shuffle=True, random_state=0)
-    best_c, best_acc = c_grid[0], -1.0
-    for c in c_grid:
+    best_c, best_acc = C_GRID[0], -1.0
+    for c in C_GRID:
         acc = float(cross_val_score(LogisticRegression(C=c, max_iter=5000), x, y, cv=folds).mean())
         if acc > best_acc + 1e-9:  # ties keep the smaller C (stronger regularisation)
             best_c, best_acc = c, acc

@@ -1,10 +1,7 @@
 """Training and calibrating the shipped verifier (``edgeroute cache train-verifier`` / ``calibrate``).
 
-Training data: the train split of the QQP pairs, the judged replay pairs of the train part, and
-hard negatives plus safe rewordings generated from train questions (``rewrites.py``).
-Calibration: the judged calibration part replayed through the semantic layer's decision (floor,
-guards, verifier); Platt scaling is fitted on the pairs the verifier sees and the replay is stored
-with the model, so the node derives its threshold from ``cache.max_wrong_rate``.
+The calibration replay is stored with the model, so the node derives its threshold from
+``cache.max_wrong_rate``.
 """
 
 from __future__ import annotations
@@ -39,8 +36,7 @@ MAX_PAIR_CHARS = 240  # a cache's questions are short; long QQP pairs would pad 
 PHASE1 = FinetuneConfig(steps=500, lr=5e-5, warmup=0.07, schedule="constant", seed=0,
                         mix=(("qqp", 0.5), ("generated", 0.5)))
 # A servable pair's loss weighs 0.15 of a negative's in phase 2: at a 5% error budget only the top of
-# the ranking is served, and a wrong serve there costs more than a miss (cross-validated recall of
-# answerable, weight 0.15 against 1: 0.318 / 0.300 by the point estimate, 0.273 / 0.264 by the rule).
+# the ranking is served, and a wrong serve there costs more than a miss.
 PHASE2 = FinetuneConfig(steps=250, lr=3e-5, schedule="cosine", seed=1, pos_weight=0.15,
                         mix=(("judged", 0.45), ("generated", 0.3), ("qqp", 0.25)))
 
@@ -48,7 +44,8 @@ PHASE2 = FinetuneConfig(steps=250, lr=3e-5, schedule="cosine", seed=1, pos_weigh
 def build_examples(
     pairs: Sequence[Pair], judged_train: Sequence[Judged], *, n_generated: int = 12000, seed: int = 0
 ) -> list[Example]:
-    """QQP train pairs (``b`` asked, ``a`` stored), judged train pairs, generated pairs."""
+    """QQP train pairs (``b`` asked, ``a`` stored), judged train pairs, and hard negatives plus safe
+    rewordings generated from the train questions (``rewrites.py``)."""
     train, _ = split_pairs(list(pairs))
     train = [p for p in train if len(p.a) + len(p.b) <= MAX_PAIR_CHARS]
     out = [Example(p.b, p.a, p.duplicate, "qqp") for p in train]
@@ -125,7 +122,7 @@ def train(
     phase1: FinetuneConfig = PHASE1,
     phase2: FinetuneConfig = PHASE2,
     phase1_dir: Path | None = None,
-    settings: CacheSettings | None = None,
+    settings: CacheSettings,
     n_generated: int = 12000,
     progress: Progress | None = None,
     train_extra: Sequence[Judged] = (),
@@ -138,7 +135,6 @@ def train(
     judged pairs used for training only (never calibration or test), added to the train part.
     ``calibration_extra``: judged pairs used for calibration only, added to the calibration part.
     """
-    settings = settings or CacheSettings()
     started = time.perf_counter()
     parts = split_judged(judged)
     examples = build_examples(pairs, [*parts["train"], *train_extra], n_generated=n_generated, seed=phase1.seed)

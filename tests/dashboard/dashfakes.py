@@ -1,6 +1,6 @@
 """Small in-memory stand-ins for the node's parts the dashboard reads (pool, cache, edge).
 
-They implement the dashboard's protocols (``dashboard.PoolView``, ``dashboard.CacheView``) the
+They implement the dashboard's protocols (``router.telemetry.PoolView``, ``dashboard.views.CacheView``) the
 way the real cloud pool and edge cache do, so the pages, fragments, SSE stream and auth can be
 checked fast and with exact numbers, no model loaded. test_browser.py checks the same pages
 against the real node (real pool members, real cache).

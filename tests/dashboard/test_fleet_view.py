@@ -11,9 +11,9 @@ import pytest
 from litestar.serialization import encode_json
 from litestar.testing import TestClient
 
-from dashboard.fleet import FleetSettings, PrometheusUnavailableError, create_fleet_app
-from dashboard.fleet.prom import Prometheus, Sample
-from dashboard.fleet.queries import FleetQueries
+from dashboard.fleet import FleetSettings, create_fleet_app
+from dashboard.fleet.prom import Prometheus, PrometheusUnavailableError, Sample
+from dashboard.fleet.queries import member_queries, node_queries
 from dashboard.fleet.view import FleetView, build_members, build_nodes, dashboard_url
 from loadtest.servers import free_port
 from router import ServerSettings
@@ -162,23 +162,23 @@ def test_a_target_exposing_another_host_as_its_dashboard_path_is_listed_without_
         "info": [s(1, instance=A, node="edge-a", edge_model="smollm2", dashboard_path="@evil.example/")],
     }
     from dashboard.fleet.routes import nodes_html
-    from dashboard.panels import Links
 
     (row,) = build_nodes(results, {A: "http://10.0.0.1:8080/metrics"})
     assert (row.node, row.dashboard_url) == ("edge-a", None)
-    html = nodes_html(FleetView(at=0.0, nodes=[row]), Links("/fleet"))
+    html = nodes_html(FleetView(at=0.0, nodes=[row]))
     assert 'data-field="link"' not in html and "evil.example" not in html
 
 
 def test_queries_select_the_jobs() -> None:
-    q = FleetQueries("edge-nodes", "gpus", "10m", "30s")
-    assert q.nodes()["up"] == 'up{job="edge-nodes"}'
+    q = FleetSettings(
+        prometheus_url="http://p:9090", nodes_job="edge-nodes", members_job="gpus", window="10m", rate_window="30s"
+    )
+    assert node_queries(q)["up"] == 'up{job="edge-nodes"}'
     assert (
-        q.nodes()["requests_per_s"]
+        node_queries(q)["requests_per_s"]
         == 'sum by (instance) (rate(edgeroute_requests_total{job="edge-nodes"}[30s]))'
     )
-    assert q.members()["kv_cache"] == 'max by (instance, model_name) (vllm:kv_cache_usage_perc{job="gpus"})'
-    assert all(k.startswith(("nodes.", "members.")) for k in q.all())
+    assert member_queries(q)["kv_cache"] == 'max by (instance, model_name) (vllm:kv_cache_usage_perc{job="gpus"})'
 
 
 def test_settings_refuse_what_would_break_a_query() -> None:
@@ -251,7 +251,6 @@ def test_tenant_key_is_refused_everywhere() -> None:
 
 def test_nodes_panel_renders_each_node_escaped() -> None:
     from dashboard.fleet.routes import members_html, nodes_html
-    from dashboard.panels import Links
 
     results = dict(RESULTS)
     results["info"] = [
@@ -259,7 +258,7 @@ def test_nodes_panel_renders_each_node_escaped() -> None:
         s(1, instance=A, node="<script>x</script>", edge_model="smollm2", dashboard_path="/dashboard"),
     ]
     view = FleetView(at=0.0, nodes=build_nodes(results, {A: "http://10.0.0.1:8080/metrics"}))
-    html = nodes_html(view, Links("/fleet"))
+    html = nodes_html(view)
     rows = re.findall(r'<tr class="node (\w+)" data-instance="([^"]+)"', html)
     assert sorted(rows) == sorted([("degraded", A), ("draining", B), ("down", C)])
     assert "<script>x</script>" not in html and "&lt;script&gt;x&lt;/script&gt;" in html

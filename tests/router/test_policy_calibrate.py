@@ -104,6 +104,7 @@ LOG = [
     rec("edge", 300, 60, 30, 20, complexity=0.9, private=True),
 ]
 EVENTS = [event(r) for r in LOG]
+FLAT = PriceSettings(cloud_prompt_per_1k=0.002, cloud_completion_per_1k=0.002)
 
 
 def hybrid(threshold: float) -> Any:
@@ -111,7 +112,7 @@ def hybrid(threshold: float) -> Any:
 
 
 def test_replay_with_a_lower_threshold_moves_traffic_to_the_cloud() -> None:
-    report = replay(EVENTS, hybrid(0.3), PriceSettings(edge_per_1k=0.0, cloud_prompt_per_1k=0.002, cloud_completion_per_1k=0.002))
+    report = replay(EVENTS, hybrid(0.3), FLAT)
     assert (report.total, report.replayed, report.skipped) == (7, 5, 1)
     assert (report.changed, report.edge_to_cloud, report.cloud_to_edge, report.unestimated) == (1, 1, 0, 0)
     assert (report.logged.edge, report.logged.cloud) == (3, 2)
@@ -126,7 +127,7 @@ def test_replay_with_a_lower_threshold_moves_traffic_to_the_cloud() -> None:
 
 
 def test_replay_with_a_higher_threshold_moves_traffic_to_the_edge() -> None:
-    report = replay(EVENTS, hybrid(0.7))
+    report = replay(EVENTS, hybrid(0.7), FLAT)
     assert (report.changed, report.edge_to_cloud, report.cloud_to_edge) == (1, 0, 1)
     assert report.replay.latency_ms_mean == pytest.approx((400 + 500 + 1000 + 500 + 300) / 5)  # 60 + 40 * 11
     assert report.replay.cost == pytest.approx(0.0003)
@@ -134,7 +135,7 @@ def test_replay_with_a_higher_threshold_moves_traffic_to_the_edge() -> None:
 
 def test_replay_without_traffic_on_the_new_route_keeps_the_logged_latency() -> None:
     only_edge = [event(rec("edge", 500, 100, 10, 40, complexity=0.4))]
-    report = replay(only_edge, hybrid(0.3))
+    report = replay(only_edge, hybrid(0.3), FLAT)
     assert (report.changed, report.unestimated, report.replay.latency_ms_mean) == (1, 1, 500.0)
 
 

@@ -10,7 +10,7 @@ from router.policy import (
     Decision, Features, HybridPolicy, LengthPolicy, Prediction, RoutingSettings, SideModel, SpeedModels, TimeModel,
     build_policy, decide,
 )
-from router.telemetry import DecisionEvent
+from router.telemetry import DecisionEvent, TelemetrySettings
 from router.telemetry.aggregate import Aggregator, prediction_error
 
 IDLE = Features(
@@ -198,7 +198,7 @@ def test_the_prediction_error_is_of_the_side_that_answered() -> None:
 
 
 def test_the_snapshot_carries_the_median_prediction_error() -> None:
-    agg = Aggregator(clock=lambda: 1000.0)
+    agg = Aggregator(TelemetrySettings(), lambda: 1000.0)
     assert agg.snapshot().ttft_prediction_error is None
     for ttft in (400.0, 500.0, 800.0):  # errors 0, 0.2, 0.5
         agg.add(event(ttft_ms=ttft))

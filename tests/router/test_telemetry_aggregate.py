@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from router.telemetry import DecisionEvent, PriceSettings
+from router.telemetry import DecisionEvent, PriceSettings, TelemetrySettings
 from router.telemetry.aggregate import Aggregator, bucket_index, percentile
 
 
@@ -37,7 +37,7 @@ def test_latency_buckets() -> None:
 
 def test_rate_split_and_percentiles_per_route() -> None:
     clock = Clock()
-    agg = Aggregator(window_s=60, rate_window_s=10, clock=clock)
+    agg = Aggregator(TelemetrySettings(window_s=60, rate_window_s=10), clock)
     for second in range(10):
         clock.now = 10_000.0 + second
         for k in range(3):
@@ -60,7 +60,7 @@ def test_rate_split_and_percentiles_per_route() -> None:
 
 def test_window_expiry_keeps_totals() -> None:
     clock = Clock()
-    agg = Aggregator(window_s=30, rate_window_s=10, clock=clock)
+    agg = Aggregator(TelemetrySettings(window_s=30, rate_window_s=10), clock)
     agg.add(make("edge", latency_ms=5.0))
     clock.now += 31
     agg.add(make("cloud", latency_ms=7.0))
@@ -74,7 +74,7 @@ def test_window_expiry_keeps_totals() -> None:
 
 
 def test_hit_rates_count_only_lookups() -> None:
-    agg = Aggregator(clock=Clock())
+    agg = Aggregator(TelemetrySettings(), Clock())
     agg.add(make("cache-exact"))
     agg.add(make("cache-semantic", similarity=0.96))
     agg.add(make("cache-semantic", similarity=0.93))
@@ -87,7 +87,7 @@ def test_hit_rates_count_only_lookups() -> None:
 
 
 def test_no_lookups_means_no_hit_rate() -> None:
-    agg = Aggregator(clock=Clock())
+    agg = Aggregator(TelemetrySettings(), Clock())
     agg.add(make("edge"))
     snap = agg.snapshot()
     assert (snap.lookups, snap.exact_hit_rate, snap.semantic_hit_rate) == (0, None, None)
@@ -97,7 +97,7 @@ def test_cost_saved_against_all_cloud() -> None:
     prices = PriceSettings(
         cloud_prompt_per_1k=1.0, cloud_completion_per_1k=2.0, edge_per_1k=0.1, cache_per_1k=0.0
     )
-    agg = Aggregator(prices, clock=Clock())
+    agg = Aggregator(TelemetrySettings(prices=prices), Clock())
     agg.add(make("cloud", prompt_tokens=1000, completion_tokens=500))  # 1 + 1 = 2.0 either way
     agg.add(make("edge", prompt_tokens=1000, completion_tokens=1000))  # cloud 3.0, edge 0.2
     agg.add(make("cache-exact", prompt_tokens=500, completion_tokens=500))  # cloud 1.5, cache 0
@@ -111,7 +111,7 @@ def test_cost_saved_against_all_cloud() -> None:
 
 
 def test_fallbacks_degraded_and_reasons() -> None:
-    agg = Aggregator(clock=Clock())
+    agg = Aggregator(TelemetrySettings(), Clock())
     agg.add(make("edge", reason="cloud-unhealthy", fallback="cloud->edge", degraded="cloud-unavailable"))
     agg.add(make("edge", reason="cloud-unhealthy", fallback="cloud->edge"))
     agg.add(make("cloud", reason="complex", fallback="member-a->member-b"))

@@ -3,11 +3,13 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import time
 
 import pytest
 
-from router.telemetry import DecisionEvent, EventBus, SubscriptionClosedError
+from router.telemetry import DecisionEvent, SubscriptionClosedError
+from router.telemetry.bus import EventBus
 
 
 def make(i: int) -> DecisionEvent:
@@ -18,13 +20,13 @@ def make(i: int) -> DecisionEvent:
 
 async def test_a_burst_arrives_as_one_batch_in_order() -> None:
     bus = EventBus(interval_s=0.2)
-    async with bus.subscribe() as sub:
-        for i in range(100):
-            bus.publish(make(i))
-        batch = await sub.get(timeout=5)
-        assert batch is not None
-        assert [e.request_id for e in batch] == [f"r{i}" for i in range(100)]
-        assert await sub.get(timeout=0.3) is None
+    sub = bus.subscribe()
+    for i in range(100):
+        bus.publish(make(i))
+    batch = await sub.get(timeout=5)
+    assert batch is not None
+    assert [e.request_id for e in batch] == [f"r{i}" for i in range(100)]
+    assert await sub.get(timeout=0.3) is None
     await bus.aclose()
 
 
@@ -51,8 +53,9 @@ async def test_publishing_without_subscribers_keeps_nothing() -> None:
 
 async def test_the_flusher_stops_with_the_last_subscriber() -> None:
     bus = EventBus(interval_s=0.02)
-    async with bus.subscribe():
-        assert bus._task is not None and not bus._task.done()
+    sub = bus.subscribe()
+    assert bus._task is not None and not bus._task.done()
+    bus.unsubscribe(sub)
     assert bus.subscribers == 0
     await asyncio.wait_for(bus._task, 2)
     await bus.aclose()
@@ -80,8 +83,10 @@ async def test_close_ends_subscriptions() -> None:
     received: list[list[DecisionEvent]] = []
 
     async def consume() -> None:
-        async for batch in sub:
-            received.append(batch)
+        with contextlib.suppress(SubscriptionClosedError):
+            while True:
+                if batch := await sub.get():
+                    received.append(batch)
 
     task = asyncio.create_task(consume())
     await asyncio.sleep(0.2)

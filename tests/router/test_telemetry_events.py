@@ -11,7 +11,8 @@ import pytest
 from models import GenerationRequest, SamplingParams, Usage
 from router.policy import Decision
 from router.record import RequestContext, RequestRecord
-from router.telemetry import DecisionEvent, InvalidEventError
+from router.telemetry import DecisionEvent
+from router.telemetry.errors import InvalidEventError
 from router.telemetry.events import PREVIEW_CHARS
 
 CONTRACT_COLUMNS = [

@@ -25,19 +25,20 @@ def make(i: int, **fields: object) -> DecisionEvent:
 async def test_record_goes_everywhere(tmp_path: Path) -> None:
     telemetry = Telemetry(TelemetrySettings(bus_interval_ms=50), tmp_path)
     assert telemetry.db_path == tmp_path / "telemetry.db"
-    sub = telemetry.subscribe()
+    sub = telemetry.bus.subscribe()
     for i in range(5):
         telemetry.record(make(i, route="cloud" if i % 2 else "edge"))
     batch = await sub.get(5)
     assert batch is not None and [e.request_id for e in batch] == ["r0", "r1", "r2", "r3", "r4"]
     assert telemetry.snapshot().split == {"edge": 3, "cloud": 2}
     assert [e.request_id for e in telemetry.recent(2)] == ["r4", "r3"]
-    await telemetry.flush()
+    assert telemetry.store is not None
+    await telemetry.store.flush()
     assert [e.request_id for e in read_decisions(telemetry.db_path)] == [f"r{i}" for i in range(5)]
     assert (
         b'edgeroute_requests_total{reason="short",route="edge",status="ok"} 3.0' in telemetry.metrics.render()
     )
-    telemetry.unsubscribe(sub)
+    telemetry.bus.unsubscribe(sub)
     await telemetry.aclose()
 
 
@@ -55,7 +56,6 @@ async def test_find_falls_back_to_the_log(tmp_path: Path) -> None:
 async def test_disabled_log_keeps_live_numbers(tmp_path: Path) -> None:
     telemetry = Telemetry(TelemetrySettings(enabled=False), tmp_path)
     telemetry.record(make(1))
-    await telemetry.flush()
     assert telemetry.snapshot().total == 1
     assert not (tmp_path / "telemetry.db").exists()
     assert await telemetry.find("r1") is not None

@@ -10,7 +10,8 @@ import pytest
 from litestar.datastructures import State
 
 from router.settings import ServerSettings, Settings
-from router.telemetry import DecisionEvent, NodeInfo, Telemetry, TelemetrySettings
+from router.telemetry import DecisionEvent, Telemetry, TelemetrySettings
+from router.telemetry.sources import NodeInfo
 from router.telemetry.config import PriceSettings
 from router.telemetry.http import node_info
 from tests.router.test_telemetry_metrics import samples

@@ -9,7 +9,8 @@ import pysqlite3 as sqlite3
 import pytest
 import sqlite_utils
 
-from router.telemetry import DecisionEvent, TelemetryError, read_decisions
+from router.telemetry import DecisionEvent, read_decisions
+from router.telemetry.errors import TelemetryError
 from router.telemetry.store import MIGRATIONS, DecisionStore, connect, find_decision
 
 
