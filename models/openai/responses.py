@@ -37,9 +37,6 @@ class MessageItem(BaseModel):
     role: Literal["user", "assistant", "system", "developer"]
     content: str | Annotated[list[ContentPart], Field(max_length=256)]
 
-    def text(self) -> str:
-        return self.content if isinstance(self.content, str) else "".join(p.text for p in self.content)
-
 
 class FunctionCallItem(BaseModel):
     """A call the model made earlier (sent back with its output)."""
@@ -166,19 +163,8 @@ class ResponsesBody(BaseModel):
         return self.text.format if self.text is not None else TextFormat(type="text")
 
     def input_messages(self) -> list[dict[str, Any]]:
-        """``input`` as chat messages (an earlier call as the assistant's ``tool_calls``, its
-        output as a ``tool`` message)."""
-        if isinstance(self.input, str):
-            return [{"role": "user", "content": self.input}]
-        out: list[dict[str, Any]] = []
-        for item in self.input:
-            if isinstance(item, MessageItem):
-                out.append({"role": item.role, "content": item.text()})
-            elif isinstance(item, FunctionCallItem):
-                out.append(_call_message(item.call_id, item.name, item.arguments))
-            else:
-                out.append({"role": "tool", "content": item.text(), "tool_call_id": item.call_id})
-        return out
+        """``input`` as chat messages."""
+        return output_messages(self.input_items())
 
     def input_items(self) -> list[dict[str, Any]]:
         """``input`` as the items ``GET /v1/responses/{id}/input_items`` lists (each with an id)."""
@@ -269,14 +255,18 @@ def _call_message(call_id: str, name: str, arguments: str) -> dict[str, Any]:
     return {"role": "assistant", "content": None, "tool_calls": [call]}
 
 
-def output_messages(output: Sequence[dict[str, Any]]) -> list[dict[str, Any]]:
-    """A response's ``output`` items as the chat messages a later request continues from."""
+def output_messages(items: Sequence[dict[str, Any]]) -> list[dict[str, Any]]:
+    """A response's ``output`` items (or its input items) as the chat messages a later request
+    continues from: a call as the assistant's ``tool_calls``, its output as a ``tool`` message."""
     out: list[dict[str, Any]] = []
-    for item in output:
+    for item in items:
         if item.get("type") == "function_call":
             out.append(_call_message(item["call_id"], item["name"], item["arguments"]))
+        elif item.get("type") == "function_call_output":
+            out.append({"role": "tool", "content": item["output"], "tool_call_id": item["call_id"]})
         elif item.get("type") == "message":
-            out.append({"role": "assistant", "content": "".join(p.get("text", "") for p in item.get("content", ()))})
+            text = "".join(p.get("text", "") for p in item.get("content", ()))
+            out.append({"role": item.get("role", "assistant"), "content": text})
     return out
 
 
