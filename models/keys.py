@@ -27,13 +27,9 @@ def key_digest(key: str) -> str:
     return DIGEST_PREFIX + hashlib.sha256(key.encode()).hexdigest()
 
 
-def is_digest(value: str) -> bool:
-    return _DIGEST.fullmatch(value) is not None
-
-
 def as_digest(value: str) -> str:
     """A key from the settings as its digest; a value that already is one is kept."""
-    return value if is_digest(value) else key_digest(value)
+    return value if _DIGEST.fullmatch(value) else key_digest(value)
 
 
 @dataclass(frozen=True, slots=True)

@@ -236,7 +236,9 @@ class ResponsesBody(BaseModel):
             "store": self.store is not False,
             "temperature": 1.0 if self.temperature is None else self.temperature,
             "text": {"format": self.format.echo()},
-            "tool_choice": _choice_echo(self.tool_choice),
+            "tool_choice": (
+                self.tool_choice.model_dump() if isinstance(self.tool_choice, FunctionChoice) else self.tool_choice or "auto"
+            ),
             "tools": [t.model_dump(exclude_none=True) for t in self.tools or ()],
             "top_logprobs": self.top_logprobs or 0,
             "top_p": 1.0 if self.top_p is None else self.top_p,
@@ -268,9 +270,3 @@ def output_messages(items: Sequence[dict[str, Any]]) -> list[dict[str, Any]]:
             text = "".join(p.get("text", "") for p in item.get("content", ()))
             out.append({"role": item.get("role", "assistant"), "content": text})
     return out
-
-
-def _choice_echo(choice: str | FunctionChoice | None) -> str | dict[str, Any]:
-    if isinstance(choice, FunctionChoice):
-        return choice.model_dump()
-    return choice or "auto"
