@@ -6,8 +6,6 @@ file may hold digests in the first place (``sha256:<64 hex>``), so the plaintext
 disk either. A presented key is hashed and compared with every known digest by
 ``hmac.compare_digest``, with no early exit: the time taken says neither how much of a key
 matched nor which key it was.
-
-Plain Python (no Litestar): the node's guard, the member server and the dashboard share it.
 """
 
 from __future__ import annotations

@@ -1,12 +1,9 @@
 """OpenAI's Responses API request (``POST /v1/responses``), read as the chat completion it asks for.
 
-A response is stored unless ``store`` is false (the router's ``ResponseStore``), and a later
-request continues it with ``previous_response_id``: its conversation is passed in as ``prior``
-messages. Conversations, background jobs and ``item_reference`` items are refused with 400
-rather than answered without their context.
-What the request asks for (messages, sampling, output format, a forced function call) becomes a
-chat body's fields (:meth:`ResponsesBody.chat_fields`), which the chat schema validates: one set of
-rules for both APIs, and an answer cached for one serves the other.
+Its messages, sampling, output format and tools become a chat body's fields
+(:meth:`ResponsesBody.chat_fields`), which the chat schema validates: one set of rules for both
+APIs, and an answer cached for one serves the other. Conversations, background jobs and
+``item_reference`` items are refused with 400 rather than answered without their context.
 """
 
 from __future__ import annotations
