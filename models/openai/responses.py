@@ -165,10 +165,8 @@ class ResponsesBody(BaseModel):
 
     def input_items(self) -> list[dict[str, Any]]:
         """``input`` as the items ``GET /v1/responses/{id}/input_items`` lists (each with an id)."""
-        if isinstance(self.input, str):
-            return [_message_item("user", [{"type": "input_text", "text": self.input}])]
         out: list[dict[str, Any]] = []
-        for item in self.input:
+        for item in [MessageItem(role="user", content=self.input)] if isinstance(self.input, str) else self.input:
             given = (item.model_extra or {}).get("id")
             if isinstance(item, MessageItem):
                 kind = "output_text" if item.role == "assistant" else "input_text"
@@ -177,7 +175,8 @@ class ResponsesBody(BaseModel):
                 ]
                 if item.role == "assistant":
                     parts = [{"annotations": [], **p} for p in parts]
-                out.append(_message_item(item.role, parts, given))
+                item_id = given if isinstance(given, str) else new_id("msg_")
+                out.append({"id": item_id, "type": "message", "role": item.role, "status": "completed", "content": parts})
             elif isinstance(item, FunctionCallItem):
                 out.append({
                     "id": given or new_id("fc_"), "type": "function_call", "status": "completed",
@@ -242,11 +241,6 @@ class ResponsesBody(BaseModel):
             "truncation": self.truncation or "disabled",
             "user": self.user,
         }
-
-
-def _message_item(role: str, parts: list[dict[str, Any]], given: object = None) -> dict[str, Any]:
-    item_id = given if isinstance(given, str) else new_id("msg_")
-    return {"id": item_id, "type": "message", "role": role, "status": "completed", "content": parts}
 
 
 def _call_message(call_id: str, name: str, arguments: str) -> dict[str, Any]:
