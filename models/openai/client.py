@@ -83,7 +83,15 @@ def _read(data: str | bytes, what: str, key: str) -> Chunk:
 
     Raises :class:`MalformedEventError`, or :class:`ErrorEventError` for the member's own error;
     ``stop_word`` is vLLM's ``stop_reason`` when it is a stop sequence (not a token id)."""
-    obj = _object(data, what)
+    try:
+        obj = json.loads(data)
+    except ValueError as exc:
+        raise MalformedEventError(f"invalid JSON in {what}: {data[:80]!r}") from exc
+    if not isinstance(obj, dict):
+        raise MalformedEventError(f"{what} is not an object: {data[:80]!r}")
+    if "error" in obj:
+        err = obj["error"]
+        raise ErrorEventError(str(err.get("message") if isinstance(err, dict) else err))
     choices = obj.get("choices")
     usage = _usage(obj.get("usage"))
     if not isinstance(choices, list) or (not choices and key == "message"):
@@ -106,21 +114,6 @@ def _read(data: str | bytes, what: str, key: str) -> Chunk:
         text or "", finish if isinstance(finish, str) else None, usage, read_block(choice.get("logprobs")),
         stop if isinstance(stop, str) else None,
     )
-
-
-def _object(data: str | bytes, what: str) -> dict[str, Any]:
-    """The JSON object of a stream event or a whole answer (``what`` names it in errors); the
-    member's own error object raises :class:`ErrorEventError`."""
-    try:
-        obj = json.loads(data)
-    except ValueError as exc:
-        raise MalformedEventError(f"invalid JSON in {what}: {data[:80]!r}") from exc
-    if not isinstance(obj, dict):
-        raise MalformedEventError(f"{what} is not an object: {data[:80]!r}")
-    if "error" in obj:
-        err = obj["error"]
-        raise ErrorEventError(str(err.get("message") if isinstance(err, dict) else err))
-    return obj
 
 
 def _usage(value: Any) -> Usage | None:

@@ -51,9 +51,6 @@ class FunctionCallOutputItem(BaseModel):
     call_id: str = Field(max_length=256)
     output: str | list[ContentPart]
 
-    def text(self) -> str:
-        return self.output if isinstance(self.output, str) else "".join(p.text for p in self.output)
-
 
 def _item_type(value: Any) -> str | None:
     if isinstance(value, dict):
@@ -185,7 +182,8 @@ class ResponsesBody(BaseModel):
             else:
                 out.append({
                     "id": given or new_id("fco_"), "type": "function_call_output", "status": "completed",
-                    "call_id": item.call_id, "output": item.text(),
+                    "call_id": item.call_id,
+                    "output": item.output if isinstance(item.output, str) else "".join(p.text for p in item.output),
                 })
         return out
 
