@@ -163,7 +163,8 @@ class ResponsesBody(BaseModel):
     def input_items(self) -> list[dict[str, Any]]:
         """``input`` as the items ``GET /v1/responses/{id}/input_items`` lists (each with an id)."""
         out: list[dict[str, Any]] = []
-        for item in [MessageItem(role="user", content=self.input)] if isinstance(self.input, str) else self.input:
+        items = [MessageItem(role="user", content=self.input)] if isinstance(self.input, str) else self.input
+        for item in items:
             given = (item.model_extra or {}).get("id")
             if isinstance(item, MessageItem):
                 kind = "output_text" if item.role == "assistant" else "input_text"
@@ -172,18 +173,20 @@ class ResponsesBody(BaseModel):
                 ]
                 if item.role == "assistant":
                     parts = [{"annotations": [], **p} for p in parts]
-                item_id = given if isinstance(given, str) else new_id("msg_")
-                out.append({"id": item_id, "type": "message", "role": item.role, "status": "completed", "content": parts})
+                out.append({
+                    "id": given if isinstance(given, str) else new_id("msg_"), "type": "message", "role": item.role,
+                    "status": "completed", "content": parts,
+                })
             elif isinstance(item, FunctionCallItem):
                 out.append({
                     "id": given or new_id("fc_"), "type": "function_call", "status": "completed",
                     "call_id": item.call_id, "name": item.name, "arguments": item.arguments,
                 })
             else:
+                output = item.output if isinstance(item.output, str) else "".join(p.text for p in item.output)
                 out.append({
                     "id": given or new_id("fco_"), "type": "function_call_output", "status": "completed",
-                    "call_id": item.call_id,
-                    "output": item.output if isinstance(item.output, str) else "".join(p.text for p in item.output),
+                    "call_id": item.call_id, "output": output,
                 })
         return out
 
@@ -231,7 +234,8 @@ class ResponsesBody(BaseModel):
             "temperature": 1.0 if self.temperature is None else self.temperature,
             "text": {"format": self.format.echo()},
             "tool_choice": (
-                self.tool_choice.model_dump() if isinstance(self.tool_choice, FunctionChoice) else self.tool_choice or "auto"
+                self.tool_choice.model_dump() if isinstance(self.tool_choice, FunctionChoice)
+                else self.tool_choice or "auto"
             ),
             "tools": [t.model_dump(exclude_none=True) for t in self.tools or ()],
             "top_logprobs": self.top_logprobs or 0,
@@ -241,18 +245,15 @@ class ResponsesBody(BaseModel):
         }
 
 
-def _call_message(call_id: str, name: str, arguments: str) -> dict[str, Any]:
-    call = {"id": call_id, "type": "function", "function": {"name": name, "arguments": arguments}}
-    return {"role": "assistant", "content": None, "tool_calls": [call]}
-
-
 def output_messages(items: Sequence[dict[str, Any]]) -> list[dict[str, Any]]:
     """A response's ``output`` items (or its input items) as the chat messages a later request
     continues from: a call as the assistant's ``tool_calls``, its output as a ``tool`` message."""
     out: list[dict[str, Any]] = []
     for item in items:
         if item.get("type") == "function_call":
-            out.append(_call_message(item["call_id"], item["name"], item["arguments"]))
+            fn = {"name": item["name"], "arguments": item["arguments"]}
+            call = {"id": item["call_id"], "type": "function", "function": fn}
+            out.append({"role": "assistant", "content": None, "tool_calls": [call]})
         elif item.get("type") == "function_call_output":
             out.append({"role": "tool", "content": item["output"], "tool_call_id": item["call_id"]})
         elif item.get("type") == "message":
