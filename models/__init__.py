@@ -1,16 +1,7 @@
-"""The bottom layer, what every other package speaks and shares:
-
-- the wire formats: OpenAI's (``models.openai``: request bodies, the response and stream writer,
-  error bodies, the bodies the cloud pool sends), Ollama's (``models.ollama``) and llama.cpp's
-  server's (``models.llamacpp``);
-- the Engine protocol every engine implements and the Writer protocol every API's answer writer
-  implements (``models.generation``: requests, chunks, usage),
-  with the stop matcher and log probabilities engines share;
-- the root error and its categories (``models.errors``);
-- keys held as digests and the guard against guessing them (``models.keys``, ``models.attempts``),
-  and data files only the operator may read (``models.files``);
-- the bundled model registry: locate the GGUF and embedding models, verify and prepare them
-  (``models.registry``, ``models.prepare``, the embedder's ONNX export).
+"""The bottom layer every other package speaks and shares: the wire formats (``models.openai``,
+``models.ollama``, ``models.llamacpp``), the Engine and Writer protocols (``models.generation``),
+the root error, keys as digests and the guard against guessing them, data files only the operator
+may read, and the bundled model registry (locate, verify, prepare, the embedder's ONNX export).
 """
 
 from .errors import (

@@ -1,14 +1,8 @@
 """The project's one base error, its categories, and the errors of the model registry.
 
-Callers catch categories, never lists of concrete classes (as with httpx's exception tree):
-
-- :class:`RequestRejectedError`: the request is at fault as sent (4xx); no other target helps.
-- :class:`EngineError`: an engine could not answer this request; the router may try another
-  target. :class:`EngineUnavailableError` (503): it cannot take the request now.
-  :class:`StreamBrokenError`: it broke after its first token (the answer continues elsewhere).
-
-Each class says how it reaches a client: ``status`` (HTTP) and ``error_type`` (OpenAI's
-``error.type``); the servers map errors to responses by these attributes alone.
+Callers catch categories (:class:`RequestRejectedError`: no other target helps; :class:`EngineError`:
+another may), never lists of concrete classes. Each class says how it reaches a client: ``status``
+(HTTP) and ``error_type`` (OpenAI's ``error.type``); the servers map errors by these alone.
 """
 
 from __future__ import annotations
@@ -53,8 +47,8 @@ class TooManyAttemptsError(RequestRejectedError):
     status = 429
     error_type = "requests"
 
-    def __init__(self, message: str, *, retry_after: int, code: str | None = "rate_limit_exceeded") -> None:
-        super().__init__(message, code=code)
+    def __init__(self, message: str, *, retry_after: int) -> None:
+        super().__init__(message, code="rate_limit_exceeded")
         self.retry_after = retry_after
 
 
@@ -71,18 +65,16 @@ class EngineUnavailableError(EngineError):
     status = 503
     error_type = "server_overloaded"
 
-    def __init__(
-        self, message: str, *, retry_after: int = 1, param: str | None = None, code: str | None = None
-    ) -> None:
-        super().__init__(message, param=param, code=code)
+    def __init__(self, message: str, *, retry_after: int = 1, code: str | None = None) -> None:
+        super().__init__(message, code=code)
         self.retry_after = retry_after
 
 
 class StreamBrokenError(EngineError):
     """A stream broke after its first token; ``partial`` is the text received so far."""
 
-    def __init__(self, message: str, *, partial: str = "", member: str | None = None, code: str | None = "stream_broken") -> None:
-        super().__init__(message, code=code)
+    def __init__(self, message: str, *, partial: str = "", member: str | None = None) -> None:
+        super().__init__(message, code="stream_broken")
         self.partial = partial
         self.member = member
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import uuid
 from collections.abc import AsyncIterator, Sequence
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field
 from typing import Any, Protocol, runtime_checkable
 
 
@@ -95,11 +95,7 @@ class Usage:
 
     def openai(self) -> dict[str, int]:
         """OpenAI's completions' ``usage`` (and Ollama's and llama.cpp's counts are these)."""
-        return {
-            "prompt_tokens": self.prompt_tokens,
-            "completion_tokens": self.completion_tokens,
-            "total_tokens": self.total_tokens,
-        }
+        return {**asdict(self), "total_tokens": self.total_tokens}
 
     def responses(self) -> dict[str, Any]:
         """The Responses API's ``usage``."""

@@ -6,8 +6,6 @@ file may hold digests in the first place (``sha256:<64 hex>``), so the plaintext
 disk either. A presented key is hashed and compared with every known digest by
 ``hmac.compare_digest``, with no early exit: the time taken says neither how much of a key
 matched nor which key it was.
-
-Plain Python (no Litestar): the node's guard, the member server and the dashboard share it.
 """
 
 from __future__ import annotations
@@ -27,13 +25,9 @@ def key_digest(key: str) -> str:
     return DIGEST_PREFIX + hashlib.sha256(key.encode()).hexdigest()
 
 
-def is_digest(value: str) -> bool:
-    return _DIGEST.fullmatch(value) is not None
-
-
 def as_digest(value: str) -> str:
     """A key from the settings as its digest; a value that already is one is kept."""
-    return value if is_digest(value) else key_digest(value)
+    return value if _DIGEST.fullmatch(value) else key_digest(value)
 
 
 @dataclass(frozen=True, slots=True)

@@ -75,17 +75,12 @@ def _walk(node: Any, path: str, depth: int) -> Iterator[tuple[str, dict[str, Any
         if isinstance(children, dict):
             for name, child in children.items():
                 yield from _walk(child, f"{path}.{key}.{name}", depth + 1)
-    for key in _SUBSCHEMA_LISTS:
-        children = node.get(key)
-        if isinstance(children, list):
-            for i, child in enumerate(children):
-                yield from _walk(child, f"{path}.{key}[{i}]", depth + 1)
-    for key in _SUBSCHEMAS:
+    for key in (*_SUBSCHEMA_LISTS, *_SUBSCHEMAS):
         child = node.get(key)
-        if isinstance(child, list):  # the older tuple form of ``items``
+        if isinstance(child, list):  # also the older tuple form of ``items``
             for i, item in enumerate(child):
                 yield from _walk(item, f"{path}.{key}[{i}]", depth + 1)
-        else:
+        elif key in _SUBSCHEMAS:
             yield from _walk(child, f"{path}.{key}", depth + 1)
 
 

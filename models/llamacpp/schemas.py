@@ -7,7 +7,7 @@ from typing import Annotated, Any
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
-from ..openai.schemas import refused
+from ..openai.schemas import native_sampling, refused, with_defaults
 
 # llama.cpp's server's defaults (its /props), so a client that sends only a prompt gets its sampler.
 DEFAULTS: dict[str, float] = {"temperature": 0.8, "top_k": 40, "top_p": 0.95, "min_p": 0.05, "repeat_penalty": 1.0}
@@ -63,10 +63,6 @@ class LlamaCompletionBody(BaseModel):
 
     _unsupported = refused(_UNSUPPORTED)
 
-    def sampler(self) -> dict[str, Any]:
-        """The sampling settings it runs with: its own, else llama.cpp's defaults."""
-        return {name: default if getattr(self, name) is None else getattr(self, name) for name, default in DEFAULTS.items()}
-
     def bias(self) -> dict[str, float] | None:
         """``logit_bias`` in OpenAI's shape; a bias of ``false`` bans the token, as llama.cpp's does."""
         if self.logit_bias is None:
@@ -76,15 +72,12 @@ class LlamaCompletionBody(BaseModel):
 
     def openai_fields(self) -> dict[str, Any]:
         """The OpenAI text completion it asks for (fields it does not know pass on)."""
-        fields: dict[str, Any] = {**(self.model_extra or {}), **self.sampler()}
+        seed = None if self.seed == RANDOM_SEED else self.seed
+        fields = {
+            **(self.model_extra or {}),
+            **native_sampling(self, DEFAULTS, max_tokens=self.n_predict, seed=seed, stop=self.stop),
+        }
         fields.update(model=self.model, prompt=self.prompt, stream=self.stream, n=1)
-        if self.n_predict > 0:
-            fields["max_tokens"] = self.n_predict
-        if self.stop:
-            fields["stop"] = self.stop
-        if self.seed >= 0 and self.seed != RANDOM_SEED:
-            fields["seed"] = self.seed
-        fields.update(self.model_dump(include={"presence_penalty", "frequency_penalty"}, exclude_none=True))
         if self.json_schema is not None:
             fields["response_format"] = {"type": "json_schema", "json_schema": {"name": "json_schema", "schema": self.json_schema}}
         if self.n_probs:
@@ -98,7 +91,7 @@ class LlamaCompletionBody(BaseModel):
         """``generation_settings`` of its answer, as llama.cpp reports the request's."""
         return {
             "n_ctx": n_ctx, "n_predict": self.n_predict, "seed": self.seed if self.seed >= 0 else RANDOM_SEED,
-            **self.sampler(), "repeat_last_n": 64,
+            **with_defaults(self, DEFAULTS), "repeat_last_n": 64,
             "presence_penalty": self.presence_penalty or 0.0, "frequency_penalty": self.frequency_penalty or 0.0,
             "stop": self.stop, "stream": self.stream, "n_probs": self.n_probs,
         }

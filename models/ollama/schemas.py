@@ -14,7 +14,7 @@ from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from ..openai.schemas import refused
+from ..openai.schemas import native_sampling, refused
 
 # Ollama's sampling defaults where a request leaves them out (its Modelfile defaults): an Ollama
 # client that sends no options gets Ollama's sampler, not OpenAI's temperature 1.0.
@@ -53,19 +53,7 @@ class Options(BaseModel):
     num_ctx: int | None = None  # typed so that a wrong type is a 400 like Ollama's, though not used
 
     def openai_fields(self) -> dict[str, Any]:
-        fields: dict[str, Any] = {
-            name: default if getattr(self, name) is None else getattr(self, name) for name, default in DEFAULTS.items()
-        }
-        # Ollama: -1 generates until the model stops, -2 until the context is full; the node's
-        # own cap on new tokens bounds both.
-        if self.num_predict is not None and self.num_predict > 0:
-            fields["max_tokens"] = self.num_predict
-        if self.seed is not None and self.seed >= 0:  # a negative seed is Ollama's "random"
-            fields["seed"] = self.seed
-        if self.stop:
-            fields["stop"] = self.stop
-        fields.update(self.model_dump(include={"presence_penalty", "frequency_penalty"}, exclude_none=True))
-        return fields
+        return native_sampling(self, DEFAULTS, max_tokens=self.num_predict, seed=self.seed, stop=self.stop)
 
 
 class ToolCallFunction(BaseModel):
@@ -146,12 +134,17 @@ class _Generating(BaseModel):
         """``keep_alive: 0``: Ollama's way to unload a model (answered ``done_reason: "unload"``)."""
         return self.keep_alive in (0, "0", "0s", "0m")
 
-    def _common(self) -> dict[str, Any]:
+    def _common(self, chat: bool) -> dict[str, Any]:
+        """The OpenAI fields of a chat completion (else of a text completion) but its messages."""
         fields = {**(self.model_extra or {}), **self.options.openai_fields()}
         fields.update(model=model_name(self.model), stream=self.stream, n=1)  # Ollama answers once
         fmt = response_format(self.format)
         if fmt is not None:
             fields["response_format"] = fmt
+        if self.logprobs and chat:
+            fields.update(logprobs=True, top_logprobs=self.top_logprobs or 0)
+        elif self.logprobs:
+            fields["logprobs"] = self.top_logprobs or 0
         return fields
 
 
@@ -163,12 +156,10 @@ class OllamaChatBody(_Generating):
 
     def openai_fields(self) -> dict[str, Any]:
         """The OpenAI chat completion this request asks for."""
-        fields = self._common()
+        fields = self._common(chat=True)
         fields["messages"] = [m.openai() for m in self.messages]
         if self.tools:
             fields["tools"] = self.tools  # the model may answer in text ("auto"), as with OpenAI's API
-        if self.logprobs:
-            fields.update(logprobs=True, top_logprobs=self.top_logprobs or 0)
         return fields
 
 
@@ -195,16 +186,12 @@ class OllamaGenerateBody(_TextOnly, _Generating):
 
     def openai_fields(self) -> dict[str, Any]:
         """The OpenAI request it asks for: a text completion (``raw``) or a chat completion."""
-        fields = self._common()
+        fields = self._common(chat=not self.raw)
         if self.raw:
             fields["prompt"] = self.prompt
-            if self.logprobs:
-                fields["logprobs"] = self.top_logprobs or 0
-            return fields
-        system = [{"role": "system", "content": self.system}] if self.system else []
-        fields["messages"] = [*system, {"role": "user", "content": self.prompt}]
-        if self.logprobs:
-            fields.update(logprobs=True, top_logprobs=self.top_logprobs or 0)
+        else:
+            system = [{"role": "system", "content": self.system}] if self.system else []
+            fields["messages"] = [*system, {"role": "user", "content": self.prompt}]
         return fields
 
 

@@ -4,11 +4,10 @@ bodies out, stream events and error bodies in."""
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass
 from typing import Any
 
 from ..errors import ErrorEventError, MalformedEventError
-from ..generation import JSON_OBJECT, GenerationRequest, TokenLogprob, Usage
+from ..generation import JSON_OBJECT, Chunk, GenerationRequest, Usage
 from .logprobs import read_block
 
 
@@ -27,33 +26,26 @@ def request_body(request: GenerationRequest, model: str, *, stream: bool = True)
     ``continue_final_message: true, add_generation_prompt: false``; for a raw prompt it is appended.
     """
     params = request.params
-    body: dict[str, Any] = {"model": model, "stream": stream}
+    body: dict[str, Any] = {"model": model, "stream": stream, "temperature": params.temperature, "top_p": params.top_p}
     if stream:
         body["stream_options"] = {"include_usage": True}
-    body["temperature"] = params.temperature
-    body["top_p"] = params.top_p
     if params.top_p == 0.0:
         # Only the most likely token: greedy, as llama.cpp (the edge) samples it; vLLM and the
         # member refuse top_p 0 itself.
         body["temperature"], body["top_p"] = 0.0, 1.0
-    if params.max_tokens is not None:
-        body["max_tokens"] = params.max_tokens
-    if params.stop:
-        body["stop"] = list(params.stop)
-    if params.seed is not None:
-        body["seed"] = params.seed
-    if params.frequency_penalty:
-        body["frequency_penalty"] = params.frequency_penalty
-    if params.presence_penalty:
-        body["presence_penalty"] = params.presence_penalty
-    if params.logit_bias:
-        body["logit_bias"] = {str(token): bias for token, bias in params.logit_bias}
-    # Extensions vLLM and llama.cpp's server read (each under its own name for the repeat
-    # penalty); sent only when the request set them.
-    if params.top_k is not None:
-        body["top_k"] = params.top_k
-    if params.min_p is not None:
-        body["min_p"] = params.min_p
+    # Sent only when the request set them (top_k, min_p and the repeat penalty, under each of
+    # its names, are extensions vLLM and llama.cpp's server read).
+    optional = {
+        "max_tokens": params.max_tokens,
+        "stop": list(params.stop) or None,
+        "seed": params.seed,
+        "frequency_penalty": params.frequency_penalty or None,
+        "presence_penalty": params.presence_penalty or None,
+        "logit_bias": {str(token): bias for token, bias in params.logit_bias} or None,
+        "top_k": params.top_k,
+        "min_p": params.min_p,
+    }
+    body.update((name, value) for name, value in optional.items() if value is not None)
     if params.repeat_penalty != 1.0:
         body["repeat_penalty"] = body["repetition_penalty"] = params.repeat_penalty
     if params.logprobs is not None:
@@ -75,42 +67,37 @@ def request_body(request: GenerationRequest, model: str, *, stream: bool = True)
     return "/chat/completions", body
 
 
-@dataclass(frozen=True, slots=True)
-class Delta:
-    text: str
-    finish_reason: str | None
-    usage: Usage | None
-    logprobs: tuple[TokenLogprob, ...] = ()
-    stop_word: str | None = None  # vLLM's stop_reason, when it is a stop sequence (not a token id)
-
-
-def parse_event(data: str) -> Delta:
-    """One ``data:`` payload (not ``[DONE]``) of a chat or text completion stream.
-
-    Raises :class:`MalformedEventError` or :class:`ErrorEventError` (the member's own error event).
-    """
+def parse_event(data: str) -> Chunk:
+    """One ``data:`` payload (not ``[DONE]``) of a chat or text completion stream."""
     return _read(data, "stream event", "delta")
 
 
-def parse_whole(data: bytes) -> Delta:
-    """A whole (non-streamed) chat or text completion body: its text, ``finish_reason`` and usage.
-
-    Raises :class:`MalformedEventError` when the body is not one, or :class:`ErrorEventError` when
-    it is the member's own error object.
-    """
+def parse_whole(data: bytes) -> Chunk:
+    """A whole (non-streamed) chat or text completion body: its text, ``finish_reason`` and usage."""
     return _read(data, "the answer", "message")
 
 
-def _read(data: str | bytes, what: str, key: str) -> Delta:
+def _read(data: str | bytes, what: str, key: str) -> Chunk:
     """The first choice of a chunk (its text under ``key`` "delta") or of a whole answer
-    ("message"), or of a text completion (``text``); a chunk may have none (the usage event)."""
-    obj = _object(data, what)
+    ("message"), or of a text completion (``text``); a chunk may have none (the usage event).
+
+    Raises :class:`MalformedEventError`, or :class:`ErrorEventError` for the member's own error;
+    ``stop_word`` is vLLM's ``stop_reason`` when it is a stop sequence (not a token id)."""
+    try:
+        obj = json.loads(data)
+    except ValueError as exc:
+        raise MalformedEventError(f"invalid JSON in {what}: {data[:80]!r}") from exc
+    if not isinstance(obj, dict):
+        raise MalformedEventError(f"{what} is not an object: {data[:80]!r}")
+    if "error" in obj:
+        err = obj["error"]
+        raise ErrorEventError(str(err.get("message") if isinstance(err, dict) else err))
     choices = obj.get("choices")
     usage = _usage(obj.get("usage"))
     if not isinstance(choices, list) or (not choices and key == "message"):
         raise MalformedEventError(f"no choice in {what}: {data[:80]!r}")
     if not choices:
-        return Delta("", None, usage)
+        return Chunk("", None, usage)
     choice = choices[0]
     if not isinstance(choice, dict):
         raise MalformedEventError(f"a choice that is not an object in {what}: {data[:80]!r}")
@@ -123,25 +110,10 @@ def _read(data: str | bytes, what: str, key: str) -> Delta:
     if text is not None and not isinstance(text, str):
         raise MalformedEventError(f"text that is not a string in {what}: {data[:80]!r}")
     finish, stop = choice.get("finish_reason"), choice.get("stop_reason")
-    return Delta(
+    return Chunk(
         text or "", finish if isinstance(finish, str) else None, usage, read_block(choice.get("logprobs")),
         stop if isinstance(stop, str) else None,
     )
-
-
-def _object(data: str | bytes, what: str) -> dict[str, Any]:
-    """The JSON object of a stream event or a whole answer (``what`` names it in errors); the
-    member's own error object raises :class:`ErrorEventError`."""
-    try:
-        obj = json.loads(data)
-    except ValueError as exc:
-        raise MalformedEventError(f"invalid JSON in {what}: {data[:80]!r}") from exc
-    if not isinstance(obj, dict):
-        raise MalformedEventError(f"{what} is not an object: {data[:80]!r}")
-    if "error" in obj:
-        err = obj["error"]
-        raise ErrorEventError(str(err.get("message") if isinstance(err, dict) else err))
-    return obj
 
 
 def _usage(value: Any) -> Usage | None:

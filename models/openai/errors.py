@@ -21,11 +21,6 @@ ExtraHeaders = Callable[[Request[Any, Any, Any], str], dict[str, str]]
 Reshape = Callable[[Request[Any, Any, Any], dict[str, Any]], dict[str, Any]]
 
 
-def http_status(exc: EdgerouteError) -> int:
-    """The error's status; an unknown model is a 404 whichever layer found out (as OpenAI answers)."""
-    return 404 if exc.code == "model_not_found" else exc.status
-
-
 # What Litestar reports for a body that is not there at all: the handler's ``data`` argument
 # missing, as a KeyError's text ("data: 'data'" told a client nothing).
 _NO_BODY = {"key": "data", "message": "'data'", "source": "body"}
@@ -74,7 +69,9 @@ def exception_handlers(
             headers["retry-after"] = str(retry_after)
         headers.update(getattr(exc, "headers", None) or {})  # e.g. a 429's x-ratelimit-* headers
         body = error_body(exc.message, exc.error_type, exc.param, exc.code)
-        return respond(request, http_status(exc), body, exc.code or exc.error_type, headers)
+        # An unknown model is a 404 whichever layer found out (as OpenAI answers).
+        status = 404 if exc.code == "model_not_found" else exc.status
+        return respond(request, status, body, exc.code or exc.error_type, headers)
 
     def validation_error(request: Request[Any, Any, Any], exc: ValidationException) -> Response[Any]:
         details = exc.extra if isinstance(exc.extra, list) else []

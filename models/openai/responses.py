@@ -1,12 +1,9 @@
 """OpenAI's Responses API request (``POST /v1/responses``), read as the chat completion it asks for.
 
-A response is stored unless ``store`` is false (the router's ``ResponseStore``), and a later
-request continues it with ``previous_response_id``: its conversation is passed in as ``prior``
-messages. Conversations, background jobs and ``item_reference`` items are refused with 400
-rather than answered without their context.
-What the request asks for (messages, sampling, output format, a forced function call) becomes a
-chat body's fields (:meth:`ResponsesBody.chat_fields`), which the chat schema validates: one set of
-rules for both APIs, and an answer cached for one serves the other.
+Its messages, sampling, output format and tools become a chat body's fields
+(:meth:`ResponsesBody.chat_fields`), which the chat schema validates: one set of rules for both
+APIs, and an answer cached for one serves the other. Conversations, background jobs and
+``item_reference`` items are refused with 400 rather than answered without their context.
 """
 
 from __future__ import annotations
@@ -37,9 +34,6 @@ class MessageItem(BaseModel):
     role: Literal["user", "assistant", "system", "developer"]
     content: str | Annotated[list[ContentPart], Field(max_length=256)]
 
-    def text(self) -> str:
-        return self.content if isinstance(self.content, str) else "".join(p.text for p in self.content)
-
 
 class FunctionCallItem(BaseModel):
     """A call the model made earlier (sent back with its output)."""
@@ -56,9 +50,6 @@ class FunctionCallOutputItem(BaseModel):
     type: Literal["function_call_output"]
     call_id: str = Field(max_length=256)
     output: str | list[ContentPart]
-
-    def text(self) -> str:
-        return self.output if isinstance(self.output, str) else "".join(p.text for p in self.output)
 
 
 def _item_type(value: Any) -> str | None:
@@ -166,26 +157,14 @@ class ResponsesBody(BaseModel):
         return self.text.format if self.text is not None else TextFormat(type="text")
 
     def input_messages(self) -> list[dict[str, Any]]:
-        """``input`` as chat messages (an earlier call as the assistant's ``tool_calls``, its
-        output as a ``tool`` message)."""
-        if isinstance(self.input, str):
-            return [{"role": "user", "content": self.input}]
-        out: list[dict[str, Any]] = []
-        for item in self.input:
-            if isinstance(item, MessageItem):
-                out.append({"role": item.role, "content": item.text()})
-            elif isinstance(item, FunctionCallItem):
-                out.append(_call_message(item.call_id, item.name, item.arguments))
-            else:
-                out.append({"role": "tool", "content": item.text(), "tool_call_id": item.call_id})
-        return out
+        """``input`` as chat messages."""
+        return output_messages(self.input_items())
 
     def input_items(self) -> list[dict[str, Any]]:
         """``input`` as the items ``GET /v1/responses/{id}/input_items`` lists (each with an id)."""
-        if isinstance(self.input, str):
-            return [_message_item("user", [{"type": "input_text", "text": self.input}])]
         out: list[dict[str, Any]] = []
-        for item in self.input:
+        items = [MessageItem(role="user", content=self.input)] if isinstance(self.input, str) else self.input
+        for item in items:
             given = (item.model_extra or {}).get("id")
             if isinstance(item, MessageItem):
                 kind = "output_text" if item.role == "assistant" else "input_text"
@@ -194,16 +173,20 @@ class ResponsesBody(BaseModel):
                 ]
                 if item.role == "assistant":
                     parts = [{"annotations": [], **p} for p in parts]
-                out.append(_message_item(item.role, parts, given))
+                out.append({
+                    "id": given if isinstance(given, str) else new_id("msg_"), "type": "message", "role": item.role,
+                    "status": "completed", "content": parts,
+                })
             elif isinstance(item, FunctionCallItem):
                 out.append({
                     "id": given or new_id("fc_"), "type": "function_call", "status": "completed",
                     "call_id": item.call_id, "name": item.name, "arguments": item.arguments,
                 })
             else:
+                output = item.output if isinstance(item.output, str) else "".join(p.text for p in item.output)
                 out.append({
                     "id": given or new_id("fco_"), "type": "function_call_output", "status": "completed",
-                    "call_id": item.call_id, "output": item.text(),
+                    "call_id": item.call_id, "output": output,
                 })
         return out
 
@@ -250,7 +233,10 @@ class ResponsesBody(BaseModel):
             "store": self.store is not False,
             "temperature": 1.0 if self.temperature is None else self.temperature,
             "text": {"format": self.format.echo()},
-            "tool_choice": _choice_echo(self.tool_choice),
+            "tool_choice": (
+                self.tool_choice.model_dump() if isinstance(self.tool_choice, FunctionChoice)
+                else self.tool_choice or "auto"
+            ),
             "tools": [t.model_dump(exclude_none=True) for t in self.tools or ()],
             "top_logprobs": self.top_logprobs or 0,
             "top_p": 1.0 if self.top_p is None else self.top_p,
@@ -259,28 +245,18 @@ class ResponsesBody(BaseModel):
         }
 
 
-def _message_item(role: str, parts: list[dict[str, Any]], given: object = None) -> dict[str, Any]:
-    item_id = given if isinstance(given, str) else new_id("msg_")
-    return {"id": item_id, "type": "message", "role": role, "status": "completed", "content": parts}
-
-
-def _call_message(call_id: str, name: str, arguments: str) -> dict[str, Any]:
-    call = {"id": call_id, "type": "function", "function": {"name": name, "arguments": arguments}}
-    return {"role": "assistant", "content": None, "tool_calls": [call]}
-
-
-def output_messages(output: Sequence[dict[str, Any]]) -> list[dict[str, Any]]:
-    """A response's ``output`` items as the chat messages a later request continues from."""
+def output_messages(items: Sequence[dict[str, Any]]) -> list[dict[str, Any]]:
+    """A response's ``output`` items (or its input items) as the chat messages a later request
+    continues from: a call as the assistant's ``tool_calls``, its output as a ``tool`` message."""
     out: list[dict[str, Any]] = []
-    for item in output:
+    for item in items:
         if item.get("type") == "function_call":
-            out.append(_call_message(item["call_id"], item["name"], item["arguments"]))
+            fn = {"name": item["name"], "arguments": item["arguments"]}
+            call = {"id": item["call_id"], "type": "function", "function": fn}
+            out.append({"role": "assistant", "content": None, "tool_calls": [call]})
+        elif item.get("type") == "function_call_output":
+            out.append({"role": "tool", "content": item["output"], "tool_call_id": item["call_id"]})
         elif item.get("type") == "message":
-            out.append({"role": "assistant", "content": "".join(p.get("text", "") for p in item.get("content", ()))})
+            text = "".join(p.get("text", "") for p in item.get("content", ()))
+            out.append({"role": item.get("role", "assistant"), "content": text})
     return out
-
-
-def _choice_echo(choice: str | FunctionChoice | None) -> str | dict[str, Any]:
-    if isinstance(choice, FunctionChoice):
-        return choice.model_dump()
-    return choice or "auto"

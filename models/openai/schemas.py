@@ -29,6 +29,28 @@ def refused(reasons: dict[str, str]) -> Any:
     return field_validator(*reasons)(refuse)
 
 
+def with_defaults(body: BaseModel, defaults: dict[str, float]) -> dict[str, Any]:
+    """``body``'s settings of the fields ``defaults`` names, its server's default where unset."""
+    return {name: default if getattr(body, name) is None else getattr(body, name) for name, default in defaults.items()}
+
+
+def native_sampling(
+    body: BaseModel, defaults: dict[str, float], *, max_tokens: int | None, seed: int | None, stop: Any
+) -> dict[str, Any]:
+    """The OpenAI sampling fields of an Ollama or llama.cpp body (the server's ``defaults`` where
+    unset). A count of new tokens of 0 or less (until the model stops, or the context is full)
+    and a negative seed (random) are left out: the node's own cap and sampler stand for them."""
+    fields = with_defaults(body, defaults)
+    if max_tokens is not None and max_tokens > 0:
+        fields["max_tokens"] = max_tokens
+    if seed is not None and seed >= 0:
+        fields["seed"] = seed
+    if stop:
+        fields["stop"] = stop
+    fields.update(body.model_dump(include={"presence_penalty", "frequency_penalty"}, exclude_none=True))
+    return fields
+
+
 class TextPart(BaseModel):
     model_config = ConfigDict(extra="allow")
     type: Literal["text"]

@@ -11,15 +11,15 @@ from pathlib import Path
 import pytest
 
 from models.files import private_dir, private_file
-from models.keys import KeyTable, as_digest, is_digest, key_digest
+from models.keys import KeyTable, as_digest, key_digest
 from router import ServerSettings, is_loopback, load_settings
 
 
 def test_a_digest_is_sha256_and_a_digest_in_the_settings_is_kept() -> None:
     digest = key_digest("sk-a")
     assert digest == "sha256:" + hashlib.sha256(b"sk-a").hexdigest()
-    assert is_digest(digest) and as_digest(digest) == digest
-    assert as_digest("sk-a") == digest and not is_digest("sha256:xyz")
+    assert as_digest(digest) == digest
+    assert as_digest("sk-a") == digest and as_digest("sha256:xyz") == key_digest("sha256:xyz")  # not a digest: a key
 
 
 def test_lookup_finds_the_principal_and_nothing_else() -> None:

@@ -5,9 +5,9 @@ from __future__ import annotations
 import pytest
 
 from models.errors import ErrorEventError, MalformedEventError, WireFormatError
-from models.openai.client import Delta, error_message, parse_event, parse_whole, request_body
+from models.openai.client import error_message, parse_event, parse_whole, request_body
 from models.openai.schemas import ChatBody
-from models import JSON_OBJECT, GenerationRequest, SamplingParams, Usage
+from models import JSON_OBJECT, Chunk, GenerationRequest, SamplingParams, Usage
 
 
 def test_chat_body_carries_sampling_and_usage_request() -> None:
@@ -150,9 +150,9 @@ def test_a_whole_answer_body_asks_for_no_stream_and_is_read_whole() -> None:
     }
     chat = b'{"choices": [{"index": 0, "message": {"role": "assistant", "content": "Hi!"}, "finish_reason": "stop"}],' \
         b' "usage": {"prompt_tokens": 9, "completion_tokens": 2, "total_tokens": 11}}'
-    assert parse_whole(chat) == Delta("Hi!", "stop", Usage(9, 2))
+    assert parse_whole(chat) == Chunk("Hi!", "stop", Usage(9, 2))
     text = b'{"choices": [{"index": 0, "text": "1, 2", "finish_reason": "length"}]}'
-    assert parse_whole(text) == Delta("1, 2", "length", None)
+    assert parse_whole(text) == Chunk("1, 2", "length", None)
 
 
 @pytest.mark.parametrize(
