@@ -54,8 +54,6 @@ class _Attempt:
     verdict: bool = False  # it answered, or failed
     counted: bool = True  # still in the member's outstanding count
 
-# An idle kept connection to a member is closed after this (httpx's default, which the pool had).
-_KEEPALIVE_S = 5.0
 # The request's own fault: another member would refuse it too.
 _REQUEST_FAULT = frozenset({400, 413, 422})
 
@@ -78,7 +76,6 @@ class Member:
             settings.base_url,
             headers,
             max_connections=pool.max_connections,
-            keepalive_s=_KEEPALIVE_S,
             connect_timeout_s=pool.connect_timeout_s,
         )
         self.breaker = CircuitBreaker(pool.failure_threshold, pool.cooldown_s, pool.max_cooldown_s)

@@ -134,7 +134,6 @@ class MemberServerSettings(BaseModel):
     startup_timeout_s: float = Field(600.0, gt=0, description="how long vLLM may take to load and compile")
     health_interval_s: float = Field(5.0, gt=0, description="how often the supervisor checks /health")
     max_backoff_s: float = Field(60.0, gt=0, description="longest wait before a restart (it doubles from 1 s)")
-    parent_pid: int | None = Field(None, description="exit when this process goes away")
     log_level: str = "warning"
 
     @property

@@ -18,6 +18,7 @@ A command, not a test: ``--requests 1000`` is the issue's run; a short run check
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import os
 import random
@@ -112,14 +113,9 @@ class _Members:
 
     def server(self, port: int) -> int | None:
         """The pid of the vLLM server a supervisor runs now (it leads its own process group)."""
-        sup = self.procs[port].pid
-        for stat in Path("/proc").glob("[0-9]*/stat"):
-            try:
-                fields = stat.read_text().rsplit(")", 1)[1].split()
-            except (OSError, IndexError):
-                continue
-            if int(fields[1]) == sup and fields[0] != "Z":
-                return int(stat.parent.name)
+        tasks = Path(f"/proc/{self.procs[port].pid}/task").glob("*/children")
+        with contextlib.suppress(OSError):
+            return next((int(pid) for children in tasks for pid in children.read_text().split()), None)
         return None
 
     def kill(self, port: int) -> None:

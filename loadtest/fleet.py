@@ -9,7 +9,6 @@ Tests use :class:`Fleet` too, with a short scrape interval.
 from __future__ import annotations
 
 import json
-import os
 import shutil
 import sys
 import time
@@ -24,15 +23,12 @@ from cloud.local import LocalMember, ServerProcess
 from .servers import EDGEROUTE, REPO, edgeroute_node, free_port
 
 RULES = REPO / "deploy" / "prometheus" / "edgeroute-rules.yml"
-PROMETHEUS_FALLBACK = Path("/usr/bin/prometheus")
 
 
 def prometheus_binary() -> Path | None:
     """Prometheus as the Makefile installs it (Debian's package): on PATH, else /usr/bin."""
-    found = shutil.which("prometheus")
-    if found:
-        return Path(found)
-    return PROMETHEUS_FALLBACK if os.access(PROMETHEUS_FALLBACK, os.X_OK) else None
+    found = shutil.which("prometheus") or shutil.which("prometheus", path="/usr/bin")
+    return Path(found) if found else None
 
 
 def prometheus_config(

@@ -23,7 +23,6 @@ Only loopback targets: it is a benchmark, not a load test of someone else's serv
 from __future__ import annotations
 
 import asyncio
-import ipaddress
 import itertools
 import multiprocessing
 import json
@@ -40,6 +39,7 @@ from urllib.parse import urlsplit
 import httpx
 from httpx_sse import aconnect_sse
 
+from cloud.member.launcher import is_loopback
 from router.telemetry import GcWatch
 
 from .config import Job, LoadConfig, Result, Tenant
@@ -89,14 +89,8 @@ def should_retry(response: httpx.Response) -> bool:
 
 def check_loopback(url: str) -> None:
     host = urlsplit(url).hostname or ""
-    if host == "localhost":
-        return
-    try:
-        if ipaddress.ip_address(host).is_loopback:
-            return
-    except ValueError:
-        pass
-    raise ValueError(f"only loopback targets are allowed (got {host!r})")
+    if not is_loopback(host):
+        raise ValueError(f"only loopback targets are allowed (got {host!r})")
 
 
 def _pairs(path: Path | None) -> list[tuple[str, str]]:

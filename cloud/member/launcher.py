@@ -134,14 +134,19 @@ def describe_cpu(cpuinfo: str, flags: set[str]) -> str:
     return f"{model} ({isa})"
 
 
+def is_loopback(host: str) -> bool:
+    """``localhost`` or a loopback address (any other host name may resolve beyond loopback)."""
+    try:
+        return host == "localhost" or ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return False
+
+
 def check_exposure(settings: MemberServerSettings) -> tuple[str, ...]:
     """A warning when the server is reachable beyond this host with no key: whoever reaches it
     calls the model around every node's keys, limits and cache."""
-    if settings.api_key or settings.host == "localhost":
+    if settings.api_key or is_loopback(settings.host):
         return ()
-    with contextlib.suppress(ValueError):  # a host name: it may resolve beyond loopback
-        if ipaddress.ip_address(settings.host).is_loopback:
-            return ()
     return (
         f"binding {settings.host or '0.0.0.0'} beyond loopback with no API key: any host that reaches "
         "this port can use the model (set --api-key, or EDGEROUTE_MEMBER_API_KEY, and give the same "

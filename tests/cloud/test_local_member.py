@@ -71,18 +71,19 @@ def test_kill_takes_the_whole_process_group(tmp_path: Path) -> None:
 def test_a_member_exits_when_its_parent_dies(tmp_path: Path) -> None:
     """The lifeline of every rank and of the local member: no orphan survives its parent."""
     pidfile = tmp_path / "child.pid"
-    # The child announces itself only once it watches its parent: killing the parent before
-    # that (a fixed sleep was the wait, and the import took longer on a slow VM) left it
-    # watching its new parent, init, for ever.
-    child_code = (
-        "import os, time\nfrom cloud.member.process import exit_with_parent\n"
-        "exit_with_parent(os.getppid())\n"
-        f"open({str(pidfile) + '.tmp'!r}, 'w').write(str(os.getpid()))\n"
-        f"os.replace({str(pidfile) + '.tmp'!r}, {str(pidfile)!r})\ntime.sleep(300)"
+    # The child announces itself only once it watches its parent (the lifeline arms the watch
+    # before it runs the module): killing the parent before that (a fixed sleep was the wait, and
+    # the import took longer on a slow VM) left it watching its new parent, init, for ever.
+    (tmp_path / "announce.py").write_text(
+        "import os, sys, time\n"
+        "open(sys.argv[1] + '.tmp', 'w').write(str(os.getpid()))\n"
+        "os.replace(sys.argv[1] + '.tmp', sys.argv[1])\ntime.sleep(300)\n"
     )
     middle = textwrap.dedent(f"""
-        import subprocess, sys, time
-        subprocess.Popen([sys.executable, "-c", {child_code!r}])
+        import os, subprocess, sys, time
+        from cloud.member.process import LIFELINE
+        subprocess.Popen([sys.executable, "-c", LIFELINE, str(os.getpid()), "announce", {str(pidfile)!r}],
+                         env={{**os.environ, "PYTHONPATH": {str(tmp_path)!r}}})
         time.sleep(300)
     """)
     proc = subprocess.Popen(
