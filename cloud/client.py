@@ -88,14 +88,11 @@ class Member:
 
     # -- load ------------------------------------------------------------------------------
 
-    def _others(self) -> int:
-        """Requests on the member from other clients, per its last fresh `/metrics` scrape."""
-        s = self._fresh_scrape()
-        return 0 if s is None else max(0, s.running + s.waiting - s.ours)
-
     def depth(self) -> int:
-        """Requests in flight or queued on the member: this node's plus everybody else's."""
-        return self.outstanding + self._others()
+        """Requests in flight or queued on the member: this node's plus everybody else's (per its
+        last fresh `/metrics` scrape)."""
+        s = self._fresh_scrape()
+        return self.outstanding + (0 if s is None else max(0, s.running + s.waiting - s.ours))
 
     def score(self) -> float:
         return self.depth() / self.settings.weight

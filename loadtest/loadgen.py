@@ -284,7 +284,7 @@ async def run_load(cfg: LoadConfig, sink: list[Result] | None = None) -> dict[st
     probes: dict[str, Any] = {}
     if cfg.probe:  # one probe process per tenant (spawned: nothing of this process's loop is inherited)
         pool = ProcessPoolExecutor(max_workers=len(groups), mp_context=multiprocessing.get_context("spawn"))
-        probes = {g.label: pool.submit(probe, cfg.target, g.key, cfg.duration_s, cfg.probe_interval_s, cfg.max_tokens)
+        probes = {g.label: pool.submit(probe, cfg.target, g.key, cfg.duration_s, 0.25, cfg.max_tokens)
                   for g in groups}
         pool.shutdown(wait=False)
     # The generator times its own clients, so its collector's pauses would show as the node's

@@ -62,9 +62,6 @@ class Supervisor:
         self._stopping = threading.Event()
         self._spawning = threading.Lock()  # held from the stop check to the spawn: none after stop()
 
-    def _progress(self, waited: float) -> None:
-        self.say(f"vLLM is still starting ({waited:.0f}s: loading the model, warming up)")
-
     def boot(self) -> float:
         """Start the server and wait until it serves; the seconds it took. Raises LocalMemberError."""
         began = time.monotonic()
@@ -72,7 +69,9 @@ class Supervisor:
             if self._stopping.is_set():
                 raise _Stopped
             self.server.spawn()
-        self.server.wait_ready(progress=self._progress)
+        self.server.wait_ready(
+            progress=lambda waited: self.say(f"vLLM is still starting ({waited:.0f}s: loading the model, warming up)")
+        )
         return time.monotonic() - began
 
     def watch(self) -> str:

@@ -31,8 +31,10 @@ from cloud import (
 import cloud.member
 from cloud.errors import VllmUnavailableError
 from cloud.local import ServerProcess, free_port
-from cloud.member import Launch, Supervisor, server_args
-from cloud.member.launcher import check_cpu, check_exposure, cpu_flags, describe_cpu, pick_dtype, server_env
+from cloud.member.launcher import (
+    Launch, check_cpu, check_exposure, cpu_flags, describe_cpu, pick_dtype, server_args, server_env,
+)
+from cloud.member.supervisor import Supervisor
 from models import GenerationRequest, SamplingParams, collect
 
 
