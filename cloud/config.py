@@ -9,9 +9,7 @@ from pydantic import BaseModel, Field, field_validator, model_validator
 
 from models import EDGE_DEFAULT
 
-# The member's weights in vLLM. "auto" picks bfloat16 only where the CPU computes it natively
-# (AVX-512 BF16 or AMX): elsewhere vLLM emulates it, and on an AVX2-only VM 8 streams decoded at
-# half the float32 rate with first tokens 4-5x later. On CUDA, "auto" leaves the choice to vLLM.
+# The member's weights in vLLM ("auto": see cloud.member.launcher.pick_dtype).
 MemberDtype = Literal["auto", "bfloat16", "float16", "float32"]
 
 

@@ -239,9 +239,8 @@ async def run_load(cfg: LoadConfig, sink: list[Result] | None = None) -> dict[st
             return next(jobs)
 
         async def loop() -> None:
-            # A client of its own per simulated client, as separate SDK clients have: one shared
-            # pool of 200 connections cost the load generator more than the node (httpcore scans
-            # its pool on every request), which showed as the node's latency.
+            # A client of its own per simulated client, as separate SDK clients have: httpcore scans
+            # a shared pool on every request, which showed as the node's latency.
             async with client_for(group, 1) as client:
                 while (job := take()) is not None:
                     results.append(await one_request(client, cfg, job, group.label, rng))
