@@ -12,7 +12,6 @@ import signal
 import threading
 import time
 from collections.abc import Callable
-from pathlib import Path
 from types import FrameType
 
 import httpx
@@ -44,7 +43,6 @@ class Supervisor:
         start: Launch,
         *,
         server: ServerProcess | None = None,
-        log_path: Path | None = None,
         say: Callable[[str], None] = print,
     ) -> None:
         self.settings = settings
@@ -53,7 +51,6 @@ class Supervisor:
         self.server = server or ServerProcess(
             start.argv,
             f"{start.root_url}/health",
-            log_path=log_path,
             env=start.env,
             startup_timeout_s=settings.startup_timeout_s,
             label=f"vLLM server for {settings.name}",

@@ -293,14 +293,14 @@ http.server.ThreadingHTTPServer(("127.0.0.1", int(sys.argv[1])), H).serve_foreve
 """
 
 
-def test_the_supervisor_restarts_a_dead_server_and_stops_it_cleanly(tmp_path: Path) -> None:
+def test_the_supervisor_restarts_a_dead_server_and_stops_it_cleanly() -> None:
     """`cloud serve`'s supervisor over a stand-in server (vLLM's place is taken by a tiny HTTP
     server with /health): a SIGKILLed server comes back on the same port, and stop() leaves no process."""
     port = free_port()
     settings = MemberServerSettings(port=port, health_interval_s=0.2, startup_timeout_s=30)
     start = Launch([sys.executable, "-c", _HEALTH_SERVER, str(port)], dict(os.environ), "cpu", f"http://127.0.0.1:{port}")
     said: list[str] = []
-    supervisor = Supervisor(settings, start, log_path=tmp_path / "server.log", say=said.append)
+    supervisor = Supervisor(settings, start, say=said.append)
     runner = threading.Thread(target=supervisor.serve, daemon=True)
     runner.start()
     try:
