@@ -119,7 +119,6 @@ class Member:
         return MemberStatus(
             name=self.name,
             base_url=self.settings.base_url,
-            model=self.settings.model,
             healthy=self.healthy,
             circuit=self.breaker.state,
             outstanding=self.outstanding,

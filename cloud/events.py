@@ -31,7 +31,6 @@ class PoolEvent:
 class MemberStatus:
     name: str
     base_url: str
-    model: str
     healthy: bool
     circuit: str  # closed | open | half-open
     outstanding: int  # this node's requests in flight on the member
