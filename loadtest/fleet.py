@@ -32,12 +32,7 @@ def prometheus_binary() -> Path | None:
 
 
 def prometheus_config(
-    nodes: Sequence[str],
-    members: Sequence[str],
-    *,
-    interval_s: float,
-    key_file: Path | None,
-    rules: Path = RULES,
+    nodes: Sequence[str], members: Sequence[str], *, interval_s: float, key_file: Path
 ) -> dict[str, object]:
     """The shipped prometheus.yml's two jobs, for loopback targets (``host:port``); JSON is YAML."""
     interval = f"{int(interval_s * 1000)}ms"
@@ -47,11 +42,10 @@ def prometheus_config(
                 "static_configs": [{"targets": list(targets)}]}
 
     node_job = job("edgeroute", nodes)
-    if key_file is not None:
-        node_job["authorization"] = {"type": "Bearer", "credentials_file": str(key_file)}
+    node_job["authorization"] = {"type": "Bearer", "credentials_file": str(key_file)}
     return {
         "global": {"scrape_interval": interval, "evaluation_interval": interval},
-        "rule_files": [str(rules)],
+        "rule_files": [str(RULES)],
         "scrape_configs": [node_job, job("vllm", members)],
     }
 
