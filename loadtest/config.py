@@ -24,7 +24,6 @@ class Result:
     tokens: int
     error: str = ""
     tenant: str = ""
-    retries: int = 0
     refused: list[str] = field(default_factory=list)  # the refusals that were waited out and retried
 
 

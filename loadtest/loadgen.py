@@ -151,7 +151,7 @@ async def one_request(
     refused: list[str] = []
     while True:
         result, response = await _attempt(client, cfg, job)
-        result.tenant, result.retries, result.refused = tenant, len(refused), refused
+        result.tenant, result.refused = tenant, refused
         if response is None or len(refused) >= cfg.max_retries or not should_retry(response):
             return result
         refused.append(f"http-{response.status_code}")
