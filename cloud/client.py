@@ -94,9 +94,6 @@ class Member:
         s = self._fresh_scrape()
         return self.outstanding + (0 if s is None else max(0, s.running + s.waiting - s.ours))
 
-    def score(self) -> float:
-        return self.depth() / self.settings.weight
-
     def kv_usage(self) -> float:
         """The share of the member's KV cache in use per its last fresh scrape (0 when unknown):
         between members equally deep, the one with more room takes longer prompts without

@@ -126,10 +126,6 @@ class CloudPool:
     def status(self) -> list[MemberStatus]:
         return [m.status() for m in self.members]
 
-    def outstanding(self) -> int:
-        """Requests in flight or queued across healthy members (this node's and others')."""
-        return sum(m.depth() for m in self.members if m.healthy)
-
     def ttft_ms_p50(self) -> float | None:
         """The median of the healthy members' own p50 TTFTs (None before any first token)."""
         p50s = [p for m in self.members if m.healthy and (p := m.ttft.p50()) is not None]
@@ -207,7 +203,7 @@ class CloudPool:
                 tier = 2
             else:
                 continue
-            key = (m.name in tried, tier, m.score(), m.kv_usage(), m.breaker.failures)
+            key = (m.name in tried, tier, m.depth() / m.settings.weight, m.kv_usage(), m.breaker.failures)
             if best_key is None or key < best_key:
                 best, best_key = [m], key
             elif key == best_key:
