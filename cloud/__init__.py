@@ -7,11 +7,9 @@ from models import register_step
 from .client import Member
 from .config import MemberServerSettings, MemberSettings, PoolSettings
 from .errors import (
-    CloudError,
     CloudRequestError,
     LocalMemberError,
     MemberConnectError,
-    MemberError,
     MemberHTTPError,
     MemberProtocolError,
     MemberTimeoutError,
@@ -26,14 +24,12 @@ from .runtime import open_pool
 from .twin import prepare_twin
 
 __all__ = [
-    "CloudError",
     "CloudPool",
     "CloudRequestError",
     "LocalMember",
     "LocalMemberError",
     "Member",
     "MemberConnectError",
-    "MemberError",
     "MemberHTTPError",
     "MemberProtocolError",
     "MemberServerSettings",

@@ -30,7 +30,6 @@ class CircuitBreaker:
         self._clock = clock
         self.state: Circuit = "closed"
         self.failures = 0  # consecutive
-        self.total_failures = 0
         self.cooldown = cooldown_s
         self._opened_at = 0.0
         self._probing = False
@@ -68,7 +67,6 @@ class CircuitBreaker:
 
     def failure(self) -> Transition | None:
         self.failures += 1
-        self.total_failures += 1
         if self.state == "half-open":
             self._probing = False
             self._open(min(self.cooldown * 2, self.max_cooldown))

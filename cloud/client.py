@@ -54,8 +54,6 @@ class _Attempt:
     verdict: bool = False  # it answered, or failed
     counted: bool = True  # still in the member's outstanding count
 
-# An idle kept connection to a member is closed after this (httpx's default, which the pool had).
-_KEEPALIVE_S = 5.0
 # The request's own fault: another member would refuse it too.
 _REQUEST_FAULT = frozenset({400, 413, 422})
 
@@ -78,7 +76,6 @@ class Member:
             settings.base_url,
             headers,
             max_connections=pool.max_connections,
-            keepalive_s=_KEEPALIVE_S,
             connect_timeout_s=pool.connect_timeout_s,
         )
         self.breaker = CircuitBreaker(pool.failure_threshold, pool.cooldown_s, pool.max_cooldown_s)
@@ -91,17 +88,11 @@ class Member:
 
     # -- load ------------------------------------------------------------------------------
 
-    def _others(self) -> int:
-        """Requests on the member from other clients, per its last fresh `/metrics` scrape."""
-        s = self._fresh_scrape()
-        return 0 if s is None else max(0, s.running + s.waiting - s.ours)
-
     def depth(self) -> int:
-        """Requests in flight or queued on the member: this node's plus everybody else's."""
-        return self.outstanding + self._others()
-
-    def score(self) -> float:
-        return self.depth() / self.settings.weight
+        """Requests in flight or queued on the member: this node's plus everybody else's (per its
+        last fresh `/metrics` scrape)."""
+        s = self._fresh_scrape()
+        return self.outstanding + (0 if s is None else max(0, s.running + s.waiting - s.ours))
 
     def kv_usage(self) -> float:
         """The share of the member's KV cache in use per its last fresh scrape (0 when unknown):
@@ -125,7 +116,6 @@ class Member:
         return MemberStatus(
             name=self.name,
             base_url=self.settings.base_url,
-            model=self.settings.model,
             healthy=self.healthy,
             circuit=self.breaker.state,
             outstanding=self.outstanding,
@@ -134,16 +124,15 @@ class Member:
             latency_ms_p50=self.latency.p50(),
             ttft_ms_p50=self.ttft.p50(),
             failures=self.breaker.failures,
-            total_failures=self.breaker.total_failures,
             last_error=self.last_error,
             kv_cache_usage=s.kv_usage if s is not None else None,
         )
 
     # -- outcomes --------------------------------------------------------------------------
 
-    def _emit(self, kind: EventKind, request_id: str | None = None, **fields: object) -> None:
+    def _emit(self, kind: EventKind, error: str | None = None) -> None:
         if self._emit_cb is not None:
-            self._emit_cb(PoolEvent(kind, self.name, request_id, circuit=self.breaker.state, **fields))  # type: ignore[arg-type]
+            self._emit_cb(PoolEvent(kind, self.name, error))
 
     def _transition(self, transition: Transition | None, reason: str | None = None) -> None:
         if transition is not None:
@@ -151,7 +140,7 @@ class Member:
                 log.warning("cloud member %s ejected: %s", self.name, reason)
             elif transition == "readmitted":
                 log.warning("cloud member %s readmitted", self.name)
-            self._emit(transition, error=reason)
+            self._emit(transition, reason)
 
     def acquire(self) -> bool:
         """Take a request slot from the breaker (a half-open member admits one probe)."""
@@ -177,7 +166,7 @@ class Member:
 
     # -- requests --------------------------------------------------------------------------
 
-    def stream(self, request: GenerationRequest, *, attempt: int = 1, whole: bool = False) -> AsyncIterator[Chunk]:
+    def stream(self, request: GenerationRequest, *, whole: bool = False) -> AsyncIterator[Chunk]:
         """Yield the member's chunks unchanged (one per text delta), then a final one with
         ``finish_reason`` and ``usage``; errors as described in the module docstring.
 
@@ -185,10 +174,10 @@ class Member:
         and a member's streaming path costs it more than one body); it comes back as one chunk
         that carries the text, ``finish_reason`` and ``usage``.
         """
-        return self._whole(request, attempt) if whole else self._stream(request, attempt)
+        return self._whole(request) if whole else self._stream(request)
 
     @contextlib.contextmanager
-    def _attempt(self, request: GenerationRequest, attempt: int, *, whole: bool) -> Iterator[_Attempt]:
+    def _attempt(self, *, whole: bool) -> Iterator[_Attempt]:
         """One request to the member, counted in its load while it runs, and its verdict: a
         refusal of the request itself keeps the member alive, a failure (as :meth:`_translate`
         says it) counts against it, and a consumer that left gives no verdict."""
@@ -199,7 +188,7 @@ class Member:
         except CloudRequestError:
             state.verdict = True
             self._transition(self.breaker.success())  # the member answered: it is alive
-            self._emit("rejected", request.request_id, attempt=attempt)
+            self._emit("rejected")
             raise
         except (httpx.HTTPError, SSEError, TimeoutError, TruncatedStreamError, WireFormatError, MemberError) as exc:
             state.verdict = True
@@ -207,8 +196,7 @@ class Member:
             self.last_error = error.message
             transition = self.breaker.failure()
             kind: EventKind = "stream_broken" if isinstance(error, StreamBrokenError) else "failure"
-            latency = (time.perf_counter() - state.started) * 1000
-            self._emit(kind, request.request_id, attempt=attempt, error=error.message, latency_ms=latency)
+            self._emit(kind, error.message)
             self._transition(transition, error.message)
             if error is exc:
                 raise
@@ -219,11 +207,11 @@ class Member:
             if not state.verdict:  # the consumer left (cancelled, hedged, client gone): no verdict on the member
                 self.breaker.release()
 
-    async def _stream(self, request: GenerationRequest, attempt: int) -> AsyncIterator[Chunk]:
+    async def _stream(self, request: GenerationRequest) -> AsyncIterator[Chunk]:
         path, body = request_body(request, self.settings.model)
         loop = asyncio.get_running_loop()
         deadline = loop.time() + self._pool.first_token_timeout_s
-        with self._attempt(request, attempt, whole=False) as state:
+        with self._attempt(whole=False) as state:
             async with contextlib.AsyncExitStack() as stack:
                 async with asyncio.timeout_at(deadline):  # connect, send, and wait for the headers
                     response = await stack.enter_async_context(
@@ -262,18 +250,18 @@ class Member:
                     stop_word = delta.stop_word or stop_word
                     if delta.text:
                         if state.first_at is None:
-                            self._first_token(request.request_id, attempt, state)
+                            self._first_token(state)
                         state.parts.append(delta.text)
                         yield Chunk(delta.text, logprobs=delta.logprobs)
                     if answered:
                         break  # [DONE] and the body's end are read after the answer goes out
                 if state.first_at is None:
-                    self._first_token(request.request_id, attempt, state)
+                    self._first_token(state)
                 state.verdict = True
                 # Done on the member: stop counting it now, not when the consumer lets go of the generator.
                 self.outstanding -= 1
                 state.counted = False
-                self._succeeded(request.request_id, attempt, state.started, state.first_at)
+                self._succeeded(state.started)
                 try:
                     final = usage or Usage(0, len(state.parts))
                     yield Chunk("", finish_reason=finish, usage=final, stop_word=stop_word)
@@ -282,9 +270,9 @@ class Member:
                     if rest:
                         await read_to_end(events, loop.time() + self._pool.stall_timeout_s)
 
-    async def _whole(self, request: GenerationRequest, attempt: int) -> AsyncIterator[Chunk]:
+    async def _whole(self, request: GenerationRequest) -> AsyncIterator[Chunk]:
         path, body = request_body(request, self.settings.model, stream=False)
-        with self._attempt(request, attempt, whole=True) as state:
+        with self._attempt(whole=True) as state:
             # One deadline for the whole answer: nothing reaches the client before it is complete.
             async with asyncio.timeout(self._pool.whole_timeout_s):
                 response = await self._http.request("POST", path, json=body, headers={"x-request-id": request.request_id})
@@ -294,25 +282,22 @@ class Member:
                 raise TruncatedStreamError("the answer has no finish_reason")
             state.verdict = True
         # A whole answer has no time to first token: it feeds the latency window, not the TTFT one.
-        self._emit("started", request.request_id, attempt=attempt)
-        self._succeeded(request.request_id, attempt, state.started, None)
+        self._emit("started")
+        self._succeeded(state.started)
         # Members without usage count one token a delta (as streamed); a whole answer is one delta.
         usage = answer.usage or Usage(0, 1 if answer.text else 0)
         yield Chunk(answer.text, finish_reason=answer.finish_reason, usage=usage, logprobs=answer.logprobs,
                     stop_word=answer.stop_word)
 
-    def _first_token(self, request_id: str, attempt: int, state: _Attempt) -> None:
+    def _first_token(self, state: _Attempt) -> None:
         state.first_at = time.perf_counter()
-        ttft = (state.first_at - state.started) * 1000
-        self.ttft.add(ttft)
-        self._emit("started", request_id, attempt=attempt, ttft_ms=ttft)
+        self.ttft.add((state.first_at - state.started) * 1000)
+        self._emit("started")
 
-    def _succeeded(self, request_id: str, attempt: int, started: float, first_at: float | None) -> None:
-        latency = (time.perf_counter() - started) * 1000
-        self.latency.add(latency)
+    def _succeeded(self, started: float) -> None:
+        self.latency.add((time.perf_counter() - started) * 1000)
         transition = self.breaker.success()
-        ttft = None if first_at is None else (first_at - started) * 1000
-        self._emit("success", request_id, attempt=attempt, latency_ms=latency, ttft_ms=ttft)
+        self._emit("success")
         self._transition(transition)
 
     async def _check_status(self, response: httpx.Response) -> None:

@@ -9,9 +9,7 @@ from pydantic import BaseModel, Field, field_validator, model_validator
 
 from models import EDGE_DEFAULT
 
-# The member's weights in vLLM. "auto" picks bfloat16 only where the CPU computes it natively
-# (AVX-512 BF16 or AMX): elsewhere vLLM emulates it, and on an AVX2-only VM 8 streams decoded at
-# half the float32 rate with first tokens 4-5x later. On CUDA, "auto" leaves the choice to vLLM.
+# The member's weights in vLLM ("auto": see cloud.member.launcher.pick_dtype).
 MemberDtype = Literal["auto", "bfloat16", "float16", "float32"]
 
 
@@ -134,7 +132,6 @@ class MemberServerSettings(BaseModel):
     startup_timeout_s: float = Field(600.0, gt=0, description="how long vLLM may take to load and compile")
     health_interval_s: float = Field(5.0, gt=0, description="how often the supervisor checks /health")
     max_backoff_s: float = Field(60.0, gt=0, description="longest wait before a restart (it doubles from 1 s)")
-    parent_pid: int | None = Field(None, description="exit when this process goes away")
     log_level: str = "warning"
 
     @property

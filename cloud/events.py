@@ -2,8 +2,7 @@
 
 from __future__ import annotations
 
-import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Literal
 
 EventKind = Literal[
@@ -25,20 +24,13 @@ EventKind = Literal[
 class PoolEvent:
     kind: EventKind
     member: str | None
-    request_id: str | None = None
-    attempt: int = 0
-    latency_ms: float | None = None
-    ttft_ms: float | None = None
     error: str | None = None
-    circuit: str | None = None
-    ts: float = field(default_factory=time.time)
 
 
 @dataclass(frozen=True, slots=True)
 class MemberStatus:
     name: str
     base_url: str
-    model: str
     healthy: bool
     circuit: str  # closed | open | half-open
     outstanding: int  # this node's requests in flight on the member
@@ -47,6 +39,5 @@ class MemberStatus:
     latency_ms_p50: float | None
     ttft_ms_p50: float | None
     failures: int  # consecutive
-    total_failures: int
     last_error: str | None
     kv_cache_usage: float | None = None  # 0 to 1, from the member's vLLM metrics when it publishes them

@@ -10,10 +10,11 @@ import os
 import secrets
 import threading
 from pathlib import Path
+from typing import Any
 
-from models import EDGE_DEFAULT, EdgerouteError
+from models import EdgerouteError
 
-from .config import MemberDtype, MemberServerSettings, MemberSettings
+from .config import MemberServerSettings, MemberSettings
 from .errors import LocalMemberError
 from .member.launcher import Launch, launch
 from .member.process import ServerProcess, free_port
@@ -30,47 +31,30 @@ class LocalMember(ServerProcess):
     def __init__(
         self,
         *,
-        model: str = EDGE_DEFAULT,
-        tensor_parallel: int = 1,
-        dtype: MemberDtype = "auto",
-        kv_cache_gib: int = 1,
-        threads: int | None = None,
         name: str = "local",
-        host: str = "127.0.0.1",
         port: int | None = None,
-        models_dir: Path | None = None,
         log_path: Path | None = None,
-        startup_timeout_s: float = 600.0,
         restart: bool = False,
+        **member: Any,
     ) -> None:
+        """``member``: the :class:`MemberServerSettings` of the server (model, tensor_parallel,
+        dtype, kv_cache_gib, threads, models_dir, startup_timeout_s)."""
         self.name = name
-        self.model = model
-        self.host = host
-        self.port = port or free_port(host)
+        self.host = "127.0.0.1"
+        self.port = port or free_port(self.host)
         # A key of its own for every node that starts it: any other process on the host that calls
         # the member directly would go around the node's tenant keys, limits, caps and cache.
         self.api_key = secrets.token_urlsafe(32)
-        self.member_settings = MemberServerSettings(
-            model=model,
-            served_model_name=model,
-            tensor_parallel=tensor_parallel,
-            host=host,
-            port=self.port,
-            dtype=dtype,
-            kv_cache_gib=kv_cache_gib,
-            threads=threads,
-            models_dir=models_dir,
-            startup_timeout_s=startup_timeout_s,
-            api_key=self.api_key,
-        )
+        self.member_settings = MemberServerSettings(**member, host=self.host, port=self.port, api_key=self.api_key)
+        self.model = self.member_settings.model
         self.chosen = ""  # "bfloat16 on AMD EPYC (avx2 avx512f avx512_bf16)", once prepared
         self.launch: Launch | None = None
         super().__init__(
             [],
-            f"http://{host}:{self.port}/health",
+            f"http://{self.host}:{self.port}/health",
             log_path=log_path,
-            startup_timeout_s=startup_timeout_s,
-            label=f"the local vLLM member ({model})",
+            startup_timeout_s=self.member_settings.startup_timeout_s,
+            label=f"the local vLLM member ({self.model})",
         )
         self.restart_on_exit = restart
         self._supervisor: Supervisor | None = None

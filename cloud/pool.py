@@ -23,7 +23,7 @@ from models import Chunk, GenerationRequest
 
 from .client import Member
 from .config import MemberSettings, PoolSettings
-from .errors import CloudError, MemberError, PoolUnavailableError
+from .errors import MemberError, PoolUnavailableError
 from .events import MemberStatus, PoolEvent
 from .local import LocalMember
 
@@ -82,11 +82,7 @@ class CloudPool:
         self.local_member: LocalMember | None = None  # set by open_pool when it started one
 
     def add_member(self, settings: MemberSettings) -> Member:
-        """Add a member at run time (e.g. a local member once it is ready); the health loop picks it up."""
-        if any(m.name == settings.name for m in self.members):
-            raise CloudError(
-                f"a cloud member named {settings.name!r} already exists", code="duplicate_member"
-            )
+        """Add a member at run time (the local member once it is ready); the health loop picks it up."""
         member = Member(settings, self.settings, self._emit)
         self.members.append(member)
         return member
@@ -130,10 +126,6 @@ class CloudPool:
     def status(self) -> list[MemberStatus]:
         return [m.status() for m in self.members]
 
-    def outstanding(self) -> int:
-        """Requests in flight or queued across healthy members (this node's and others')."""
-        return sum(m.depth() for m in self.members if m.healthy)
-
     def ttft_ms_p50(self) -> float | None:
         """The median of the healthy members' own p50 TTFTs (None before any first token)."""
         p50s = [p for m in self.members if m.healthy and (p := m.ttft.p50()) is not None]
@@ -155,10 +147,10 @@ class CloudPool:
         failures: list[str] = []  # what went wrong, for the message when no member is left
         whole = whole and not self.settings.hedging
         try:  # the first attempt outside tenacity: its loop cost ~30 us a request, a retry is rare
-            return await self._attempt(request, 1, tried, failures, failed, whole)
+            return await self._attempt(request, tried, failures, failed, whole)
         except MemberError as exc:
             if not exc.retryable or self.settings.retries == 0:
-                self._unavailable(request, 1, exc)
+                self._unavailable(1, exc)
             first: MemberError = exc
         retrying = AsyncRetrying(
             stop=stop_after_attempt(self.settings.retries + 1),
@@ -168,7 +160,7 @@ class CloudPool:
                 jitter=self.settings.backoff_initial_s,
             ),
             retry=retry_if_exception(lambda e: isinstance(e, MemberError) and e.retryable),
-            before_sleep=lambda state: self._retrying(request, state, failures),
+            before_sleep=lambda state: self._retrying(state, failures),
             reraise=True,
         )
         attempts = 0
@@ -178,10 +170,10 @@ class CloudPool:
                     attempts = attempt.retry_state.attempt_number
                     if attempts == 1:
                         raise first  # tenacity sees the first attempt's failure: backoff, then the next
-                    opened = await self._attempt(request, attempts, tried, failures, failed, whole)
+                    opened = await self._attempt(request, tried, failures, failed, whole)
             return opened
         except MemberError as exc:
-            self._unavailable(request, attempts, exc)
+            self._unavailable(attempts, exc)
 
     async def stream(
         self, request: GenerationRequest, *, avoid: Collection[str] = (), whole: bool = False
@@ -211,7 +203,7 @@ class CloudPool:
                 tier = 2
             else:
                 continue
-            key = (m.name in tried, tier, m.score(), m.kv_usage(), m.breaker.failures)
+            key = (m.name in tried, tier, m.depth() / m.settings.weight, m.kv_usage(), m.breaker.failures)
             if best_key is None or key < best_key:
                 best, best_key = [m], key
             elif key == best_key:
@@ -222,15 +214,14 @@ class CloudPool:
         self._rr += 1
         return member if member.acquire() else None
 
-    def _unavailable(self, request: GenerationRequest, attempts: int, exc: MemberError) -> NoReturn:
+    def _unavailable(self, attempts: int, exc: MemberError) -> NoReturn:
         message = f"no cloud member could serve the request ({attempts} attempt(s)); last: {exc.message}"
-        self._emit(PoolEvent("unavailable", None, request.request_id, attempts, error=message))
+        self._emit(PoolEvent("unavailable", None, message))
         raise PoolUnavailableError(message) from exc
 
     async def _attempt(
         self,
         request: GenerationRequest,
-        attempt: int,
         tried: list[str],
         failures: list[str],
         failed: list[str],
@@ -244,32 +235,31 @@ class CloudPool:
             message = f"no cloud member is available ({states})"
             if failures:
                 message += f"; last failure: {failures[-1]}"
-            self._emit(PoolEvent("unavailable", None, request.request_id, attempt, error=message))
+            self._emit(PoolEvent("unavailable", None, message))
             raise PoolUnavailableError(message)
         tried.append(member.name)
         if not self.settings.hedging:
-            return await _first(member, request, attempt, failed, whole)
-        return await self._hedged(member, request, attempt, tried, failed, whole)
+            return await _first(member, request, failed, whole)
+        return await self._hedged(member, request, tried, failed, whole)
 
     async def _hedged(
         self,
         member: Member,
         request: GenerationRequest,
-        attempt: int,
         tried: list[str],
         failed: list[str],
         whole: bool,
     ) -> Started:
         """Race a second member against a first one slow to its first token; the loser is cancelled."""
-        tasks = [asyncio.create_task(_first(member, request, attempt, failed, whole))]
+        tasks = [asyncio.create_task(_first(member, request, failed, whole))]
         try:
             done, _ = await asyncio.wait(tasks, timeout=self.settings.hedge_after_s)
             if not done:
                 other = self._choose(tried)
                 if other is not None and other.name not in tried:
                     tried.append(other.name)
-                    self._emit(PoolEvent("hedge", other.name, request.request_id, attempt))
-                    tasks.append(asyncio.create_task(_first(other, request, attempt, failed, whole)))
+                    self._emit(PoolEvent("hedge", other.name))
+                    tasks.append(asyncio.create_task(_first(other, request, failed, whole)))
                 elif other is not None:
                     other.breaker.release()
             pending: set[asyncio.Task[Started]] = set(tasks)
@@ -291,15 +281,11 @@ class CloudPool:
                 task.cancel()
             await asyncio.gather(*losers, return_exceptions=True)
 
-    def _retrying(self, request: GenerationRequest, state: RetryCallState, failures: list[str]) -> None:
+    def _retrying(self, state: RetryCallState, failures: list[str]) -> None:
         exc = state.outcome.exception() if state.outcome is not None else None
         message = getattr(exc, "message", str(exc))
         failures.append(message)
-        self._emit(
-            PoolEvent(
-                "retry", getattr(exc, "member", None), request.request_id, state.attempt_number, error=message
-            )
-        )
+        self._emit(PoolEvent("retry", getattr(exc, "member", None), message))
 
     def _emit(self, event: PoolEvent) -> None:
         if self._on_event is None:
@@ -311,11 +297,11 @@ class CloudPool:
 
 
 async def _first(
-    member: Member, request: GenerationRequest, attempt: int, failed: list[str], whole: bool
+    member: Member, request: GenerationRequest, failed: list[str], whole: bool
 ) -> Started:
     """Start a stream on ``member``: its first chunk, the one wait for it (retries and hedges are
     decided on it); a member that fails before it is noted in ``failed``."""
-    chunks = member.stream(request, attempt=attempt, whole=whole)
+    chunks = member.stream(request, whole=whole)
     try:
         first = await anext(chunks)
     except BaseException as exc:

@@ -29,13 +29,11 @@ async def open_pool(
 ) -> AsyncIterator[CloudPool]:
     """A started pool; on exit the pool is closed and any local member stopped (SIGTERM, then SIGKILL).
 
-    Without configured members and with ``settings.local_member`` on, a local member (vLLM's server
-    on the full-precision twin of ``settings.local_model``, ``settings.local_tensor_parallel``
-    ranks) is started as a child process and supervised (restarted if it dies or hangs).
-    ``wait_for_local`` holds startup until it serves; otherwise it joins the pool when ready. Its CPU
-    threads: ``settings.local_threads``, else ``local_threads`` (the caller's share of the cores),
-    else every core. A local member that cannot start is logged and the pool stays empty: every
-    request then raises :class:`PoolUnavailableError` (edge-only node).
+    Without configured members and with ``settings.local_member`` on, a local member is started and
+    supervised (restarted if it dies or hangs): ``wait_for_local`` holds startup until it serves,
+    else it joins the pool when ready. Its CPU threads: ``settings.local_threads``, else
+    ``local_threads`` (the caller's share of the cores), else every core. A local member that cannot
+    start is logged and the pool stays empty: every request then raises :class:`PoolUnavailableError`.
     """
     pool = CloudPool(settings, on_event=on_event)
     local: LocalMember | None = None

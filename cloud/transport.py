@@ -3,10 +3,8 @@ back as an ``httpx.Response`` (httpx-aiohttp's body stream and exception map), s
 client reads and translates it in httpx's terms; httpx-sse reads its event stream (:func:`events`)
 from aiohttp's body; and an answer's body read to its end, so its connection serves the next request.
 
-The member hop is the largest part of what the node adds in front of a member. httpx's client
-over httpx-aiohttp's transport (its request building, hooks and per-request conversion) cost a
-streamed 1-token request through the node ~0.7-0.9 ms at the median in front of vLLM on this
-project's 2-core machine, against aiohttp asked directly (`bench.overhead`, both in the same run).
+aiohttp is asked directly because the member hop is most of what the node adds in front of a
+member: httpx's client over httpx-aiohttp's transport cost ~0.8 ms more a streamed request (`bench.overhead`).
 """
 
 from __future__ import annotations
@@ -26,6 +24,8 @@ from httpx_sse import EventSource, ServerSentEvent, SSEError
 
 # Where an answer keeps the aiohttp response it came from.
 _AIOHTTP = "edgeroute.aiohttp_response"
+# An idle kept connection to a member is closed after this (httpx's default, which the pool had).
+_KEEPALIVE_S = 5.0
 
 
 class MemberHTTP:
@@ -38,20 +38,18 @@ class MemberHTTP:
         headers: Mapping[str, str],
         *,
         max_connections: int,
-        keepalive_s: float,
         connect_timeout_s: float,
     ) -> None:
         self.base_url = base_url.rstrip("/")
         self._headers = dict(headers)
         self._max_connections = max_connections
-        self._keepalive_s = keepalive_s
         self._connect_timeout_s = connect_timeout_s
         self._session: aiohttp.ClientSession | None = None
 
     def _open(self) -> aiohttp.ClientSession:
         # Made on the first request, inside the running event loop, as aiohttp requires.
         if self._session is None:
-            connector = aiohttp.TCPConnector(limit=self._max_connections, keepalive_timeout=self._keepalive_s)
+            connector = aiohttp.TCPConnector(limit=self._max_connections, keepalive_timeout=_KEEPALIVE_S)
             self._session = aiohttp.ClientSession(
                 connector=connector,
                 headers=self._headers,

@@ -54,8 +54,6 @@ def ensure_twin(model: str, models_dir: Path) -> Path:
         raise WeightsError(
             f"{model!r} is an embedding model; a member serves a generative model", param="model"
         )
-    # ``<alias>-fp32``, from versions with another tokenizer, is left alone: a process of such a
-    # version may still be serving it.
     target = Path(models_dir) / f"{spec.alias}-twin"
     if _complete(target, spec.sha256):
         return target

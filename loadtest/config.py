@@ -24,7 +24,6 @@ class Result:
     tokens: int
     error: str = ""
     tenant: str = ""
-    retries: int = 0
     refused: list[str] = field(default_factory=list)  # the refusals that were waited out and retried
 
 
@@ -58,7 +57,6 @@ class LoadConfig:
     max_retries: int = 2  # as the OpenAI SDK's default
     rss_pid: int | None = None  # sample this process's RSS (the node's) through the run
     probe: bool = False  # one probe client per tenant, in processes of their own (loadtest.loadprobe)
-    probe_interval_s: float = 0.25
 
     def groups(self) -> list[Tenant]:
         return self.tenants or [Tenant("all", self.api_key, self.clients)]

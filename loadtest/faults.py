@@ -18,6 +18,7 @@ A command, not a test: ``--requests 1000`` is the issue's run; a short run check
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import os
 import random
@@ -110,18 +111,6 @@ class _Members:
                                          startup_timeout_s=1200)  # vLLM loads and compiles the model first
         self.procs[port].spawn()
 
-    def server(self, port: int) -> int | None:
-        """The pid of the vLLM server a supervisor runs now (it leads its own process group)."""
-        sup = self.procs[port].pid
-        for stat in Path("/proc").glob("[0-9]*/stat"):
-            try:
-                fields = stat.read_text().rsplit(")", 1)[1].split()
-            except (OSError, IndexError):
-                continue
-            if int(fields[1]) == sup and fields[0] != "Z":
-                return int(stat.parent.name)
-        return None
-
     def kill(self, port: int) -> None:
         """SIGKILL a scripted member, or a vLLM member's server (its supervisor restarts it)."""
         if not self.vllm:
@@ -130,13 +119,11 @@ class _Members:
                 proc.kill()
                 self.kills += 1
             return
-        pid = self.server(port)
-        if pid is not None:
-            try:
-                os.killpg(pid, signal.SIGKILL)
-            except ProcessLookupError:
-                return
-            self.kills += 1
+        tasks = Path(f"/proc/{self.procs[port].pid}/task").glob("*/children")  # the supervisor's: its server
+        with contextlib.suppress(OSError):  # gone meanwhile
+            for pid in [pid for children in tasks for pid in children.read_text().split()]:
+                os.killpg(int(pid), signal.SIGKILL)  # the server leads its own process group
+                self.kills += 1
 
     def ready(self, port: int) -> bool:
         try:

@@ -9,7 +9,6 @@ Tests use :class:`Fleet` too, with a short scrape interval.
 from __future__ import annotations
 
 import json
-import os
 import shutil
 import sys
 import time
@@ -24,24 +23,16 @@ from cloud.local import LocalMember, ServerProcess
 from .servers import EDGEROUTE, REPO, edgeroute_node, free_port
 
 RULES = REPO / "deploy" / "prometheus" / "edgeroute-rules.yml"
-PROMETHEUS_FALLBACK = Path("/usr/bin/prometheus")
 
 
 def prometheus_binary() -> Path | None:
     """Prometheus as the Makefile installs it (Debian's package): on PATH, else /usr/bin."""
-    found = shutil.which("prometheus")
-    if found:
-        return Path(found)
-    return PROMETHEUS_FALLBACK if os.access(PROMETHEUS_FALLBACK, os.X_OK) else None
+    found = shutil.which("prometheus") or shutil.which("prometheus", path="/usr/bin")
+    return Path(found) if found else None
 
 
 def prometheus_config(
-    nodes: Sequence[str],
-    members: Sequence[str],
-    *,
-    interval_s: float,
-    key_file: Path | None,
-    rules: Path = RULES,
+    nodes: Sequence[str], members: Sequence[str], *, interval_s: float, key_file: Path
 ) -> dict[str, object]:
     """The shipped prometheus.yml's two jobs, for loopback targets (``host:port``); JSON is YAML."""
     interval = f"{int(interval_s * 1000)}ms"
@@ -51,11 +42,10 @@ def prometheus_config(
                 "static_configs": [{"targets": list(targets)}]}
 
     node_job = job("edgeroute", nodes)
-    if key_file is not None:
-        node_job["authorization"] = {"type": "Bearer", "credentials_file": str(key_file)}
+    node_job["authorization"] = {"type": "Bearer", "credentials_file": str(key_file)}
     return {
         "global": {"scrape_interval": interval, "evaluation_interval": interval},
-        "rule_files": [str(rules)],
+        "rule_files": [str(RULES)],
         "scrape_configs": [node_job, job("vllm", members)],
     }
 

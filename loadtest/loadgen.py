@@ -23,7 +23,6 @@ Only loopback targets: it is a benchmark, not a load test of someone else's serv
 from __future__ import annotations
 
 import asyncio
-import ipaddress
 import itertools
 import multiprocessing
 import json
@@ -40,6 +39,7 @@ from urllib.parse import urlsplit
 import httpx
 from httpx_sse import aconnect_sse
 
+from cloud.member.launcher import is_loopback
 from router.telemetry import GcWatch
 
 from .config import Job, LoadConfig, Result, Tenant
@@ -89,14 +89,8 @@ def should_retry(response: httpx.Response) -> bool:
 
 def check_loopback(url: str) -> None:
     host = urlsplit(url).hostname or ""
-    if host == "localhost":
-        return
-    try:
-        if ipaddress.ip_address(host).is_loopback:
-            return
-    except ValueError:
-        pass
-    raise ValueError(f"only loopback targets are allowed (got {host!r})")
+    if not is_loopback(host):
+        raise ValueError(f"only loopback targets are allowed (got {host!r})")
 
 
 def _pairs(path: Path | None) -> list[tuple[str, str]]:
@@ -157,7 +151,7 @@ async def one_request(
     refused: list[str] = []
     while True:
         result, response = await _attempt(client, cfg, job)
-        result.tenant, result.retries, result.refused = tenant, len(refused), refused
+        result.tenant, result.refused = tenant, refused
         if response is None or len(refused) >= cfg.max_retries or not should_retry(response):
             return result
         refused.append(f"http-{response.status_code}")
@@ -245,9 +239,8 @@ async def run_load(cfg: LoadConfig, sink: list[Result] | None = None) -> dict[st
             return next(jobs)
 
         async def loop() -> None:
-            # A client of its own per simulated client, as separate SDK clients have: one shared
-            # pool of 200 connections cost the load generator more than the node (httpcore scans
-            # its pool on every request), which showed as the node's latency.
+            # A client of its own per simulated client, as separate SDK clients have: httpcore scans
+            # a shared pool on every request, which showed as the node's latency.
             async with client_for(group, 1) as client:
                 while (job := take()) is not None:
                     results.append(await one_request(client, cfg, job, group.label, rng))
@@ -290,7 +283,7 @@ async def run_load(cfg: LoadConfig, sink: list[Result] | None = None) -> dict[st
     probes: dict[str, Any] = {}
     if cfg.probe:  # one probe process per tenant (spawned: nothing of this process's loop is inherited)
         pool = ProcessPoolExecutor(max_workers=len(groups), mp_context=multiprocessing.get_context("spawn"))
-        probes = {g.label: pool.submit(probe, cfg.target, g.key, cfg.duration_s, cfg.probe_interval_s, cfg.max_tokens)
+        probes = {g.label: pool.submit(probe, cfg.target, g.key, cfg.duration_s, 0.25, cfg.max_tokens)
                   for g in groups}
         pool.shutdown(wait=False)
     # The generator times its own clients, so its collector's pauses would show as the node's

@@ -1,10 +1,7 @@
 """The probe of ``edgeroute bench load``: one client per tenant, in a process of its own, asking
-one cached question at a steady pace while the load runs, and timing each answer.
-
-The load's own clients measure through the load generator: 200 Python clients on the node's
-own two cores queue in their process before a byte is sent (a sequential curl saw 12-15 ms
-exact hits while the generator's clients reported 1.3 s). The probe sees what one ordinary
-client of that tenant sees.
+one cached question at a steady pace while the load runs, and timing each answer. The load's own
+clients measure through the load generator (hundreds of Python clients queue in their process
+before a byte is sent); the probe sees what one ordinary client of that tenant sees.
 """
 
 from __future__ import annotations

@@ -48,7 +48,7 @@ def _block(results: list[Result], wall_s: float) -> dict[str, Any]:
         },
         "errors": dict(Counter(r.error for r in results if not r.ok)),
         # Answers that came after the client waited and retried (429/503, as the OpenAI SDK does).
-        "retries": sum(r.retries for r in results),
+        "retries": sum(len(r.refused) for r in results),
         "refusals_retried": dict(Counter(code for r in results for code in r.refused)),
     }
 

@@ -4,8 +4,3 @@ This project writes no inference engine: the member is vLLM (the CPU build ``vll
 environment here, the CUDA ``vllm`` package on GPU hosts); this package only starts it with the
 member's settings, watches it, restarts it, and stops it with every process it made.
 """
-
-from .launcher import Launch, launch, server_args
-from .supervisor import Supervisor
-
-__all__ = ["Launch", "Supervisor", "launch", "server_args"]

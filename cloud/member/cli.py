@@ -13,7 +13,6 @@ from models import EDGE_DEFAULT, EdgerouteError
 
 from ..config import MemberDtype, MemberServerSettings
 from .launcher import launch
-from .process import exit_with_parent
 from .supervisor import Supervisor
 
 cloud_app = typer.Typer(help="The cloud GPU pool and its member server.", no_args_is_help=True)
@@ -69,16 +68,11 @@ def serve(
         float, typer.Option("--startup-timeout", min=1, help="seconds vLLM may take to start")
     ] = 600.0,
     log_level: Annotated[str, typer.Option(help="vLLM server's log level")] = "warning",
-    parent_pid: Annotated[
-        Optional[int], typer.Option(hidden=True, help="exit when this process goes away")
-    ] = None,
 ) -> None:
     """Serve a full-precision model with vLLM as an OpenAI-compatible pool member (/v1, /health,
     /metrics). Arguments after `--` go to vLLM's server as they are."""
     try:
         settings = MemberServerSettings(**ctx.params, vllm_args=tuple(ctx.args))
-        if parent_pid is not None:
-            exit_with_parent(parent_pid)
         start = launch(settings, os.getpid())
     except EdgerouteError as exc:
         typer.echo(f"error: {exc.message}", err=True)

@@ -134,14 +134,19 @@ def describe_cpu(cpuinfo: str, flags: set[str]) -> str:
     return f"{model} ({isa})"
 
 
+def is_loopback(host: str) -> bool:
+    """``localhost`` or a loopback address (any other host name may resolve beyond loopback)."""
+    try:
+        return host == "localhost" or ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return False
+
+
 def check_exposure(settings: MemberServerSettings) -> tuple[str, ...]:
     """A warning when the server is reachable beyond this host with no key: whoever reaches it
     calls the model around every node's keys, limits and cache."""
-    if settings.api_key or settings.host == "localhost":
+    if settings.api_key or is_loopback(settings.host):
         return ()
-    with contextlib.suppress(ValueError):  # a host name: it may resolve beyond loopback
-        if ipaddress.ip_address(settings.host).is_loopback:
-            return ()
     return (
         f"binding {settings.host or '0.0.0.0'} beyond loopback with no API key: any host that reaches "
         "this port can use the model (set --api-key, or EDGEROUTE_MEMBER_API_KEY, and give the same "
@@ -170,8 +175,7 @@ def server_args(settings: MemberServerSettings, model_dir: Path, device: Device,
     if settings.tensor_parallel > 1:
         # One host: ranks are local processes (vLLM's default would be Ray where it is installed).
         args += ["--distributed-executor-backend", "mp"]
-    # On a CPU, compiling the model took 100-170 s of every start on the project's VM (vLLM 0.32
-    # fails to reload its own compile cache there) and decoded no faster than eager mode.
+    # On a CPU, compiling took minutes of every start and decoded no faster than eager mode.
     if settings.eager if settings.eager is not None else device == "cpu":
         args += ["--enforce-eager"]
     if device == "cuda":
@@ -202,15 +206,11 @@ def server_env(settings: MemberServerSettings, device: Device, base: dict[str, s
             # enough allowed NUMA nodes"); unbound, the ranks share the cores.
             env.setdefault("VLLM_CPU_OMP_THREADS_BIND", "nobind")
         else:
-            # vLLM's CPU build otherwise runs one rank as a worker process beside the engine core,
-            # and each polls the queue between them for a second after every step: two busy
-            # cores of two. With the rank inside the engine core (vLLM's own layout on a GPU),
-            # 8 streams decoded 1.3x faster and first tokens came sooner here, its threads on
-            # every core.
+            # The rank inside the engine core: as a worker process beside it, each polled the queue
+            # between them after every step (two busy cores of two; 8 streams decoded 1.3x slower).
             env.setdefault("VLLM_ENABLE_V1_MULTIPROCESSING", "0")
         # Members (or ranks) sharing a host's cores each take a share: threads that spin-wait for
-        # each other on too few cores stall (3 ranks of 2 threads on 2 cores: 0.3 tokens/s).
-        # Unbound ranks read it from the environment they inherit.
+        # each other on too few cores stall. Unbound ranks read it from the environment.
         if settings.threads is not None:
             env["OMP_NUM_THREADS"] = str(settings.threads)
     return env

@@ -14,7 +14,6 @@ import os
 import signal
 import socket
 import subprocess
-import threading
 import time
 import weakref
 from collections.abc import Callable, Sequence
@@ -25,9 +24,6 @@ import httpx
 from models.files import private_file
 
 from ..errors import LocalMemberError
-
-_POLL_S = 0.25
-
 
 def project_root() -> Path:
     """The directory holding the ``cloud`` package, for child processes' ``PYTHONPATH``."""
@@ -40,19 +36,8 @@ def free_port(host: str = "127.0.0.1") -> int:
         return int(sock.getsockname()[1])
 
 
-def exit_with_parent(parent_pid: int) -> None:
-    """Exit as soon as ``parent_pid`` is no longer this process's parent (it died, we were re-parented)."""
-
-    def watch() -> None:
-        while os.getppid() == parent_pid:
-            time.sleep(_POLL_S)
-        os._exit(1)  # noqa: SLF001 - nothing may linger after the parent is gone
-
-    threading.Thread(target=watch, name="parent-watch", daemon=True).start()
-
-
-# Runs a Python module (``python -c LIFELINE PARENT_PID MODULE ARGS...``) after arming the parent
-# watch above, written out so it needs nothing of this project: the vLLM server runs under it in
+# Runs a Python module (``python -c LIFELINE PARENT_PID MODULE ARGS...``) after arming a watch that
+# kills its process group once PARENT_PID is no longer its parent, written out so it needs nothing of this project: the vLLM server runs under it in
 # vLLM's own environment, and its whole process group goes when its parent does. A file named by
 # $EDGEROUTE_MEMBER_GUARD is loaded first as the module ``edgeroute_member_guard`` (guard.py: vLLM
 # adds its middleware by that import path).

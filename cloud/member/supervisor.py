@@ -12,7 +12,6 @@ import signal
 import threading
 import time
 from collections.abc import Callable
-from pathlib import Path
 from types import FrameType
 
 import httpx
@@ -44,7 +43,6 @@ class Supervisor:
         start: Launch,
         *,
         server: ServerProcess | None = None,
-        log_path: Path | None = None,
         say: Callable[[str], None] = print,
     ) -> None:
         self.settings = settings
@@ -53,7 +51,6 @@ class Supervisor:
         self.server = server or ServerProcess(
             start.argv,
             f"{start.root_url}/health",
-            log_path=log_path,
             env=start.env,
             startup_timeout_s=settings.startup_timeout_s,
             label=f"vLLM server for {settings.name}",
@@ -62,9 +59,6 @@ class Supervisor:
         self._stopping = threading.Event()
         self._spawning = threading.Lock()  # held from the stop check to the spawn: none after stop()
 
-    def _progress(self, waited: float) -> None:
-        self.say(f"vLLM is still starting ({waited:.0f}s: loading the model, warming up)")
-
     def boot(self) -> float:
         """Start the server and wait until it serves; the seconds it took. Raises LocalMemberError."""
         began = time.monotonic()
@@ -72,7 +66,9 @@ class Supervisor:
             if self._stopping.is_set():
                 raise _Stopped
             self.server.spawn()
-        self.server.wait_ready(progress=self._progress)
+        self.server.wait_ready(
+            progress=lambda waited: self.say(f"vLLM is still starting ({waited:.0f}s: loading the model, warming up)")
+        )
         return time.monotonic() - began
 
     def watch(self) -> str:

@@ -17,6 +17,7 @@ from pathlib import Path
 
 from cloud import MemberSettings
 from cloud.local import LocalMember, ServerProcess, free_port
+from cloud.member.process import LIFELINE
 from models import EDGE_DEFAULT, default_models_dir, resolve
 
 LLAMA_ALIAS = "smollm2-llamacpp"
@@ -46,17 +47,6 @@ def vllm_member(log_dir: Path, *, tensor_parallel: int = 1, name: str = "vllm") 
         member.kill()
 
 
-# Runs a Python server module after arming the same parent watch the member server uses, so even a
-# test process killed outright leaves no server behind.
-_LIFELINE = (
-    "import os, runpy, sys\n"
-    "from cloud.member.process import exit_with_parent\n"
-    "exit_with_parent(int(sys.argv[1]))\n"
-    "sys.argv = [sys.argv[2], *sys.argv[3:]]\n"
-    "runpy.run_module(sys.argv[0], run_name='__main__', alter_sys=True)\n"
-)
-
-
 def agree_until_tie(
     ours: Sequence[tuple[str, Mapping[str, float]]], theirs: Sequence[tuple[str, Mapping[str, float]]]
 ) -> int:
@@ -79,7 +69,9 @@ def agree_until_tie(
 
 
 def _with_lifeline(module: str) -> list[str]:
-    return [sys.executable, "-c", _LIFELINE, str(os.getpid()), module]
+    """A server module run under the member's lifeline: even a test process killed outright leaves
+    no server behind."""
+    return [sys.executable, "-c", LIFELINE, str(os.getpid()), module]
 
 
 def llama_server(log_dir: Path, name: str = "llama") -> ServerProcess:

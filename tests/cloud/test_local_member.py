@@ -31,8 +31,10 @@ from cloud import (
 import cloud.member
 from cloud.errors import VllmUnavailableError
 from cloud.local import ServerProcess, free_port
-from cloud.member import Launch, Supervisor, server_args
-from cloud.member.launcher import check_cpu, check_exposure, cpu_flags, describe_cpu, pick_dtype, server_env
+from cloud.member.launcher import (
+    Launch, check_cpu, check_exposure, cpu_flags, describe_cpu, pick_dtype, server_args, server_env,
+)
+from cloud.member.supervisor import Supervisor
 from models import GenerationRequest, SamplingParams, collect
 
 
@@ -71,18 +73,19 @@ def test_kill_takes_the_whole_process_group(tmp_path: Path) -> None:
 def test_a_member_exits_when_its_parent_dies(tmp_path: Path) -> None:
     """The lifeline of every rank and of the local member: no orphan survives its parent."""
     pidfile = tmp_path / "child.pid"
-    # The child announces itself only once it watches its parent: killing the parent before
-    # that (a fixed sleep was the wait, and the import took longer on a slow VM) left it
-    # watching its new parent, init, for ever.
-    child_code = (
-        "import os, time\nfrom cloud.member.process import exit_with_parent\n"
-        "exit_with_parent(os.getppid())\n"
-        f"open({str(pidfile) + '.tmp'!r}, 'w').write(str(os.getpid()))\n"
-        f"os.replace({str(pidfile) + '.tmp'!r}, {str(pidfile)!r})\ntime.sleep(300)"
+    # The child announces itself only once it watches its parent (the lifeline arms the watch
+    # before it runs the module): killing the parent before that (a fixed sleep was the wait, and
+    # the import took longer on a slow VM) left it watching its new parent, init, for ever.
+    (tmp_path / "announce.py").write_text(
+        "import os, sys, time\n"
+        "open(sys.argv[1] + '.tmp', 'w').write(str(os.getpid()))\n"
+        "os.replace(sys.argv[1] + '.tmp', sys.argv[1])\ntime.sleep(300)\n"
     )
     middle = textwrap.dedent(f"""
-        import subprocess, sys, time
-        subprocess.Popen([sys.executable, "-c", {child_code!r}])
+        import os, subprocess, sys, time
+        from cloud.member.process import LIFELINE
+        subprocess.Popen([sys.executable, "-c", LIFELINE, str(os.getpid()), "announce", {str(pidfile)!r}],
+                         env={{**os.environ, "PYTHONPATH": {str(tmp_path)!r}}})
         time.sleep(300)
     """)
     proc = subprocess.Popen(
@@ -290,14 +293,14 @@ http.server.ThreadingHTTPServer(("127.0.0.1", int(sys.argv[1])), H).serve_foreve
 """
 
 
-def test_the_supervisor_restarts_a_dead_server_and_stops_it_cleanly(tmp_path: Path) -> None:
+def test_the_supervisor_restarts_a_dead_server_and_stops_it_cleanly() -> None:
     """`cloud serve`'s supervisor over a stand-in server (vLLM's place is taken by a tiny HTTP
     server with /health): a SIGKILLed server comes back on the same port, and stop() leaves no process."""
     port = free_port()
     settings = MemberServerSettings(port=port, health_interval_s=0.2, startup_timeout_s=30)
     start = Launch([sys.executable, "-c", _HEALTH_SERVER, str(port)], dict(os.environ), "cpu", f"http://127.0.0.1:{port}")
     said: list[str] = []
-    supervisor = Supervisor(settings, start, log_path=tmp_path / "server.log", say=said.append)
+    supervisor = Supervisor(settings, start, say=said.append)
     runner = threading.Thread(target=supervisor.serve, daemon=True)
     runner.start()
     try:

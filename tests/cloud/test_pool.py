@@ -281,7 +281,7 @@ async def test_health_checks_scrape_and_status(member: LocalMember, llama: Serve
         rows = {s.name: s for s in pool.status()}
         assert rows["vllm"].healthy and rows["llama"].healthy
         assert rows["vllm"].kv_cache_usage == 0.0 and rows["llama"].kv_cache_usage is None  # idle; no vLLM gauges
-        assert sum(m.healthy for m in pool.status()) == 2 and pool.outstanding() == 0
+        assert sum(m.healthy for m in pool.status()) == 2 and sum(m.depth() for m in pool.members) == 0
         assert pool.ttft_ms_p50() is not None
         served = [r for r in rows.values() if r.latency_ms_p50 is not None]
         assert len(served) == 1 and served[0].ttft_ms_p50 is not None

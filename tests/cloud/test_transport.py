@@ -60,7 +60,7 @@ def _no_proxy(monkeypatch: pytest.MonkeyPatch) -> None:
 
 
 def _http(base: str, max_connections: int = 1) -> MemberHTTP:
-    return MemberHTTP(base, {}, max_connections=max_connections, keepalive_s=5, connect_timeout_s=2)
+    return MemberHTTP(base, {}, max_connections=max_connections, connect_timeout_s=2)
 
 
 async def test_requests_reuse_one_connection_and_each_arrives_in_one_read(monkeypatch: pytest.MonkeyPatch) -> None:
