@@ -147,10 +147,8 @@ class Demand:
 def keep_slots(key: str, running: Mapping[str, int], free: int, slots: int, demand: Mapping[str, int]) -> bool:
     """Whether the free slots stay free instead of one going to ``key`` (that runs some already).
 
-    Slots are not preempted: a tenant whose burst took every slot kept another tenant's requests
-    waiting until its long answers ended (B's TTFT p95 5.1 s under A's burst, 1.6 s when A ran
-    B's load; docs/limits.md). So the slots another recently active key is short of, up to its
-    fair share and its recent demand, are kept for it: its next requests start at once. A key
+    The slots another recently active key is short of, up to its fair share and its recent demand,
+    are kept for it: its next requests start at once, not after a burst's long answers. A key
     alone is never held back (the edge stays work-conserving), nor one running nothing.
     """
     if running.get(key, 0) == 0:
@@ -165,13 +163,12 @@ def keep_slots(key: str, running: Mapping[str, int], free: int, slots: int, dema
 
 def prefill_shares(pending: Mapping[str, int], budget: int) -> dict[str, int]:
     """Split one step's ``budget`` of prompt tokens across keys with prompts to read (``pending``:
-    each key's prompt tokens still to evaluate), max-min fair (water filling).
+    each key's prompt tokens still to evaluate), max-min fair (water filling), so a key's burst of
+    short prompts cannot take every step's budget.
 
-    Shortest prompt first across all keys gave a key with a stream of new short prompts (a
-    burst) most of every step's budget: under A's 200-client burst B's prompts took 1-4 s to read
-    (docs/limits.md). Each key gets an equal part, a key needing less gives the rest back to the
-    others, and no token of the budget is left unused while any key has work. Ties of the
-    remainder go to keys in the order given.
+    Each key gets an equal part, a key needing less gives the rest back to the others, and no
+    token of the budget is left unused while any key has work. Ties of the remainder go to keys
+    in the order given.
     """
     want = {k: n for k, n in pending.items() if n > 0}
     out = {k: 0 for k in want}
@@ -196,9 +193,7 @@ def preempt_from(key: str, running: Mapping[str, int], slots: int, keys: int) ->
 
     Only a key below its fair part of the slots takes one, only from the key furthest above
     its part: slots are not preempted for a key already at its share, nor from one at its own,
-    so two keys cannot take a slot back and forth. A burst that took every slot before another
-    key arrived kept that key waiting for the burst's first answer to end (5 s under A's
-    200-client burst, docs/limits.md).
+    so two keys cannot take a slot back and forth.
     """
     fair = slots // max(1, keys)
     if running.get(key, 0) >= fair:
@@ -262,15 +257,6 @@ class Promises:
         return due - now
 
 
-@dataclass(frozen=True, slots=True)
-class Refusal:
-    """Why a job was not queued: its key's queue is at its share (or the whole bound is reached)."""
-
-    waiting: int  # of the job's key
-    share: int
-    retry_after_s: float
-
-
 def round_robin(items: list[T], key: Callable[[T], str], n: int) -> list[T]:
     """Up to ``n`` of ``items`` taken one key at a time in turn (each key's own in order), in their
     order: a key with a hundred waiting cannot fill a batch another key waits for."""
@@ -296,13 +282,10 @@ class _Call:
 
 
 class FairRunner:
-    """Blocking calls run one at a time on a thread of their own, taken round robin across keys.
-
-    A single-thread executor runs them first come, first served: the cache's lookups of a
-    tenant that sent a hundred requests at once (each an index search and a verifier run) kept
-    another tenant's one lookup waiting 6.8 s (docs/limits.md). Here a key's next call waits for
-    at most one call of each other key with work.
-    """
+    """Blocking calls run one at a time on a thread of their own, taken round robin across keys:
+    unlike a single-thread executor's first come, first served, a key's next call waits for at
+    most one call of each other key with work (a tenant's burst of cache lookups cannot hold
+    another tenant's one lookup)."""
 
     def __init__(self, name: str) -> None:
         self._queue: FairQueue[_Call] = FairQueue()

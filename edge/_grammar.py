@@ -253,9 +253,14 @@ def advance(sampler: Any, tokens: list[int]) -> bool:
 
 
 def free(sampler: Any) -> None:
+    """Free a llama.cpp sampler, or both of a :class:`Constrained`."""
     import llama_cpp
 
-    llama_cpp.llama_sampler_free(sampler)
+    if isinstance(sampler, Constrained):
+        free(sampler.grammar)
+        sampler = sampler.chain
+    if sampler is not None:
+        llama_cpp.llama_sampler_free(sampler)
 
 
 class Candidates:
@@ -319,8 +324,3 @@ class Constrained:
         if chain is not None:
             llama_cpp.llama_sampler_accept(chain, token)
         return token
-
-    def free(self) -> None:
-        free(self.grammar)
-        if self.chain is not None:
-            free(self.chain)

@@ -72,15 +72,10 @@ def _deliver(items: list[tuple[Job, Any]]) -> None:
 class Outbox:
     """What one step produced for its jobs, sent with one wakeup per event loop.
 
-    Waking an event loop from another thread (``call_soon_threadsafe``: a write to its self-pipe,
-    a select return, a handle) costs more than the token it carries, so one wakeup per step hands
-    every sequence's new text over at once, in the order it was put.
-
-    The scheduler wakes the loops itself, and the loop's handling of the step then runs between
-    two decodes (the write releases the GIL to the woken loop). Waking them from a thread of its
-    own instead, so that handling overlapped the decode, halved the scheduler's gap between
-    decodes with one llama.cpp thread, but with two threads on two cores it took a core from
-    llama.cpp mid-decode: 8-stream throughput fell from ~127 to ~61 tok/s in an A/B (docs/edge.md).
+    Waking an event loop from another thread costs more than the token it carries, so one wakeup
+    per step hands every sequence's new text over at once, in the order it was put. The scheduler
+    thread wakes the loops itself: a thread of its own for it took a core from llama.cpp
+    mid-decode (8-stream throughput halved on two cores).
     """
 
     def __init__(self) -> None:
@@ -91,12 +86,7 @@ class Outbox:
 
     def flush(self) -> None:
         """Send what was put since the last flush."""
-        if self._items:
-            items, self._items = self._items, []
-            self._wake(items)
-
-    @staticmethod
-    def _wake(items: list[tuple[Job, Any]]) -> None:
+        items, self._items = self._items, []
         by_loop: dict[asyncio.AbstractEventLoop, list[tuple[Job, Any]]] = {}
         for entry in items:
             by_loop.setdefault(entry[0].loop, []).append(entry)
@@ -138,7 +128,7 @@ class Slot:
         job.logprobs = []
         job.n_out = 0
         job.started_at = time.monotonic()
-        self._run(job, keep, job.tokens)
+        self.run(job, keep, job.tokens)
 
     def park(self) -> Job:
         """Take the running job out mid-answer (see :attr:`Job.resume`); the slot is free after it."""
@@ -148,13 +138,9 @@ class Slot:
         self.release()
         return job
 
-    def resume(self, job: Job, keep: int) -> None:
-        """Run a parked ``job`` here, keeping the first ``keep`` cached tokens."""
-        assert job.resume is not None
-        tokens, job.resume = job.resume, None
-        self._run(job, keep, tokens)
-
-    def _run(self, job: Job, keep: int, tokens: list[int]) -> None:
+    def run(self, job: Job, keep: int, tokens: list[int]) -> None:
+        """Run ``job`` from ``tokens`` (its prompt, or a parked job's :attr:`Job.resume`), keeping
+        the first ``keep`` cached tokens."""
         self.job = job
         del self.cached[keep:]
         self.pending = tokens[keep:]

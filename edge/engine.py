@@ -18,7 +18,6 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import functools
-import math
 import random
 from collections.abc import AsyncIterator, Iterator, Sequence
 from dataclasses import dataclass, field
@@ -32,7 +31,7 @@ from ._runtime import Runtime
 from ._scheduler import Scheduler, EngineStats
 from ._sequence import Job, drain
 from .config import EdgeSettings
-from .errors import EdgeSaturatedError, EngineClosedError, LogitBiasError, PromptTooLongError, ResponseFormatError
+from .errors import EngineClosedError, LogitBiasError, PromptTooLongError, ResponseFormatError
 
 
 class LlamaEngine:
@@ -46,6 +45,7 @@ class LlamaEngine:
         self._rt = Runtime(spec.path, settings)
         self.n_ctx: int = self._rt.n_ctx_slot  # one request's window (each slot has its own)
         self._vocab = self._rt.vocab
+        self.chat_template = self._rt.chat_template  # the model's own (Jinja); "" for a base model
         self._formatter = _chat_formatter(self._rt) if spec.chat_template else None
         self._closed = False
         # Routing counts every prompt's tokens, and repeats (cache hits) are common: remember
@@ -55,11 +55,6 @@ class LlamaEngine:
         )
         self._scheduler = Scheduler(self._rt, settings)
         self._longest_piece = self._vocab.longest_piece()
-
-    @property
-    def chat_template(self) -> str:
-        """The model's own chat template (Jinja), as its GGUF carries it; "" for a base model."""
-        return str(self._rt.metadata.get("tokenizer.chat_template") or "")
 
     # -- the public interface --------------------------------------------------------------
 
@@ -225,14 +220,7 @@ class LlamaEngine:
         if gbnf is not None:
             with _named(request.params.schema_field):
                 job.grammar = self._grammar(gbnf, job.answer_so_far)
-        refused = self._scheduler.submit(job, self.settings.max_queue)
-        if refused is not None:
-            raise EdgeSaturatedError(
-                f"the edge queue is full: {refused.waiting} of this tenant's requests wait, its fair "
-                f"share of the queue is {refused.share}",
-                code="edge_saturated",
-                retry_after=math.ceil(refused.retry_after_s),
-            )
+        self._scheduler.submit(job)
         return job
 
     @staticmethod
@@ -295,8 +283,7 @@ def _named(field: str) -> Iterator[None]:
 def _chat_formatter(rt: Runtime) -> Any:
     from llama_cpp.llama_chat_format import Jinja2ChatFormatter
 
-    template = rt.metadata.get("tokenizer.chat_template")
     vocab = rt.vocab
     eos = vocab.token_text(vocab.eos)
     bos = vocab.token_text(vocab.bos) if vocab.bos >= 0 else ""
-    return Jinja2ChatFormatter(template=template, eos_token=eos, bos_token=bos)
+    return Jinja2ChatFormatter(template=rt.chat_template, eos_token=eos, bos_token=bos)
