@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import asyncio
 import collections
+import concurrent.futures
 import functools
 import math
 import threading
@@ -277,8 +278,7 @@ def round_robin(items: list[T], key: Callable[[T], str], n: int) -> list[T]:
 class _Call:
     key: str
     fn: Callable[[], Any]
-    loop: asyncio.AbstractEventLoop
-    future: asyncio.Future[Any]
+    future: concurrent.futures.Future[Any]
 
 
 class FairRunner:
@@ -289,53 +289,29 @@ class FairRunner:
 
     def __init__(self, name: str) -> None:
         self._queue: FairQueue[_Call] = FairQueue()
-        self._cond = threading.Condition()
-        self._stopping = False
-        self._thread = threading.Thread(target=self._work, name=name, daemon=True)
-        self._thread.start()
+        self._lock = threading.Lock()
+        # Each call queues one task, which runs whichever call's turn it is then.
+        self._executor = concurrent.futures.ThreadPoolExecutor(max_workers=1, thread_name_prefix=name)
 
     async def run(self, key: str, fn: Callable[..., R], *args: Any) -> R:
         """``fn(*args)`` on the runner's thread, in ``key``'s turn."""
-        loop = asyncio.get_running_loop()
-        future: asyncio.Future[R] = loop.create_future()
-        with self._cond:
-            if self._stopping:
-                raise RuntimeError("the runner is shut down")
-            self._queue.push(_Call(key, functools.partial(fn, *args), loop, future))
-            self._cond.notify()
-        return await future
+        call = _Call(key, functools.partial(fn, *args), concurrent.futures.Future())
+        with self._lock:
+            self._executor.submit(self._run_next)  # a RuntimeError once shut down
+            self._queue.push(call)
+        return await asyncio.wrap_future(call.future)
 
     def shutdown(self) -> None:
         """Stop taking calls and wait until the waiting ones ran (their callers are awaiting them)."""
-        with self._cond:
-            self._stopping = True
-            self._cond.notify()
-        self._thread.join()
+        self._executor.shutdown(wait=True)
 
-    def _work(self) -> None:
-        while True:
-            with self._cond:
-                while not self._queue and not self._stopping:
-                    self._cond.wait()
-                call = self._queue.pop({})
-                if call is None:
-                    return  # stopping, nothing left
-            if call.future.cancelled():  # the caller left (a client gone): skip its work
-                continue
-            try:
-                result, error = call.fn(), None
-            except BaseException as exc:  # handed to the caller, as an executor does
-                result, error = None, exc
-            try:
-                call.loop.call_soon_threadsafe(_settle, call.future, result, error)
-            except RuntimeError:  # the caller's loop is closed: nobody waits for it
-                pass
-
-
-def _settle(future: asyncio.Future[Any], result: Any, error: BaseException | None) -> None:
-    if future.cancelled():
-        return
-    if error is not None:
-        future.set_exception(error)
-    else:
-        future.set_result(result)
+    def _run_next(self) -> None:
+        with self._lock:
+            call = self._queue.pop({})
+        assert call is not None  # one task a call
+        if not call.future.set_running_or_notify_cancel():  # the caller left (a client gone)
+            return
+        try:
+            call.future.set_result(call.fn())
+        except BaseException as exc:  # handed to the caller, as an executor does
+            call.future.set_exception(exc)

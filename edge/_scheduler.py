@@ -41,12 +41,13 @@ class EngineStats:
     running: int
     waiting: int
     slots: int
-    prompt_tokens: int  # prompt tokens of the requests that started
-    prefix_reused_tokens: int  # of those, tokens whose KV was already in the slot
-    prefill_tokens: int  # prompt tokens evaluated (prompt_tokens - reused, less what was cancelled)
-    completed: int
-    cancelled: int
     mean_request_s: float | None  # mean slot time of the recent finished requests
+    # The counters (the scheduler's ``_counts``):
+    prompt_tokens: int = 0  # prompt tokens of the requests that started
+    prefix_reused_tokens: int = 0  # of those, tokens whose KV was already in the slot
+    prefill_tokens: int = 0  # prompt tokens evaluated (prompt_tokens - reused, less what was cancelled)
+    completed: int = 0
+    cancelled: int = 0
     preempted: int = 0  # jobs that gave up their slot to a tenant below its share, resumed later
 
 
@@ -64,12 +65,7 @@ class Scheduler:
         self._cond = threading.Condition()
         self._stopping = False
         self._running = 0
-        self._prompt_tokens = 0
-        self._reused = 0
-        self._prefilled = 0
-        self._completed = 0
-        self._cancelled = 0
-        self._preempted = 0
+        self._counts: collections.Counter[str] = collections.Counter()  # EngineStats' counters
         self._durations: collections.deque[float] = collections.deque(maxlen=_DURATIONS)
         self._outputs: list[tuple[Slot, int]] = []  # (slot, batch index of its logits) this step
         self._outbox = Outbox()
@@ -110,15 +106,18 @@ class Scheduler:
             return self._view(key)
 
     def _view(self, key: str) -> KeyView:
-        durations = self._durations
         return KeyView(
             running=self._running,
             ahead=self._waiting.ahead(key),
             slots=len(self._slots),
             keys=active_keys(self._waiting, self._by_key, key),
             waiting=self._waiting.count(key),
-            mean_request_s=sum(durations) / len(durations) if durations else None,
+            mean_request_s=self._mean_request_s(),
         )
+
+    def _mean_request_s(self) -> float | None:
+        durations = self._durations
+        return sum(durations) / len(durations) if durations else None
 
     def wake(self) -> None:
         """A job was cancelled: let an idle scheduler notice it now."""
@@ -127,18 +126,8 @@ class Scheduler:
 
     def stats(self) -> EngineStats:
         with self._cond:
-            durations = list(self._durations)
             return EngineStats(
-                running=self._running,
-                waiting=len(self._waiting),
-                slots=len(self._slots),
-                prompt_tokens=self._prompt_tokens,
-                prefix_reused_tokens=self._reused,
-                prefill_tokens=self._prefilled,
-                completed=self._completed,
-                cancelled=self._cancelled,
-                preempted=self._preempted,
-                mean_request_s=sum(durations) / len(durations) if durations else None,
+                self._running, len(self._waiting), len(self._slots), self._mean_request_s(), **self._counts
             )
 
     def stop(self, timeout: float) -> None:
@@ -201,7 +190,7 @@ class Scheduler:
                 if job is None:
                     return
                 if job.cancelled.is_set():
-                    self._cancelled += 1
+                    self._counts["cancelled"] += 1
                     _free_sampler(job)
                     self._outbox.put(job, DONE)
                     continue
@@ -221,7 +210,7 @@ class Scheduler:
         job = slot.park()
         self._running -= 1
         self._by_key[victim] -= 1
-        self._preempted += 1
+        self._counts["preempted"] += 1
         self._waiting.push_front(job)
         return True
 
@@ -263,8 +252,8 @@ class Scheduler:
             sampler = Constrained(grammar, sampler)
         slot.start(job, keep, sampler)
         with self._cond:
-            self._prompt_tokens += len(job.tokens)
-            self._reused += keep
+            self._counts["prompt_tokens"] += len(job.tokens)
+            self._counts["prefix_reused_tokens"] += keep
 
     def _build_batch(self) -> bool:
         batch = self._rt.batch
@@ -301,7 +290,7 @@ class Scheduler:
             if not slot.pending:
                 self._outputs.append((slot, index))
         with self._cond:
-            self._prefilled += start - budget
+            self._counts["prefill_tokens"] += start - budget
         return batch.n > 0
 
     def _after_decode(self) -> None:
@@ -346,9 +335,9 @@ class Scheduler:
             if self._by_key[job.key] <= 0:
                 del self._by_key[job.key]  # bounded: only keys with running work stay
             if reason is None:
-                self._cancelled += 1
+                self._counts["cancelled"] += 1
             else:
-                self._completed += 1
+                self._counts["completed"] += 1
                 self._durations.append(time.monotonic() - job.started_at)
         self._outbox.put(job, DONE)
 

@@ -23,7 +23,7 @@ from collections.abc import AsyncIterator, Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import Any, ClassVar
 
-from models import Chunk, EngineLoad, GenerationRequest, ModelSpec, SamplingParams
+from models import Chunk, EngineLoad, GenerationRequest, ModelSpec
 
 from ._grammar import advance, gbnf_for, grammar_sampler
 from ._grammar import free as free_grammar
@@ -66,17 +66,6 @@ class LlamaEngine:
     def stats(self) -> EngineStats:
         """Counters of the scheduler: reused prefix tokens, completions, recent request time."""
         return self._scheduler.stats()
-
-    def render_prompt(self, request: GenerationRequest) -> str:
-        """The exact text given to the model: the chat template applied, then any prefix."""
-        if request.messages is None:
-            return (request.prompt or "") + request.assistant_prefix
-        if self._formatter is None:
-            # A base model has no chat template: a plain transcript is the honest fallback.
-            lines = [f"{m['role']}: {m['content']}" for m in request.messages]
-            return "\n".join(lines) + "\nassistant: " + request.assistant_prefix
-        rendered = self._formatter(messages=list(request.messages))
-        return rendered.prompt + request.assistant_prefix
 
     def tokenize(self, text: str, add_bos: bool = True) -> list[int]:
         """Token ids; ``add_bos`` defers to the model's own add-BOS flag, as llama.cpp does."""
@@ -160,9 +149,15 @@ class LlamaEngine:
         )
 
     def _prompt_text(self, request: GenerationRequest) -> tuple[str, bool]:
-        # A rendered chat template already carries its special tokens: no BOS of our own.
-        templated = request.is_chat and self._formatter is not None
-        return self.render_prompt(request), not templated
+        """The exact text given to the model (the chat template applied, then any prefix), and
+        whether to add a BOS: a rendered chat template already carries its special tokens."""
+        if request.messages is None:
+            return (request.prompt or "") + request.assistant_prefix, True
+        if self._formatter is None:
+            # A base model has no chat template: a plain transcript is the honest fallback.
+            lines = [f"{m['role']}: {m['content']}" for m in request.messages]
+            return "\n".join(lines) + "\nassistant: " + request.assistant_prefix, True
+        return self._formatter(messages=list(request.messages)).prompt + request.assistant_prefix, False
 
     async def stream(
         self, request: GenerationRequest, tokens: Sequence[int] | None = None
@@ -172,7 +167,7 @@ class LlamaEngine:
         gbnf = None
         if request.params.json_schema is not None:
             # Off the event loop: a large schema's grammar takes tens of milliseconds to build.
-            gbnf = await asyncio.to_thread(self._schema_grammar, request.params)
+            gbnf = await asyncio.to_thread(self._grammar, request)
         job = self._admit(request, gbnf, tokens)
         try:
             async for item in drain(job.out):
@@ -215,30 +210,29 @@ class LlamaEngine:
         max_tokens = min(max_tokens, self.n_ctx - n_prompt)
         seed = request.params.seed if request.params.seed is not None else random.getrandbits(31)
         job = Job(tokens, max_tokens, request, seed, asyncio.get_running_loop(), asyncio.Queue())
-        if request.assistant_prefix and (request.params.json_schema is not None or request.params.penalized):
-            job.answer_so_far = self._vocab.tokenize(request.assistant_prefix.encode("utf-8"), False, False)
-        if gbnf is not None:
-            with _named(request.params.schema_field):
-                job.grammar = self._grammar(gbnf, job.answer_so_far)
+        job.grammar = gbnf
+        if gbnf is not None or request.params.penalized:
+            job.answer_so_far = self._answer_so_far(request)
         self._scheduler.submit(job)
         return job
 
-    @staticmethod
-    def _schema_grammar(params: SamplingParams) -> str:
-        with _named(params.schema_field):
-            return gbnf_for(params.json_schema or "")
+    def _answer_so_far(self, request: GenerationRequest) -> list[int]:
+        """A continuation's answer so far, which a grammar or penalties count as generated."""
+        return self._vocab.tokenize(request.assistant_prefix.encode("utf-8"), False, False)
 
-    def _grammar(self, gbnf: str, answer_so_far: list[int]) -> str:
+    def _grammar(self, request: GenerationRequest) -> str:
         """The schema's grammar, checked here (a 400 before any slot is taken): it parses, and
         a continuation's answer so far is a valid start of it."""
-        probe = grammar_sampler(self._vocab.ptr, gbnf)
-        try:
-            if not advance(probe, answer_so_far):
-                raise ResponseFormatError(
-                    "response_format: the answer to continue does not match the schema", param="response_format"
-                )
-        finally:
-            free_grammar(probe)
+        with _named(request.params.schema_field):
+            gbnf = gbnf_for(request.params.json_schema or "")
+            probe = grammar_sampler(self._vocab.ptr, gbnf)
+            try:
+                if not advance(probe, self._answer_so_far(request)):
+                    raise ResponseFormatError(
+                        "response_format: the answer to continue does not match the schema", param="response_format"
+                    )
+            finally:
+                free_grammar(probe)
         return gbnf
 
 
