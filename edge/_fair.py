@@ -278,7 +278,8 @@ def round_robin(items: list[T], key: Callable[[T], str], n: int) -> list[T]:
 class _Call:
     key: str
     fn: Callable[[], Any]
-    future: concurrent.futures.Future[Any]
+    loop: asyncio.AbstractEventLoop
+    future: asyncio.Future[Any]
 
 
 class FairRunner:
@@ -295,11 +296,12 @@ class FairRunner:
 
     async def run(self, key: str, fn: Callable[..., R], *args: Any) -> R:
         """``fn(*args)`` on the runner's thread, in ``key``'s turn."""
-        call = _Call(key, functools.partial(fn, *args), concurrent.futures.Future())
+        loop = asyncio.get_running_loop()
+        future: asyncio.Future[R] = loop.create_future()
         with self._lock:
             self._executor.submit(self._run_next)  # a RuntimeError once shut down
-            self._queue.push(call)
-        return await asyncio.wrap_future(call.future)
+            self._queue.push(_Call(key, functools.partial(fn, *args), loop, future))
+        return await future
 
     def shutdown(self) -> None:
         """Stop taking calls and wait until the waiting ones ran (their callers are awaiting them)."""
@@ -309,9 +311,22 @@ class FairRunner:
         with self._lock:
             call = self._queue.pop({})
         assert call is not None  # one task a call
-        if not call.future.set_running_or_notify_cancel():  # the caller left (a client gone)
+        if call.future.cancelled():  # the caller left (a client gone): skip its work
             return
         try:
-            call.future.set_result(call.fn())
+            result, error = call.fn(), None
         except BaseException as exc:  # handed to the caller, as an executor does
-            call.future.set_exception(exc)
+            result, error = None, exc
+        try:
+            call.loop.call_soon_threadsafe(_settle, call.future, result, error)
+        except RuntimeError:  # the caller's loop is closed: nobody waits for it
+            pass
+
+
+def _settle(future: asyncio.Future[Any], result: Any, error: BaseException | None) -> None:
+    if future.cancelled():
+        return
+    if error is not None:
+        future.set_exception(error)
+    else:
+        future.set_result(result)

@@ -12,7 +12,6 @@ from __future__ import annotations
 import ctypes
 import functools
 import logging
-import threading
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
@@ -25,23 +24,18 @@ from .config import EdgeSettings
 from .cpus import has_amx
 from .errors import EngineLoadError, GenerationError
 
-_backend_lock = threading.Lock()
 # ggml's type ids (ggml.h), so this module does not import llama_cpp at import time.
 _KV_TYPES = {"f16": 1, "q8_0": 8}
-_backend_ready = False
 
 
+@functools.cache
 def _init_backend() -> None:
-    global _backend_ready
     import llama_cpp
 
-    with _backend_lock:
-        if not _backend_ready:
-            # llama.cpp's log reaches this logger (llama-cpp-python sets the callback at import):
-            # its errors only, as ``verbose=False`` does.
-            logging.getLogger("llama-cpp-python").setLevel(logging.ERROR)
-            llama_cpp.llama_backend_init()
-            _backend_ready = True
+    # llama.cpp's log reaches this logger (llama-cpp-python sets the callback at import): its
+    # errors only, as ``verbose=False`` does.
+    logging.getLogger("llama-cpp-python").setLevel(logging.ERROR)
+    llama_cpp.llama_backend_init()
 
 
 class Vocab:

@@ -223,10 +223,11 @@ class Scheduler:
         keep = min(slot.common_prefix(tokens), len(tokens) - 1) if self._settings.prefix_reuse else 0
         if not self._rt.seq_rm(slot.seq, keep):
             keep = 0
+        slot.run(job, keep, tokens)
         if job.resume is not None:
-            slot.run(job, keep, tokens)
             job.resume = None
             return
+        job.started_at = time.monotonic()
         params = job.request.params
         first = []  # the chain's first samplers, in llama.cpp server's order
         if params.logit_bias:
@@ -238,9 +239,8 @@ class Scheduler:
             ))
         if params.repeat_penalty != 1.0:
             first.append(penalties_sampler(REPEAT_WINDOW, job.tokens, repeat=params.repeat_penalty))
-        sampler = None
         if params.temperature > 0.0 or first:
-            sampler = sampler_chain(
+            job.sampler = sampler_chain(
                 params.temperature, params.top_p, job.seed,
                 self._settings.top_k if params.top_k is None else params.top_k,
                 self._settings.min_p if params.min_p is None else params.min_p,
@@ -249,8 +249,7 @@ class Scheduler:
         if job.grammar is not None:
             grammar = grammar_sampler(self._rt.vocab.ptr, job.grammar)  # parsed once already, at admission
             advance(grammar, job.answer_so_far)
-            sampler = Constrained(grammar, sampler)
-        slot.start(job, keep, sampler)
+            job.sampler = Constrained(grammar, job.sampler)
         with self._cond:
             self._counts["prompt_tokens"] += len(job.tokens)
             self._counts["prefix_reused_tokens"] += keep

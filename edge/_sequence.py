@@ -32,8 +32,8 @@ class Job:
     # Its run, kept with the job (not the slot) so that a preempted job resumes where it was.
     sampler: Any = None  # None for a greedy job (the scheduler takes the argmax)
     # Whole UTF-8 characters only: a character split across tokens is held until complete.
-    decoder: codecs.IncrementalDecoder | None = None
-    stops: StopMatcher | None = None
+    decoder: codecs.IncrementalDecoder = field(init=False)
+    stops: StopMatcher = field(init=False)
     # Log probabilities of the tokens whose text the stop matcher or decoder still holds.
     logprobs: list[TokenLogprob] = field(default_factory=list)
     n_out: int = 0
@@ -43,6 +43,10 @@ class Job:
     # resumes in evaluates them again (recompute, as vLLM's preemption does), keeping whatever
     # prefix that slot's KV still holds.
     resume: list[int] | None = None
+
+    def __post_init__(self) -> None:
+        self.decoder = codecs.getincrementaldecoder("utf-8")(errors="replace")
+        self.stops = StopMatcher(self.request.params.stop)
 
     @property
     def key(self) -> str:
@@ -120,16 +124,6 @@ class Slot:
                 return i
         return min(len(self.cached), len(tokens))
 
-    def start(self, job: Job, keep: int, sampler: Any) -> None:
-        """Run ``job`` here, keeping the first ``keep`` cached tokens (their KV is already right)."""
-        job.sampler = sampler
-        job.decoder = codecs.getincrementaldecoder("utf-8")(errors="replace")
-        job.stops = StopMatcher(job.request.params.stop)
-        job.logprobs = []
-        job.n_out = 0
-        job.started_at = time.monotonic()
-        self.run(job, keep, job.tokens)
-
     def park(self) -> Job:
         """Take the running job out mid-answer (see :attr:`Job.resume`); the slot is free after it."""
         job = self.job
@@ -140,7 +134,7 @@ class Slot:
 
     def run(self, job: Job, keep: int, tokens: list[int]) -> None:
         """Run ``job`` from ``tokens`` (its prompt, or a parked job's :attr:`Job.resume`), keeping
-        the first ``keep`` cached tokens."""
+        the first ``keep`` cached tokens (their KV is already right)."""
         self.job = job
         del self.cached[keep:]
         self.pending = tokens[keep:]
@@ -153,7 +147,7 @@ class Slot:
         ``room`` is how many more tokens the slot's context window can hold.
         """
         job = self.job
-        assert job is not None and job.decoder is not None and job.stops is not None
+        assert job is not None
         job.n_out += 1
         text, hit = job.stops.feed(job.decoder.decode(piece))
         if hit:
@@ -166,7 +160,7 @@ class Slot:
     def finish(self, reason: str) -> Chunk:
         """The job's last chunk: the held-back tail, the finish reason and the usage."""
         job = self.job
-        assert job is not None and job.decoder is not None and job.stops is not None
+        assert job is not None
         tail = "" if job.stops.hit else job.stops.flush(job.decoder.decode(b"", final=True))
         held = tuple(job.logprobs) if tail else ()  # a stop string's tokens are not the answer's
         return Chunk(tail, finish_reason=reason, usage=Usage(len(job.tokens), job.n_out), logprobs=held,

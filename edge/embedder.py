@@ -229,11 +229,12 @@ class _Text:
     text: str
     key: str
     future: asyncio.Future[np.ndarray]
-    tokens: int = field(init=False, default=0)  # an estimate from the length (tokenizing stays off the event loop)
     skipped: int = field(init=False, default=0)
 
-    def __post_init__(self) -> None:
-        self.tokens = min(MAX_TOKENS, 2 + len(self.text) // 4)
+    @property
+    def tokens(self) -> int:
+        """An estimate from the length (tokenizing stays off the event loop)."""
+        return min(MAX_TOKENS, 2 + len(self.text) // 4)
 
 
 def pick_run(
