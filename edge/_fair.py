@@ -3,12 +3,11 @@
 One FIFO queue per key. A free slot goes to the waiting key with the fewest running requests,
 ties broken round robin (the key served longest ago first): a key that bursts fills its own
 queue, and another key's next request takes the next slot that frees, until both run an equal
-share of the slots (max-min fairness). Each key may hold at most its share of the queue bound
-(the bound split evenly over the keys that have work), so a burst is refused at its share while
-the other keys are still admitted.
+share of the slots (max-min fairness). A burst is refused at its key's share of the queue bound
+while the other keys are still admitted.
 
 The same turn-taking serves the node's other shared queues: the prompt budget of a step
-(:func:`prefill_shares`), a batch of texts to embed (:func:`round_robin`) and the cache's lookups
+(:func:`prefill_shares`), the texts of an embedding run (:func:`edge.embedder.pick_run`) and the cache's lookups
 (:class:`FairRunner`).
 """
 
@@ -41,7 +40,6 @@ class _Keyed(Protocol):
 
 
 J = TypeVar("J", bound=_Keyed)
-T = TypeVar("T")
 R = TypeVar("R")
 
 
@@ -256,22 +254,6 @@ class Promises:
         self._due[key] = due
         _forget_oldest(self._due, _REMEMBERED)
         return due - now
-
-
-def round_robin(items: list[T], key: Callable[[T], str], n: int) -> list[T]:
-    """Up to ``n`` of ``items`` taken one key at a time in turn (each key's own in order), in their
-    order: a key with a hundred waiting cannot fill a batch another key waits for."""
-    by_key: dict[str, collections.deque[int]] = {}
-    for i, item in enumerate(items):
-        by_key.setdefault(key(item), collections.deque()).append(i)
-    taken: list[int] = []
-    queues = list(by_key.values())
-    while len(taken) < n and queues:
-        for q in queues:
-            if len(taken) < n and q:
-                taken.append(q.popleft())
-        queues = [q for q in queues if q]
-    return [items[i] for i in sorted(taken)]
 
 
 @dataclass(eq=False, slots=True)

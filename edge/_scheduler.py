@@ -90,7 +90,7 @@ class Scheduler:
             keys = active_keys(self._waiting, self._by_key, key)
             mine = share(bound, keys)
             if self._waiting.count(key) >= mine or len(self._waiting) >= 2 * bound:
-                view = self._view(key)
+                view = self.view(key)
                 wait = self._promises.retry_after_s(key, view.room_s(mine), view.step_s(), time.monotonic())
                 raise EdgeSaturatedError(
                     f"the edge queue is full: {view.waiting} of this tenant's requests wait, its fair "
@@ -102,18 +102,15 @@ class Scheduler:
             self._cond.notify()
 
     def view(self, key: str) -> KeyView:
-        with self._cond:
-            return self._view(key)
-
-    def _view(self, key: str) -> KeyView:
-        return KeyView(
-            running=self._running,
-            ahead=self._waiting.ahead(key),
-            slots=len(self._slots),
-            keys=active_keys(self._waiting, self._by_key, key),
-            waiting=self._waiting.count(key),
-            mean_request_s=self._mean_request_s(),
-        )
+        with self._cond:  # re-entrant (an RLock): submit calls it holding the lock
+            return KeyView(
+                running=self._running,
+                ahead=self._waiting.ahead(key),
+                slots=len(self._slots),
+                keys=active_keys(self._waiting, self._by_key, key),
+                waiting=self._waiting.count(key),
+                mean_request_s=self._mean_request_s(),
+            )
 
     def _mean_request_s(self) -> float | None:
         durations = self._durations
@@ -187,8 +184,7 @@ class Scheduler:
                 ):
                     return
                 job = self._waiting.pop(self._by_key)
-                if job is None:
-                    return
+                assert job is not None  # of the key peek named
                 if job.cancelled.is_set():
                     self._counts["cancelled"] += 1
                     _free_sampler(job)

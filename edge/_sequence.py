@@ -8,7 +8,6 @@ import codecs
 import threading
 import time
 from dataclasses import dataclass, field
-from collections.abc import AsyncIterator
 from typing import Any
 
 from models import Chunk, GenerationRequest, TokenLogprob, Usage
@@ -54,18 +53,7 @@ class Job:
         return self.request.fair_key
 
 
-DONE = object()  # the end of a job's output
-
-
-async def drain(out: asyncio.Queue[Any]) -> AsyncIterator[Any]:
-    """A job's output queue until :data:`DONE`; an exception put on it is raised here."""
-    while True:
-        item = await out.get()
-        if item is DONE:
-            return
-        if isinstance(item, BaseException):
-            raise item
-        yield item
+DONE = object()  # the end of a job's output (an exception put on it is raised to the caller)
 
 
 def _deliver(items: list[tuple[Job, Any]]) -> None:
@@ -141,11 +129,8 @@ class Slot:
         self.next_token = None
 
     def feed(self, token: int, piece: bytes, room: int) -> tuple[str, str | None]:
-        """Take one sampled token (``piece``: its bytes): the text safe to emit and the finish reason
-        if the job ends.
-
-        ``room`` is how many more tokens the slot's context window can hold.
-        """
+        """Take one sampled token (``piece``: its bytes; ``room``: how many more tokens the slot's
+        window holds): the text safe to emit and the finish reason if the job ends."""
         job = self.job
         assert job is not None
         job.n_out += 1
@@ -173,10 +158,9 @@ class Slot:
         held, job.logprobs = tuple(job.logprobs), []
         return held
 
-    def release(self) -> Job | None:
+    def release(self) -> None:
         """Detach the job; the KV of what was evaluated stays for prefix reuse."""
-        job, self.job = self.job, None
+        self.job = None
         self.pending = []
         self.next_token = None
         self.last_used = time.monotonic()
-        return job

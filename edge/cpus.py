@@ -1,9 +1,9 @@
 """How many physical cores this process may run on, the llama.cpp thread count they give, and
 whether the CPU has AMX.
 
-llama.cpp's threads spin-wait for each other at every step, so more threads than free cores
-(two hyperthreads of one core, or a core the node's HTTP and embedding work also needs) slow
-decoding down instead of speeding it up: ``auto`` takes the physical cores, less one, at least 1.
+llama.cpp's threads spin-wait for each other at every step, so more threads than free cores (two
+hyperthreads of one core, or a core the node's HTTP and embedding work also needs) slow decoding
+down instead of speeding it up.
 """
 
 from __future__ import annotations

@@ -26,7 +26,7 @@ import numpy as np
 
 from models import ModelError, default_models_dir, export_embedder, onnx_model_path
 
-from ._fair import round_robin
+from ._fair import FairQueue
 from .config import CacheSettings
 from .errors import EmbedderError
 
@@ -242,12 +242,16 @@ def pick_run(
 ) -> list[_Text]:
     """The texts of the next model run, out of ``pending`` (oldest first).
 
-    Up to ``max_batch`` are taken in turn across keys, as :func:`round_robin` does; of those the
+    Up to ``max_batch`` are taken in turn across keys (a :class:`FairQueue`'s); of those the
     shortest run first, up to ``budget`` rows x padded tokens and ``rows`` texts, except that a
     text passed over ``MAX_SKIPS`` times goes before them. So a short question waits one short
     run, not a tenant's queue of long prompts, and a long prompt waits at most a few short runs.
     """
-    candidates = round_robin(pending, lambda p: p.key, max_batch)
+    turns: FairQueue[_Text] = FairQueue()
+    for p in pending:
+        turns.push(p)
+    taken = {id(turns.pop({})) for _ in range(min(max_batch, len(pending)))}
+    candidates = [p for p in pending if id(p) in taken]  # in their order
     # Stable: the passed-over go first, oldest first; the rest shortest first, oldest on ties.
     candidates.sort(key=lambda p: (1, p.tokens) if p.skipped < MAX_SKIPS else (0, 0))
     run: list[_Text] = []

@@ -1,16 +1,9 @@
 """The edge engine: one llama.cpp model, loaded once, served to concurrent requests.
 
-A scheduler thread owns the llama.cpp context and decodes every running request together, one
-token each per step (continuous batching, ``edge.slots`` at once); the rest wait in a FIFO queue
-with a bound, shared fairly across the requests' ``fair_key`` (the node's tenants:
-:mod:`edge._fair`). Tokens travel back to each request's event loop as they are decoded. Tokenizing
-and detokenizing only read the vocabulary and run on the callers' threads, as the llama.cpp
-server does.
-
-The router asks the engine once before it generates (:meth:`LlamaEngine.prepare`): the prompt's
-tokens, whether they fit the window and the tenant's expected wait come back as one
-:class:`Prepared`, which is also the edge's target for that request (its tokens are not counted
-again when it starts).
+A scheduler thread decodes the running requests together (:mod:`edge._scheduler`); the rest wait
+in a bounded queue shared fairly across the requests' ``fair_key`` (:mod:`edge._fair`).
+Tokenizing and detokenizing only read the vocabulary and run on the callers' threads, as the
+llama.cpp server does.
 """
 
 from __future__ import annotations
@@ -29,7 +22,7 @@ from ._grammar import advance, gbnf_for, grammar_sampler
 from ._grammar import free as free_grammar
 from ._runtime import Runtime
 from ._scheduler import Scheduler, EngineStats
-from ._sequence import Job, drain
+from ._sequence import DONE, Job
 from .config import EdgeSettings
 from .errors import EngineClosedError, LogitBiasError, PromptTooLongError, ResponseFormatError
 
@@ -170,7 +163,9 @@ class LlamaEngine:
             gbnf = await asyncio.to_thread(self._grammar, request)
         job = self._admit(request, gbnf, tokens)
         try:
-            async for item in drain(job.out):
+            while (item := await job.out.get()) is not DONE:
+                if isinstance(item, BaseException):
+                    raise item
                 yield item
         finally:
             # The consumer went away (client disconnect, fallback): the scheduler frees the slot
