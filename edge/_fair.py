@@ -7,8 +7,8 @@ share of the slots (max-min fairness). A burst is refused at its key's share of 
 while the other keys are still admitted.
 
 The same turn-taking serves the node's other shared queues: the prompt budget of a step
-(:func:`prefill_shares`), the texts of an embedding run (:func:`edge.embedder.pick_run`) and the cache's lookups
-(:class:`FairRunner`).
+(:func:`prefill_shares`), the texts of an embedding run (:func:`edge.embedder.pick_run`) and
+the cache's lookups (:class:`FairRunner`).
 """
 
 from __future__ import annotations

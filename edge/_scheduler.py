@@ -21,7 +21,9 @@ from dataclasses import dataclass
 from models import REPEAT_WINDOW, Chunk
 from models.logprobs import token_logprob
 
-from ._fair import Demand, FairQueue, KeyView, Promises, active_keys, keep_slots, preempt_from, prefill_shares, share
+from ._fair import (
+    Demand, FairQueue, KeyView, Promises, active_keys, keep_slots, preempt_from, prefill_shares, share,
+)
 from ._grammar import Constrained, advance, free, grammar_sampler
 from ._runtime import Runtime, logit_bias_sampler, penalties_sampler, sampler_chain
 from ._sequence import DONE, Job, Outbox, Slot
@@ -29,9 +31,6 @@ from .config import EdgeSettings
 from .errors import EdgeSaturatedError, GenerationError
 
 log = logging.getLogger(__name__)
-
-# Recent request durations kept to estimate how long a waiting request will wait.
-_DURATIONS = 32
 
 
 @dataclass(frozen=True, slots=True)
@@ -66,7 +65,8 @@ class Scheduler:
         self._stopping = False
         self._running = 0
         self._counts: collections.Counter[str] = collections.Counter()  # EngineStats' counters
-        self._durations: collections.deque[float] = collections.deque(maxlen=_DURATIONS)
+        # The recent requests' slot times, to estimate how long a waiting request will wait.
+        self._durations: collections.deque[float] = collections.deque(maxlen=32)
         self._outputs: list[tuple[Slot, int]] = []  # (slot, batch index of its logits) this step
         self._outbox = Outbox()
         self._thread = threading.Thread(target=self._run, name="llama-scheduler", daemon=True)

@@ -9,12 +9,11 @@ llama.cpp server does.
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import functools
 import random
-from collections.abc import AsyncIterator, Iterator, Sequence
+from collections.abc import AsyncIterator, Sequence
 from dataclasses import dataclass, field
-from typing import Any, ClassVar
+from typing import ClassVar
 
 from models import Chunk, EngineLoad, GenerationRequest, ModelSpec
 
@@ -39,7 +38,15 @@ class LlamaEngine:
         self.n_ctx: int = self._rt.n_ctx_slot  # one request's window (each slot has its own)
         self._vocab = self._rt.vocab
         self.chat_template = self._rt.chat_template  # the model's own (Jinja); "" for a base model
-        self._formatter = _chat_formatter(self._rt) if spec.chat_template else None
+        self._formatter = None
+        if spec.chat_template:
+            from llama_cpp.llama_chat_format import Jinja2ChatFormatter
+
+            eos, bos = self._vocab.eos, self._vocab.bos
+            self._formatter = Jinja2ChatFormatter(
+                template=self.chat_template, eos_token=self._vocab.token_text(eos),
+                bos_token=self._vocab.token_text(bos) if bos >= 0 else "",
+            )
         self._closed = False
         # Routing counts every prompt's tokens, and repeats (cache hits) are common: remember
         # the tokens of recent prompts rather than tokenize the same text again.
@@ -218,7 +225,8 @@ class LlamaEngine:
     def _grammar(self, request: GenerationRequest) -> str:
         """The schema's grammar, checked here (a 400 before any slot is taken): it parses, and
         a continuation's answer so far is a valid start of it."""
-        with _named(request.params.schema_field):
+        named = request.params.schema_field  # where the schema came from (``tools``: the tools' calls)
+        try:
             gbnf = gbnf_for(request.params.json_schema or "")
             probe = grammar_sampler(self._vocab.ptr, gbnf)
             try:
@@ -228,6 +236,10 @@ class LlamaEngine:
                     )
             finally:
                 free_grammar(probe)
+        except ResponseFormatError as exc:
+            if exc.param == named:
+                raise
+            raise ResponseFormatError(exc.message.replace(str(exc.param), named, 1), param=named) from exc
         return gbnf
 
 
@@ -256,23 +268,3 @@ class Prepared:
 
     async def aclose(self) -> None:
         return None  # the engine is the node's, closed with it
-
-
-@contextlib.contextmanager
-def _named(field: str) -> Iterator[None]:
-    """A schema error names the field the schema came from (``tools`` for the tools' calls)."""
-    try:
-        yield
-    except ResponseFormatError as exc:
-        if exc.param == field:
-            raise
-        raise ResponseFormatError(exc.message.replace(str(exc.param), field, 1), param=field) from exc
-
-
-def _chat_formatter(rt: Runtime) -> Any:
-    from llama_cpp.llama_chat_format import Jinja2ChatFormatter
-
-    vocab = rt.vocab
-    eos = vocab.token_text(vocab.eos)
-    bos = vocab.token_text(vocab.bos) if vocab.bos >= 0 else ""
-    return Jinja2ChatFormatter(template=rt.chat_template, eos_token=eos, bos_token=bos)

@@ -42,9 +42,9 @@ app.add_typer(bench_app, name="bench")
 DataDirOpt = Annotated[Optional[Path], typer.Option("--data-dir", help="data directory (cache, telemetry)")]
 
 
-def _settings(config: Path | None, data_dir: Path | None, **overrides: object) -> Settings:
+def _settings(config: Path | None, data_dir: Path | None) -> Settings:
     try:
-        return load_settings(config, data_dir=data_dir, **overrides)
+        return load_settings(config, data_dir=data_dir)
     except EdgerouteError as exc:
         typer.echo(f"error: {exc}", err=True)
         raise typer.Exit(2) from exc
@@ -162,10 +162,7 @@ def _return_large_blocks() -> None:
 
     mallopt = getattr(ctypes.CDLL(None), "mallopt", None)  # the C library this process runs on
     if mallopt is not None:
-        mallopt(_M_MMAP_THRESHOLD, 1 << 20)
-
-
-_M_MMAP_THRESHOLD = -3  # glibc's malloc.h
+        mallopt(-3, 1 << 20)  # M_MMAP_THRESHOLD (glibc's malloc.h)
 
 
 @bench_app.command("faults")
