@@ -3,19 +3,19 @@
 One FIFO queue per key. A free slot goes to the waiting key with the fewest running requests,
 ties broken round robin (the key served longest ago first): a key that bursts fills its own
 queue, and another key's next request takes the next slot that frees, until both run an equal
-share of the slots (max-min fairness). Each key may hold at most its share of the queue bound
-(the bound split evenly over the keys that have work), so a burst is refused at its share while
-the other keys are still admitted.
+share of the slots (max-min fairness). A burst is refused at its key's share of the queue bound
+while the other keys are still admitted.
 
 The same turn-taking serves the node's other shared queues: the prompt budget of a step
-(:func:`prefill_shares`), a batch of texts to embed (:func:`round_robin`) and the cache's lookups
-(:class:`FairRunner`).
+(:func:`prefill_shares`), the texts of an embedding run (:func:`edge.embedder.pick_run`) and
+the cache's lookups (:class:`FairRunner`).
 """
 
 from __future__ import annotations
 
 import asyncio
 import collections
+import concurrent.futures
 import functools
 import math
 import threading
@@ -40,7 +40,6 @@ class _Keyed(Protocol):
 
 
 J = TypeVar("J", bound=_Keyed)
-T = TypeVar("T")
 R = TypeVar("R")
 
 
@@ -147,10 +146,8 @@ class Demand:
 def keep_slots(key: str, running: Mapping[str, int], free: int, slots: int, demand: Mapping[str, int]) -> bool:
     """Whether the free slots stay free instead of one going to ``key`` (that runs some already).
 
-    Slots are not preempted: a tenant whose burst took every slot kept another tenant's requests
-    waiting until its long answers ended (B's TTFT p95 5.1 s under A's burst, 1.6 s when A ran
-    B's load; docs/limits.md). So the slots another recently active key is short of, up to its
-    fair share and its recent demand, are kept for it: its next requests start at once. A key
+    The slots another recently active key is short of, up to its fair share and its recent demand,
+    are kept for it: its next requests start at once, not after a burst's long answers. A key
     alone is never held back (the edge stays work-conserving), nor one running nothing.
     """
     if running.get(key, 0) == 0:
@@ -165,13 +162,12 @@ def keep_slots(key: str, running: Mapping[str, int], free: int, slots: int, dema
 
 def prefill_shares(pending: Mapping[str, int], budget: int) -> dict[str, int]:
     """Split one step's ``budget`` of prompt tokens across keys with prompts to read (``pending``:
-    each key's prompt tokens still to evaluate), max-min fair (water filling).
+    each key's prompt tokens still to evaluate), max-min fair (water filling), so a key's burst of
+    short prompts cannot take every step's budget.
 
-    Shortest prompt first across all keys gave a key with a stream of new short prompts (a
-    burst) most of every step's budget: under A's 200-client burst B's prompts took 1-4 s to read
-    (docs/limits.md). Each key gets an equal part, a key needing less gives the rest back to the
-    others, and no token of the budget is left unused while any key has work. Ties of the
-    remainder go to keys in the order given.
+    Each key gets an equal part, a key needing less gives the rest back to the others, and no
+    token of the budget is left unused while any key has work. Ties of the remainder go to keys
+    in the order given.
     """
     want = {k: n for k, n in pending.items() if n > 0}
     out = {k: 0 for k in want}
@@ -196,9 +192,7 @@ def preempt_from(key: str, running: Mapping[str, int], slots: int, keys: int) ->
 
     Only a key below its fair part of the slots takes one, only from the key furthest above
     its part: slots are not preempted for a key already at its share, nor from one at its own,
-    so two keys cannot take a slot back and forth. A burst that took every slot before another
-    key arrived kept that key waiting for the burst's first answer to end (5 s under A's
-    200-client burst, docs/limits.md).
+    so two keys cannot take a slot back and forth.
     """
     fair = slots // max(1, keys)
     if running.get(key, 0) >= fair:
@@ -262,31 +256,6 @@ class Promises:
         return due - now
 
 
-@dataclass(frozen=True, slots=True)
-class Refusal:
-    """Why a job was not queued: its key's queue is at its share (or the whole bound is reached)."""
-
-    waiting: int  # of the job's key
-    share: int
-    retry_after_s: float
-
-
-def round_robin(items: list[T], key: Callable[[T], str], n: int) -> list[T]:
-    """Up to ``n`` of ``items`` taken one key at a time in turn (each key's own in order), in their
-    order: a key with a hundred waiting cannot fill a batch another key waits for."""
-    by_key: dict[str, collections.deque[int]] = {}
-    for i, item in enumerate(items):
-        by_key.setdefault(key(item), collections.deque()).append(i)
-    taken: list[int] = []
-    queues = list(by_key.values())
-    while len(taken) < n and queues:
-        for q in queues:
-            if len(taken) < n and q:
-                taken.append(q.popleft())
-        queues = [q for q in queues if q]
-    return [items[i] for i in sorted(taken)]
-
-
 @dataclass(eq=False, slots=True)
 class _Call:
     key: str
@@ -296,57 +265,44 @@ class _Call:
 
 
 class FairRunner:
-    """Blocking calls run one at a time on a thread of their own, taken round robin across keys.
-
-    A single-thread executor runs them first come, first served: the cache's lookups of a
-    tenant that sent a hundred requests at once (each an index search and a verifier run) kept
-    another tenant's one lookup waiting 6.8 s (docs/limits.md). Here a key's next call waits for
-    at most one call of each other key with work.
-    """
+    """Blocking calls run one at a time on a thread of their own, taken round robin across keys:
+    unlike a single-thread executor's first come, first served, a key's next call waits for at
+    most one call of each other key with work (a tenant's burst of cache lookups cannot hold
+    another tenant's one lookup)."""
 
     def __init__(self, name: str) -> None:
         self._queue: FairQueue[_Call] = FairQueue()
-        self._cond = threading.Condition()
-        self._stopping = False
-        self._thread = threading.Thread(target=self._work, name=name, daemon=True)
-        self._thread.start()
+        self._lock = threading.Lock()
+        # Each call queues one task, which runs whichever call's turn it is then.
+        self._executor = concurrent.futures.ThreadPoolExecutor(max_workers=1, thread_name_prefix=name)
 
     async def run(self, key: str, fn: Callable[..., R], *args: Any) -> R:
         """``fn(*args)`` on the runner's thread, in ``key``'s turn."""
         loop = asyncio.get_running_loop()
         future: asyncio.Future[R] = loop.create_future()
-        with self._cond:
-            if self._stopping:
-                raise RuntimeError("the runner is shut down")
+        with self._lock:
+            self._executor.submit(self._run_next)  # a RuntimeError once shut down
             self._queue.push(_Call(key, functools.partial(fn, *args), loop, future))
-            self._cond.notify()
         return await future
 
     def shutdown(self) -> None:
         """Stop taking calls and wait until the waiting ones ran (their callers are awaiting them)."""
-        with self._cond:
-            self._stopping = True
-            self._cond.notify()
-        self._thread.join()
+        self._executor.shutdown(wait=True)
 
-    def _work(self) -> None:
-        while True:
-            with self._cond:
-                while not self._queue and not self._stopping:
-                    self._cond.wait()
-                call = self._queue.pop({})
-                if call is None:
-                    return  # stopping, nothing left
-            if call.future.cancelled():  # the caller left (a client gone): skip its work
-                continue
-            try:
-                result, error = call.fn(), None
-            except BaseException as exc:  # handed to the caller, as an executor does
-                result, error = None, exc
-            try:
-                call.loop.call_soon_threadsafe(_settle, call.future, result, error)
-            except RuntimeError:  # the caller's loop is closed: nobody waits for it
-                pass
+    def _run_next(self) -> None:
+        with self._lock:
+            call = self._queue.pop({})
+        assert call is not None  # one task a call
+        if call.future.cancelled():  # the caller left (a client gone): skip its work
+            return
+        try:
+            result, error = call.fn(), None
+        except BaseException as exc:  # handed to the caller, as an executor does
+            result, error = None, exc
+        try:
+            call.loop.call_soon_threadsafe(_settle, call.future, result, error)
+        except RuntimeError:  # the caller's loop is closed: nobody waits for it
+            pass
 
 
 def _settle(future: asyncio.Future[Any], result: Any, error: BaseException | None) -> None:

@@ -154,21 +154,6 @@ class _Literals:
         return gbnf
 
 
-def _json_schema_to_gbnf(json_schema: str) -> str:
-    from llama_cpp.llama_grammar import SchemaConverter
-
-    converter = SchemaConverter(prop_order={}, allow_fetch=False, dotall=False, raw_pattern=False)
-    schema = json.loads(json_schema)
-    for node in subschemas(schema):
-        if isinstance(node.get("pattern"), str):
-            node["pattern"] = _expand_shorthands(node["pattern"])
-    literals = _Literals(json_schema)
-    literals.swap(schema)
-    schema = converter.resolve_refs(schema, "stdin")
-    converter.visit(schema, "")
-    return literals.restore(str(converter.format_grammar()))
-
-
 def _check_encodable(gbnf: str) -> None:
     """What llama.cpp cannot take as a grammar: a NUL (raw or escaped) outside a negated class,
     or text that is not UTF-8 (a lone surrogate from a pattern)."""
@@ -197,7 +182,17 @@ def gbnf_for(json_schema: str) -> str:
     The schema's counts were bounded when the request was validated (``models.schema_bounds``),
     so the converter's expansion is small before it starts."""
     try:
-        gbnf = _json_schema_to_gbnf(json_schema)
+        from llama_cpp.llama_grammar import SchemaConverter
+
+        converter = SchemaConverter(prop_order={}, allow_fetch=False, dotall=False, raw_pattern=False)
+        schema = json.loads(json_schema)
+        for node in subschemas(schema):
+            if isinstance(node.get("pattern"), str):
+                node["pattern"] = _expand_shorthands(node["pattern"])
+        literals = _Literals(json_schema)
+        literals.swap(schema)
+        converter.visit(converter.resolve_refs(schema, "stdin"), "")
+        gbnf = literals.restore(str(converter.format_grammar()))
     except ResponseFormatError:
         raise  # already says what in the schema cannot be held
     except Exception as exc:  # the converter asserts, or fails on a shape it does not expect
@@ -253,9 +248,14 @@ def advance(sampler: Any, tokens: list[int]) -> bool:
 
 
 def free(sampler: Any) -> None:
+    """Free a llama.cpp sampler, or both of a :class:`Constrained`."""
     import llama_cpp
 
-    llama_cpp.llama_sampler_free(sampler)
+    if isinstance(sampler, Constrained):
+        free(sampler.grammar)
+        sampler = sampler.chain
+    if sampler is not None:
+        llama_cpp.llama_sampler_free(sampler)
 
 
 class Candidates:
@@ -319,8 +319,3 @@ class Constrained:
         if chain is not None:
             llama_cpp.llama_sampler_accept(chain, token)
         return token
-
-    def free(self) -> None:
-        free(self.grammar)
-        if self.chain is not None:
-            free(self.chain)

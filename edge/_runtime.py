@@ -12,36 +12,30 @@ from __future__ import annotations
 import ctypes
 import functools
 import logging
-import threading
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
-from ._grammar import Candidates, Constrained, free
-from models import REPEAT_WINDOW
+from ._grammar import Candidates, Constrained
 
 from .config import EdgeSettings
 from .cpus import has_amx
 from .errors import EngineLoadError, GenerationError
 
-_backend_lock = threading.Lock()
 # ggml's type ids (ggml.h), so this module does not import llama_cpp at import time.
 _KV_TYPES = {"f16": 1, "q8_0": 8}
-_backend_ready = False
 
 
+@functools.cache
 def _init_backend() -> None:
-    global _backend_ready
     import llama_cpp
 
-    with _backend_lock:
-        if not _backend_ready:
-            # llama.cpp's log reaches this logger (llama-cpp-python sets the callback at import):
-            # its errors only, as ``verbose=False`` does.
-            logging.getLogger("llama-cpp-python").setLevel(logging.ERROR)
-            llama_cpp.llama_backend_init()
-            _backend_ready = True
+    # llama.cpp's log reaches this logger (llama-cpp-python sets the callback at import): its
+    # errors only, as ``verbose=False`` does.
+    logging.getLogger("llama-cpp-python").setLevel(logging.ERROR)
+    llama_cpp.llama_backend_init()
 
 
 class Vocab:
@@ -95,25 +89,6 @@ class Vocab:
         """Bytes of text in the longest token (special ones included): no prompt has fewer
         tokens than its bytes divided by this."""
         return max(1, max(len(self.detokenize([t], special=True)) for t in range(self.n_vocab)))
-
-
-def _metadata(model: Any) -> dict[str, str]:
-    """The GGUF's metadata, every value as text."""
-    import llama_cpp
-
-    def read(get: Any, i: int) -> str:
-        size = 256
-        while True:
-            buf = ctypes.create_string_buffer(size)
-            n = get(model, i, buf, size)
-            if n < size:
-                return buf.value.decode("utf-8")
-            size = n + 1
-
-    return {
-        read(llama_cpp.llama_model_meta_key_by_index, i): read(llama_cpp.llama_model_meta_val_str_by_index, i)
-        for i in range(llama_cpp.llama_model_meta_count(model))
-    }
 
 
 class Batch:
@@ -201,7 +176,8 @@ class Runtime:
         self._logits_ith = llama_cpp.llama_get_logits_ith
         self._seq_rm = llama_cpp.llama_memory_seq_rm
         self.vocab = Vocab(self._model)
-        self.metadata: dict[str, str] = _metadata(self._model)
+        # The model's own chat template (Jinja), as its GGUF carries it; "" for a base model.
+        self.chat_template = (llama_cpp.llama_model_chat_template(self._model, None) or b"").decode("utf-8")
         self.batch = Batch(settings.n_batch)
         self._candidates: Candidates | None = None  # built by the first grammar request
 
@@ -266,27 +242,20 @@ class Runtime:
             self.ctx = self._model = None
 
 
-def _penalties(window: int, repeat: float, frequency: float, presence: float, seen: list[int]) -> Any:
+def penalties_sampler(
+    window: int, seen: list[int], repeat: float = 1.0, frequency: float = 0.0, presence: float = 0.0
+) -> Any:
+    """llama.cpp's penalties over the last ``window`` tokens the chain samples, primed with ``seen``:
+    OpenAI's frequency and presence penalties (``seen``: a continuation's answer so far, counted as
+    generated), or llama.cpp's repeat penalty (``seen``: the prompt, as its server primes it)."""
     import llama_cpp
 
     # The binding declares (n_vocab, last_n, ...) while newer llama.cpp takes (last_n, ...): with
     # both ints equal, either reads the window (x86-64 and arm64 pass ints and floats apart).
     sampler = llama_cpp.llama_sampler_init_penalties(window, window, repeat, frequency, presence)
-    for token in seen:
+    for token in seen[-window:]:
         llama_cpp.llama_sampler_accept(sampler, token)
     return sampler
-
-
-def penalties_sampler(frequency: float, presence: float, window: int, seen: list[int]) -> Any:
-    """OpenAI's frequency and presence penalties over the last ``window`` tokens the chain samples;
-    ``seen``: the answer so far of a continuation, counted as already generated."""
-    return _penalties(window, 1.0, frequency, presence, seen)
-
-
-def repeat_sampler(penalty: float, prompt: list[int]) -> Any:
-    """llama.cpp's repeat penalty over the last REPEAT_WINDOW tokens, primed with the prompt's
-    (its server accepts the prompt into the sampler likewise)."""
-    return _penalties(REPEAT_WINDOW, penalty, 0.0, 0.0, prompt[-REPEAT_WINDOW:])
 
 
 def logit_bias_sampler(n_vocab: int, bias: tuple[tuple[int, float], ...]) -> Any:
@@ -298,31 +267,20 @@ def logit_bias_sampler(n_vocab: int, bias: tuple[tuple[int, float], ...]) -> Any
 
 
 def sampler_chain(
-    temperature: float,
-    top_p: float,
-    seed: int,
-    top_k: int,
-    min_p: float,
-    *,
-    penalties: Any = None,
-    repeat: Any = None,
-    bias: Any = None,
+    temperature: float, top_p: float, seed: int, top_k: int, min_p: float, first: Sequence[Any] = ()
 ) -> Any:
     """A fresh sampler for one request: greedy at temperature 0, else the chain ``Llama`` builds.
 
-    ``bias``, ``penalties`` and ``repeat`` (samplers, owned by the chain from here on) go first, so every
-    later step sees the biased, penalized logits. The scheduler samples plain greedy requests with
-    :meth:`Runtime.argmax` instead (the same tokens); the greedy chain stays for greedy ones with
-    penalties, and for the test that says so. A grammar is kept beside the chain
-    (:class:`Constrained`).
+    ``first`` (samplers of logit bias and penalties, owned by the chain from here on) go first, so
+    every later step sees the biased, penalized logits. Plain greedy requests are sampled by
+    :meth:`Runtime.argmax` instead; a grammar is kept beside the chain (:class:`Constrained`).
     """
     import llama_cpp
 
     chain = llama_cpp.llama_sampler_chain_init(llama_cpp.llama_sampler_chain_default_params())
     add = llama_cpp.llama_sampler_chain_add
-    for first in (bias, penalties, repeat):
-        if first is not None:
-            add(chain, first)
+    for sampler in first:
+        add(chain, sampler)
     if temperature <= 0.0:
         add(chain, llama_cpp.llama_sampler_init_greedy())
         return chain
@@ -332,11 +290,3 @@ def sampler_chain(
     add(chain, llama_cpp.llama_sampler_init_temp(temperature))
     add(chain, llama_cpp.llama_sampler_init_dist(seed & 0xFFFFFFFF))
     return chain
-
-
-def free_sampler(chain: Any) -> None:
-    if isinstance(chain, Constrained):
-        chain.free()
-    else:
-        free(chain)
-

@@ -13,28 +13,24 @@ from __future__ import annotations
 
 import collections
 import logging
+import math
 import threading
 import time
 from dataclasses import dataclass
 
-from models import Chunk
-
-from ._fair import (
-    Demand, FairQueue, KeyView, Promises, Refusal, active_keys, keep_slots, preempt_from, prefill_shares, share,
-)
-
-from ._grammar import Constrained, advance, grammar_sampler
+from models import REPEAT_WINDOW, Chunk
 from models.logprobs import token_logprob
 
-from ._runtime import Runtime, free_sampler, logit_bias_sampler, penalties_sampler, repeat_sampler, sampler_chain
+from ._fair import (
+    Demand, FairQueue, KeyView, Promises, active_keys, keep_slots, preempt_from, prefill_shares, share,
+)
+from ._grammar import Constrained, advance, free, grammar_sampler
+from ._runtime import Runtime, logit_bias_sampler, penalties_sampler, sampler_chain
 from ._sequence import DONE, Job, Outbox, Slot
 from .config import EdgeSettings
-from .errors import GenerationError
+from .errors import EdgeSaturatedError, GenerationError
 
 log = logging.getLogger(__name__)
-
-# Recent request durations kept to estimate how long a waiting request will wait.
-_DURATIONS = 32
 
 
 @dataclass(frozen=True, slots=True)
@@ -44,13 +40,13 @@ class EngineStats:
     running: int
     waiting: int
     slots: int
-    prompt_tokens: int  # prompt tokens of the requests that started
-    prefix_reused_tokens: int  # of those, tokens whose KV was already in the slot
-    prefill_tokens: int  # prompt tokens evaluated (prompt_tokens - reused, less what was cancelled)
-    completed: int
-    cancelled: int
-    steps: int
     mean_request_s: float | None  # mean slot time of the recent finished requests
+    # The counters (the scheduler's ``_counts``):
+    prompt_tokens: int = 0  # prompt tokens of the requests that started
+    prefix_reused_tokens: int = 0  # of those, tokens whose KV was already in the slot
+    prefill_tokens: int = 0  # prompt tokens evaluated (prompt_tokens - reused, less what was cancelled)
+    completed: int = 0
+    cancelled: int = 0
     preempted: int = 0  # jobs that gave up their slot to a tenant below its share, resumed later
 
 
@@ -68,14 +64,9 @@ class Scheduler:
         self._cond = threading.Condition()
         self._stopping = False
         self._running = 0
-        self._prompt_tokens = 0
-        self._reused = 0
-        self._prefilled = 0
-        self._completed = 0
-        self._cancelled = 0
-        self._steps = 0
-        self._preempted = 0
-        self._durations: collections.deque[float] = collections.deque(maxlen=_DURATIONS)
+        self._counts: collections.Counter[str] = collections.Counter()  # EngineStats' counters
+        # The recent requests' slot times, to estimate how long a waiting request will wait.
+        self._durations: collections.deque[float] = collections.deque(maxlen=32)
         self._outputs: list[tuple[Slot, int]] = []  # (slot, batch index of its logits) this step
         self._outbox = Outbox()
         self._thread = threading.Thread(target=self._run, name="llama-scheduler", daemon=True)
@@ -83,42 +74,47 @@ class Scheduler:
 
     # -- called from the event loops ---------------------------------------------------------
 
-    def submit(self, job: Job, max_waiting: int) -> Refusal | None:
-        """Queue ``job`` (None), or refuse it when its key already holds its share of the queue.
+    def submit(self, job: Job) -> None:
+        """Queue ``job``, or refuse it (:class:`EdgeSaturatedError`) when its key already holds its
+        share of the queue.
 
-        The bound (``max_waiting`` plus the free slots) is split evenly over the keys with work;
+        The bound (``max_queue`` plus the free slots) is split evenly over the keys with work;
         with one key that is the whole bound. Keys arriving later may take the queue past the
         bound (up to twice it) while the keys over their new share drain.
         """
         with self._cond:
             free = len(self._slots) - self._running
-            bound = max_waiting + free
+            bound = self._settings.max_queue + free
             key = job.key
             self._demand.note(key, self._by_key[key] + self._waiting.count(key) + 1, time.monotonic())
             keys = active_keys(self._waiting, self._by_key, key)
             mine = share(bound, keys)
             if self._waiting.count(key) >= mine or len(self._waiting) >= 2 * bound:
-                view = self._view(key)
+                view = self.view(key)
                 wait = self._promises.retry_after_s(key, view.room_s(mine), view.step_s(), time.monotonic())
-                return Refusal(view.waiting, mine, wait)
+                raise EdgeSaturatedError(
+                    f"the edge queue is full: {view.waiting} of this tenant's requests wait, its fair "
+                    f"share of the queue is {mine}",
+                    code="edge_saturated",
+                    retry_after=math.ceil(wait),
+                )
             self._waiting.push(job)
             self._cond.notify()
-            return None
 
     def view(self, key: str) -> KeyView:
-        with self._cond:
-            return self._view(key)
+        with self._cond:  # re-entrant (an RLock): submit calls it holding the lock
+            return KeyView(
+                running=self._running,
+                ahead=self._waiting.ahead(key),
+                slots=len(self._slots),
+                keys=active_keys(self._waiting, self._by_key, key),
+                waiting=self._waiting.count(key),
+                mean_request_s=self._mean_request_s(),
+            )
 
-    def _view(self, key: str) -> KeyView:
+    def _mean_request_s(self) -> float | None:
         durations = self._durations
-        return KeyView(
-            running=self._running,
-            ahead=self._waiting.ahead(key),
-            slots=len(self._slots),
-            keys=active_keys(self._waiting, self._by_key, key),
-            waiting=self._waiting.count(key),
-            mean_request_s=sum(durations) / len(durations) if durations else None,
-        )
+        return sum(durations) / len(durations) if durations else None
 
     def wake(self) -> None:
         """A job was cancelled: let an idle scheduler notice it now."""
@@ -127,19 +123,8 @@ class Scheduler:
 
     def stats(self) -> EngineStats:
         with self._cond:
-            durations = list(self._durations)
             return EngineStats(
-                running=self._running,
-                waiting=len(self._waiting),
-                slots=len(self._slots),
-                prompt_tokens=self._prompt_tokens,
-                prefix_reused_tokens=self._reused,
-                prefill_tokens=self._prefilled,
-                completed=self._completed,
-                cancelled=self._cancelled,
-                steps=self._steps,
-                preempted=self._preempted,
-                mean_request_s=sum(durations) / len(durations) if durations else None,
+                self._running, len(self._waiting), len(self._slots), self._mean_request_s(), **self._counts
             )
 
     def stop(self, timeout: float) -> None:
@@ -199,10 +184,9 @@ class Scheduler:
                 ):
                     return
                 job = self._waiting.pop(self._by_key)
-                if job is None:
-                    return
+                assert job is not None  # of the key peek named
                 if job.cancelled.is_set():
-                    self._cancelled += 1
+                    self._counts["cancelled"] += 1
                     _free_sampler(job)
                     self._outbox.put(job, DONE)
                     continue
@@ -222,7 +206,7 @@ class Scheduler:
         job = slot.park()
         self._running -= 1
         self._by_key[victim] -= 1
-        self._preempted += 1
+        self._counts["preempted"] += 1
         self._waiting.push_front(job)
         return True
 
@@ -235,33 +219,36 @@ class Scheduler:
         keep = min(slot.common_prefix(tokens), len(tokens) - 1) if self._settings.prefix_reuse else 0
         if not self._rt.seq_rm(slot.seq, keep):
             keep = 0
+        slot.run(job, keep, tokens)
         if job.resume is not None:
-            slot.resume(job, keep)
+            job.resume = None
             return
+        job.started_at = time.monotonic()
         params = job.request.params
-        sampler = grammar = penalties = None
-        if job.grammar is not None:
-            grammar = grammar_sampler(self._rt.vocab.ptr, job.grammar)  # parsed once already, at admission
-            advance(grammar, job.answer_so_far)
+        first = []  # the chain's first samplers, in llama.cpp server's order
+        if params.logit_bias:
+            first.append(logit_bias_sampler(self._rt.vocab.n_vocab, params.logit_bias))
         if params.penalized:
             window = len(job.answer_so_far) + job.max_tokens
-            penalties = penalties_sampler(params.frequency_penalty, params.presence_penalty, window, job.answer_so_far)
-        # llama.cpp's server's repeat penalty: the last REPEAT_WINDOW tokens, the prompt's included.
-        repeat = repeat_sampler(params.repeat_penalty, job.tokens) if params.repeat_penalty != 1.0 else None
-        bias = logit_bias_sampler(self._rt.vocab.n_vocab, params.logit_bias) if params.logit_bias else None
-        if params.temperature > 0.0 or penalties is not None or repeat is not None or bias is not None:
-            sampler = sampler_chain(
+            first.append(penalties_sampler(
+                window, job.answer_so_far, frequency=params.frequency_penalty, presence=params.presence_penalty
+            ))
+        if params.repeat_penalty != 1.0:
+            first.append(penalties_sampler(REPEAT_WINDOW, job.tokens, repeat=params.repeat_penalty))
+        if params.temperature > 0.0 or first:
+            job.sampler = sampler_chain(
                 params.temperature, params.top_p, job.seed,
                 self._settings.top_k if params.top_k is None else params.top_k,
                 self._settings.min_p if params.min_p is None else params.min_p,
-                penalties=penalties, repeat=repeat, bias=bias,
+                first,
             )
-        if grammar is not None:
-            sampler = Constrained(grammar, sampler)
-        slot.start(job, keep, sampler)
+        if job.grammar is not None:
+            grammar = grammar_sampler(self._rt.vocab.ptr, job.grammar)  # parsed once already, at admission
+            advance(grammar, job.answer_so_far)
+            job.sampler = Constrained(grammar, job.sampler)
         with self._cond:
-            self._prompt_tokens += len(job.tokens)
-            self._reused += keep
+            self._counts["prompt_tokens"] += len(job.tokens)
+            self._counts["prefix_reused_tokens"] += keep
 
     def _build_batch(self) -> bool:
         batch = self._rt.batch
@@ -298,12 +285,10 @@ class Scheduler:
             if not slot.pending:
                 self._outputs.append((slot, index))
         with self._cond:
-            self._prefilled += start - budget
+            self._counts["prefill_tokens"] += start - budget
         return batch.n > 0
 
     def _after_decode(self) -> None:
-        with self._cond:
-            self._steps += 1
         rt = self._rt
         vocab = rt.vocab
         room_total = rt.n_ctx_slot
@@ -333,26 +318,23 @@ class Scheduler:
 
     def _end(self, slot: Slot, reason: str | None) -> None:
         """Finish (``reason``) or drop (None: cancelled) the slot's job and free the slot."""
+        job = slot.job
+        assert job is not None
         if reason is not None:
-            assert slot.job is not None
-            self._outbox.put(slot.job, slot.finish(reason))
-        job = slot.release()
-        elapsed = time.monotonic() - job.started_at if job is not None else 0.0
-        if job is not None:
-            _free_sampler(job)
+            self._outbox.put(job, slot.finish(reason))
+        slot.release()
+        _free_sampler(job)
         with self._cond:
             self._running -= 1
-            if job is not None:
-                self._by_key[job.key] -= 1
-                if self._by_key[job.key] <= 0:
-                    del self._by_key[job.key]  # bounded: only keys with running work stay
+            self._by_key[job.key] -= 1
+            if self._by_key[job.key] <= 0:
+                del self._by_key[job.key]  # bounded: only keys with running work stay
             if reason is None:
-                self._cancelled += 1
+                self._counts["cancelled"] += 1
             else:
-                self._completed += 1
-                self._durations.append(elapsed)
-        if job is not None:
-            self._outbox.put(job, DONE)
+                self._counts["completed"] += 1
+                self._durations.append(time.monotonic() - job.started_at)
+        self._outbox.put(job, DONE)
 
     def _fail_all(self, exc: BaseException) -> None:
         """A failed decode leaves the batch's KV unknown: fail the running jobs, start clean."""
@@ -380,6 +362,6 @@ class Scheduler:
 def _free_sampler(job: Job) -> None:
     """A job that ended, or a parked one that will not resume: free the sampler it carries."""
     if job.sampler is not None:
-        free_sampler(job.sampler)
+        free(job.sampler)
         job.sampler = None
     job.resume = None

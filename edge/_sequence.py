@@ -8,7 +8,6 @@ import codecs
 import threading
 import time
 from dataclasses import dataclass, field
-from collections.abc import AsyncIterator
 from typing import Any
 
 from models import Chunk, GenerationRequest, TokenLogprob, Usage
@@ -32,8 +31,8 @@ class Job:
     # Its run, kept with the job (not the slot) so that a preempted job resumes where it was.
     sampler: Any = None  # None for a greedy job (the scheduler takes the argmax)
     # Whole UTF-8 characters only: a character split across tokens is held until complete.
-    decoder: codecs.IncrementalDecoder | None = None
-    stops: StopMatcher | None = None
+    decoder: codecs.IncrementalDecoder = field(init=False)
+    stops: StopMatcher = field(init=False)
     # Log probabilities of the tokens whose text the stop matcher or decoder still holds.
     logprobs: list[TokenLogprob] = field(default_factory=list)
     n_out: int = 0
@@ -44,24 +43,17 @@ class Job:
     # prefix that slot's KV still holds.
     resume: list[int] | None = None
 
+    def __post_init__(self) -> None:
+        self.decoder = codecs.getincrementaldecoder("utf-8")(errors="replace")
+        self.stops = StopMatcher(self.request.params.stop)
+
     @property
     def key(self) -> str:
         """The fairness key (the tenant): the scheduler shares slots and queue fairly across keys."""
         return self.request.fair_key
 
 
-DONE = object()  # the end of a job's output
-
-
-async def drain(out: asyncio.Queue[Any]) -> AsyncIterator[Any]:
-    """A job's output queue until :data:`DONE`; an exception put on it is raised here."""
-    while True:
-        item = await out.get()
-        if item is DONE:
-            return
-        if isinstance(item, BaseException):
-            raise item
-        yield item
+DONE = object()  # the end of a job's output (an exception put on it is raised to the caller)
 
 
 def _deliver(items: list[tuple[Job, Any]]) -> None:
@@ -72,15 +64,10 @@ def _deliver(items: list[tuple[Job, Any]]) -> None:
 class Outbox:
     """What one step produced for its jobs, sent with one wakeup per event loop.
 
-    Waking an event loop from another thread (``call_soon_threadsafe``: a write to its self-pipe,
-    a select return, a handle) costs more than the token it carries, so one wakeup per step hands
-    every sequence's new text over at once, in the order it was put.
-
-    The scheduler wakes the loops itself, and the loop's handling of the step then runs between
-    two decodes (the write releases the GIL to the woken loop). Waking them from a thread of its
-    own instead, so that handling overlapped the decode, halved the scheduler's gap between
-    decodes with one llama.cpp thread, but with two threads on two cores it took a core from
-    llama.cpp mid-decode: 8-stream throughput fell from ~127 to ~61 tok/s in an A/B (docs/edge.md).
+    Waking an event loop from another thread costs more than the token it carries, so one wakeup
+    per step hands every sequence's new text over at once, in the order it was put. The scheduler
+    thread wakes the loops itself: a thread of its own for it took a core from llama.cpp
+    mid-decode (8-stream throughput halved on two cores).
     """
 
     def __init__(self) -> None:
@@ -91,12 +78,7 @@ class Outbox:
 
     def flush(self) -> None:
         """Send what was put since the last flush."""
-        if self._items:
-            items, self._items = self._items, []
-            self._wake(items)
-
-    @staticmethod
-    def _wake(items: list[tuple[Job, Any]]) -> None:
+        items, self._items = self._items, []
         by_loop: dict[asyncio.AbstractEventLoop, list[tuple[Job, Any]]] = {}
         for entry in items:
             by_loop.setdefault(entry[0].loop, []).append(entry)
@@ -130,16 +112,6 @@ class Slot:
                 return i
         return min(len(self.cached), len(tokens))
 
-    def start(self, job: Job, keep: int, sampler: Any) -> None:
-        """Run ``job`` here, keeping the first ``keep`` cached tokens (their KV is already right)."""
-        job.sampler = sampler
-        job.decoder = codecs.getincrementaldecoder("utf-8")(errors="replace")
-        job.stops = StopMatcher(job.request.params.stop)
-        job.logprobs = []
-        job.n_out = 0
-        job.started_at = time.monotonic()
-        self._run(job, keep, job.tokens)
-
     def park(self) -> Job:
         """Take the running job out mid-answer (see :attr:`Job.resume`); the slot is free after it."""
         job = self.job
@@ -148,26 +120,19 @@ class Slot:
         self.release()
         return job
 
-    def resume(self, job: Job, keep: int) -> None:
-        """Run a parked ``job`` here, keeping the first ``keep`` cached tokens."""
-        assert job.resume is not None
-        tokens, job.resume = job.resume, None
-        self._run(job, keep, tokens)
-
-    def _run(self, job: Job, keep: int, tokens: list[int]) -> None:
+    def run(self, job: Job, keep: int, tokens: list[int]) -> None:
+        """Run ``job`` from ``tokens`` (its prompt, or a parked job's :attr:`Job.resume`), keeping
+        the first ``keep`` cached tokens (their KV is already right)."""
         self.job = job
         del self.cached[keep:]
         self.pending = tokens[keep:]
         self.next_token = None
 
     def feed(self, token: int, piece: bytes, room: int) -> tuple[str, str | None]:
-        """Take one sampled token (``piece``: its bytes): the text safe to emit and the finish reason
-        if the job ends.
-
-        ``room`` is how many more tokens the slot's context window can hold.
-        """
+        """Take one sampled token (``piece``: its bytes; ``room``: how many more tokens the slot's
+        window holds): the text safe to emit and the finish reason if the job ends."""
         job = self.job
-        assert job is not None and job.decoder is not None and job.stops is not None
+        assert job is not None
         job.n_out += 1
         text, hit = job.stops.feed(job.decoder.decode(piece))
         if hit:
@@ -180,7 +145,7 @@ class Slot:
     def finish(self, reason: str) -> Chunk:
         """The job's last chunk: the held-back tail, the finish reason and the usage."""
         job = self.job
-        assert job is not None and job.decoder is not None and job.stops is not None
+        assert job is not None
         tail = "" if job.stops.hit else job.stops.flush(job.decoder.decode(b"", final=True))
         held = tuple(job.logprobs) if tail else ()  # a stop string's tokens are not the answer's
         return Chunk(tail, finish_reason=reason, usage=Usage(len(job.tokens), job.n_out), logprobs=held,
@@ -193,10 +158,9 @@ class Slot:
         held, job.logprobs = tuple(job.logprobs), []
         return held
 
-    def release(self) -> Job | None:
+    def release(self) -> None:
         """Detach the job; the KV of what was evaluated stays for prefix reuse."""
-        job, self.job = self.job, None
+        self.job = None
         self.pending = []
         self.next_token = None
         self.last_used = time.monotonic()
-        return job

@@ -101,14 +101,13 @@ def export(
     out: Annotated[Optional[Path], typer.Option("--out", "-o", help="JSONL file [default: stdout]")] = None,
 ) -> None:
     """Write every entry as one JSON line (request, answer, tier, timestamps, hits)."""
-    with _opened(_db_path(db, data_dir)) as store:
-        fh = out.open("w", encoding="utf-8") if out else sys.stdout
+    with _opened(_db_path(db, data_dir)) as store, (
+        out.open("w", encoding="utf-8") if out else contextlib.nullcontext(sys.stdout)
+    ) as fh:
         n = 0
         for record in store.export(tenant):
             fh.write(json.dumps(record, ensure_ascii=False) + "\n")
             n += 1
-        if out:
-            fh.close()
     if out:
         typer.echo(f"exported {n} entries to {out}", err=True)
 

@@ -19,8 +19,7 @@ class EdgeSettings(BaseModel):
     n_ctx: int = Field(
         2048, ge=128, le=131072, description="context window of one request (per slot; KV = n_ctx * slots)"
     )
-    # "auto": the physical cores less one (edge/cpus.py). llama.cpp's threads spin-wait, so on
-    # oversubscribed cores decoding collapses; one core stays free for HTTP and the embedder.
+    # "auto": edge/cpus.py (one core stays free for HTTP and the embedder).
     n_threads: int | Literal["auto"] = Field(
         "auto", description='llama.cpp threads for decode and prompt ("auto": physical cores less one)'
     )

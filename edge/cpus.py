@@ -1,9 +1,9 @@
 """How many physical cores this process may run on, the llama.cpp thread count they give, and
 whether the CPU has AMX.
 
-llama.cpp's threads spin-wait for each other at every step, so more threads than free cores
-(two hyperthreads of one core, or a core the node's HTTP and embedding work also needs) slow
-decoding down instead of speeding it up: ``auto`` takes the physical cores, less one, at least 1.
+llama.cpp's threads spin-wait for each other at every step, so more threads than free cores (two
+hyperthreads of one core, or a core the node's HTTP and embedding work also needs) slow decoding
+down instead of speeding it up.
 """
 
 from __future__ import annotations
@@ -15,22 +15,15 @@ from pathlib import Path
 SYSFS_CPUS = Path("/sys/devices/system/cpu")
 
 
-def allowed_cpus() -> set[int] | None:
-    """The logical CPUs this process may run on (its affinity), or None where that is unknown."""
-    if hasattr(os, "sched_getaffinity"):
-        return set(os.sched_getaffinity(0))
-    return None
-
-
 def physical_cores(cpus: Iterable[int] | None = None, sysfs: Path = SYSFS_CPUS) -> int:
     """Distinct (package, core) pairs among ``cpus`` (default: this process's affinity).
 
     Hyperthreads of one core count once. Where the topology cannot be read (not Linux, a
     container without /sys), every allowed logical CPU counts, else ``os.cpu_count()``.
     """
-    allowed = set(cpus) if cpus is not None else allowed_cpus()
-    if allowed is None:
+    if cpus is None and not hasattr(os, "sched_getaffinity"):  # the affinity is unknown here
         return max(1, os.cpu_count() or 1)
+    allowed = set(cpus if cpus is not None else os.sched_getaffinity(0))
     cores: set[tuple[str, str]] = set()
     for cpu in allowed:
         topology = sysfs / f"cpu{cpu}" / "topology"

@@ -4,12 +4,10 @@ Concurrent ``embed`` calls are queued together: the first call of a quiet period
 window for companions (by default one turn of the event loop), and calls arriving while a run
 goes on are picked from for the next one: short, fair across keys, never starving a long text.
 
-The INT8 model runs one text per model run. Its dynamic quantization scales activations per run,
-so a text run with others got a vector that moved with them (cosine to itself alone 0.993 median,
-0.987 worst over QQP questions) and a borderline cache decision could flip with the load. Alone,
-a text's vector is its own, and on CPU it is not slower: a run's time is its padded tokens
-(INT8, one thread, QQP questions: 1.06 ms a text one per run, 1.35 in runs of 4, 1.75 of 16).
-The fp32 model still shares runs (1.63 ms a text in runs of 4 against 2.18 alone, two threads).
+The INT8 model runs one text per model run: its dynamic quantization scales activations per run,
+so a text run with others got a vector that moved with them and a borderline cache decision could
+flip with the load. On CPU that is not slower (a run's time is its padded tokens). The fp32 model
+still shares runs.
 """
 
 from __future__ import annotations
@@ -28,7 +26,7 @@ import numpy as np
 
 from models import ModelError, default_models_dir, export_embedder, onnx_model_path
 
-from ._fair import round_robin
+from ._fair import FairQueue
 from .config import CacheSettings
 from .errors import EmbedderError
 
@@ -44,46 +42,33 @@ class Embedder:
     dim = DIM
     max_tokens = MAX_TOKENS
 
-    def __init__(
-        self,
-        model_path: Path,
-        *,
-        threads: int = 1,
-        window_ms: float = 1.0,
-        max_batch: int = 32,
-        run_rows: int | None = None,
-        device: str = "cpu",
-    ) -> None:
+    def __init__(self, model_path: Path, settings: CacheSettings) -> None:
         import onnxruntime as ort
         from tokenizers import Tokenizer
 
-        self.model_path = Path(model_path)
-        self.window_s = max(0.0, window_ms) / 1000.0
-        self.max_batch = max(1, max_batch)
+        self.window_s = settings.embed_window_ms / 1000.0
+        self.max_batch = settings.embed_max_batch
         # Texts in one model run (None: as many as the token budget allows); 1 keeps a text's
         # vector independent of the texts that run with it (see the module docstring).
-        self.run_rows = run_rows
+        self.run_rows = 1 if settings.embed_int8 else None
         try:
-            tok = Tokenizer.from_file(str(self.model_path.parent / "tokenizer.json"))
+            tok = Tokenizer.from_file(str(model_path.parent / "tokenizer.json"))
             providers = ["CPUExecutionProvider"]
-            if device == "cuda":
+            if settings.embed_device == "cuda":
                 if "CUDAExecutionProvider" not in ort.get_available_providers():
                     raise EmbedderError(
                         "embed_device is 'cuda' but onnxruntime has no CUDA provider; "
                         "install the 'gpu' extra (onnxruntime-gpu)"
                     )
                 providers.insert(0, "CUDAExecutionProvider")
-            self._session, self._run_options, self._inputs = onnx_session(self.model_path, threads, providers)
+            self._session, self._run_options, _ = onnx_session(model_path, settings.embed_threads, providers)
         except EmbedderError:
             raise
         except Exception as exc:  # onnxruntime and tokenizers raise their own base types
-            raise EmbedderError(f"cannot load the embedding model {self.model_path}: {exc}") from exc
+            raise EmbedderError(f"cannot load the embedding model {model_path}: {exc}") from exc
         tok.enable_truncation(MAX_TOKENS)
         tok.enable_padding(pad_id=0, pad_token="[PAD]")  # pad to the longest text of a batch
         self._tokenizer = tok
-        self._output = "sentence_embedding" if any(
-            o.name == "sentence_embedding" for o in self._session.get_outputs()
-        ) else "last_hidden_state"
         # One model run at a time: ONNX Runtime already uses ``threads`` cores inside a run.
         self._executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix="embedder")
         self._batchers: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, _Batcher] = (
@@ -105,22 +90,14 @@ class Embedder:
                 export_embedder(models_dir)
             except ModelError as exc:
                 raise EmbedderError(f"the embedding model is not prepared: {exc.message}") from exc
-        return cls(
-            path,
-            threads=settings.embed_threads,
-            window_ms=settings.embed_window_ms,
-            max_batch=settings.embed_max_batch,
-            run_rows=1 if settings.embed_int8 else None,
-            device=settings.embed_device,
-        )
+        return cls(path, settings)
 
     def embed_batch(self, texts: Sequence[str]) -> np.ndarray:
         """Embed ``texts``: shape (len(texts), 384), rows L2-normalised.
 
         Texts of similar length run together (at most ``run_rows`` of them), in runs of at most
         ``_RUN_BUDGET`` rows x tokens squared (attention's buffers grow with it): ONNX Runtime
-        keeps the buffers of the largest run it has seen, so without a bound a batch of 32 long
-        prompts grew the node by ~470 MB under load. Sorting by length also pads less.
+        keeps the buffers of the largest run it has seen. Sorting by length also pads less.
         """
         out = np.empty((len(texts), DIM), dtype=np.float32)
         self.embed_runs(texts, out.__setitem__)  # each run's rows filled in as it ends
@@ -178,18 +155,15 @@ class Embedder:
         width = max(_length(e) for e in encodings)
         ids = np.asarray([e.ids[:width] for e in encodings], dtype=np.int64)
         mask = np.asarray([e.attention_mask[:width] for e in encodings], dtype=np.int64)
-        feed: dict[str, Any] = {"input_ids": ids, "attention_mask": mask}
-        if "token_type_ids" in self._inputs:
-            feed["token_type_ids"] = np.zeros_like(ids)
         with self._lock:  # counted before the run's texts are answered
             self.runs += 1
         try:
-            out = self._session.run([self._output], feed, self._run_options)[0]
+            # The export (models/onnx_export.py) pools in the graph: its sentence_embedding output.
+            out = self._session.run(
+                ["sentence_embedding"], {"input_ids": ids, "attention_mask": mask}, self._run_options
+            )[0]
         except Exception as exc:  # onnxruntime's errors have no common public base
             raise EmbedderError(f"the embedding model failed: {exc}") from exc
-        if out.ndim == 3:  # token embeddings: mean-pool over the real tokens
-            weights = mask[..., None].astype(np.float32)
-            out = (out * weights).sum(axis=1) / np.maximum(weights.sum(axis=1), 1e-9)
         vecs = np.asarray(out, dtype=np.float32)
         vecs /= np.maximum(np.linalg.norm(vecs, axis=1, keepdims=True), 1e-12)
         return vecs
@@ -222,14 +196,12 @@ def onnx_session(
     opts.inter_op_num_threads = 1
     opts.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_ALL
     # Memory patterns are planned per input shape and kept: with inputs of every length they
-    # only add up (measured: the same speed without them).
+    # only add up, at no gain in speed.
     opts.enable_mem_pattern = False
     session = ort.InferenceSession(str(model), opts, providers=list(providers))
-    # ONNX Runtime's arena keeps every region it grew to, in power-of-two steps, and prompts of
-    # every length fragment it: 241 -> 476 MB over 100 mixed batches after the warm-up. Shrunk
-    # after each run, it gives its free regions back (158 -> 160 MB over 40 such batches; the
-    # serve command makes glibc return them to the system, edgeroute/cli.py); without an arena
-    # a batch of 32 ran 3x slower (docs/limits.md).
+    # ONNX Runtime's arena keeps every region it grew to, and prompts of every length fragment
+    # it; shrunk after each run, it gives its free regions back (the serve command makes glibc
+    # return them to the system, edgeroute/cli.py). Without an arena a batch ran 3x slower.
     run_options = ort.RunOptions()
     run_options.add_run_config_entry("memory.enable_memory_arena_shrinkage", "cpu:0")
     return session, run_options, {i.name for i in session.get_inputs()}
@@ -245,9 +217,8 @@ def _length(encoding: Any) -> int:
 _RUN_BUDGET = 32 * 128 * 128
 
 # Most rows x padded tokens in one run of ``embed`` calls. A run's time is its padded tokens
-# times ~190 us on this 2-core VM whatever the rows (1 x 63 tokens 13 ms, 8 x 63 96 ms, 32 x 103
-# 761 ms), so small runs cost little, and a question that arrives while a run goes on waits for
-# all of it: 256 tokens is ~50 ms, one text of the model's longest.
+# whatever the rows, so small runs cost little, and a question that arrives while a run goes on
+# waits for all of it: 256 tokens is one text of the model's longest.
 RUN_TOKENS = 256
 # Times a waiting text may be passed over for shorter ones before it goes first.
 MAX_SKIPS = 2
@@ -258,11 +229,12 @@ class _Text:
     text: str
     key: str
     future: asyncio.Future[np.ndarray]
-    tokens: int = field(init=False, default=0)  # an estimate from the length (tokenizing stays off the event loop)
     skipped: int = field(init=False, default=0)
 
-    def __post_init__(self) -> None:
-        self.tokens = min(MAX_TOKENS, 2 + len(self.text) // 4)
+    @property
+    def tokens(self) -> int:
+        """An estimate from the length (tokenizing stays off the event loop)."""
+        return min(MAX_TOKENS, 2 + len(self.text) // 4)
 
 
 def pick_run(
@@ -270,12 +242,16 @@ def pick_run(
 ) -> list[_Text]:
     """The texts of the next model run, out of ``pending`` (oldest first).
 
-    Up to ``max_batch`` are taken in turn across keys, as :func:`round_robin` does; of those the
+    Up to ``max_batch`` are taken in turn across keys (a :class:`FairQueue`'s); of those the
     shortest run first, up to ``budget`` rows x padded tokens and ``rows`` texts, except that a
     text passed over ``MAX_SKIPS`` times goes before them. So a short question waits one short
     run, not a tenant's queue of long prompts, and a long prompt waits at most a few short runs.
     """
-    candidates = round_robin(pending, lambda p: p.key, max_batch)
+    turns: FairQueue[_Text] = FairQueue()
+    for p in pending:
+        turns.push(p)
+    taken = {id(turns.pop({})) for _ in range(min(max_batch, len(pending)))}
+    candidates = [p for p in pending if id(p) in taken]  # in their order
     # Stable: the passed-over go first, oldest first; the rest shortest first, oldest on ties.
     candidates.sort(key=lambda p: (1, p.tokens) if p.skipped < MAX_SKIPS else (0, 0))
     run: list[_Text] = []
@@ -321,8 +297,8 @@ class _Batcher:
         self._pending = [p for p in self._pending if not p.future.done()]
         if self._busy or not self._pending:
             return
-        # One run at a time, picked anew as texts arrive: a batch of 32 (up to 2.5 s under a
-        # tenant's burst) made a question that came during it wait for all of it, then its own.
+        # One run at a time, picked anew as texts arrive: a question that comes during a long
+        # batch does not wait for all of it.
         batch = pick_run(self._pending, self._embedder.max_batch, rows=self._embedder.run_rows)
         chosen = set(map(id, batch))
         self._pending = [p for p in self._pending if id(p) not in chosen]
@@ -342,7 +318,7 @@ class _Batcher:
     @staticmethod
     def _settle(batch: list[_Text], rows: list[int], vecs: np.ndarray) -> None:
         # Each model run's texts are answered as it ends: a short question in a batch with long
-        # prompts waits for its own run, not the batch (2.5 s under a tenant's burst).
+        # prompts waits for its own run, not the batch.
         for row, vec in zip(rows, vecs, strict=True):
             if not batch[row].future.done():
                 batch[row].future.set_result(vec)

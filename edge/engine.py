@@ -1,38 +1,29 @@
 """The edge engine: one llama.cpp model, loaded once, served to concurrent requests.
 
-A scheduler thread owns the llama.cpp context and decodes every running request together, one
-token each per step (continuous batching, ``edge.slots`` at once); the rest wait in a FIFO queue
-with a bound, shared fairly across the requests' ``fair_key`` (the node's tenants:
-:mod:`edge._fair`). Tokens travel back to each request's event loop as they are decoded. Tokenizing
-and detokenizing only read the vocabulary and run on the callers' threads, as the llama.cpp
-server does.
-
-The router asks the engine once before it generates (:meth:`LlamaEngine.prepare`): the prompt's
-tokens, whether they fit the window and the tenant's expected wait come back as one
-:class:`Prepared`, which is also the edge's target for that request (its tokens are not counted
-again when it starts).
+A scheduler thread decodes the running requests together (:mod:`edge._scheduler`); the rest wait
+in a bounded queue shared fairly across the requests' ``fair_key`` (:mod:`edge._fair`).
+Tokenizing and detokenizing only read the vocabulary and run on the callers' threads, as the
+llama.cpp server does.
 """
 
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import functools
-import math
 import random
-from collections.abc import AsyncIterator, Iterator, Sequence
+from collections.abc import AsyncIterator, Sequence
 from dataclasses import dataclass, field
-from typing import Any, ClassVar
+from typing import ClassVar
 
-from models import Chunk, EngineLoad, GenerationRequest, ModelSpec, SamplingParams
+from models import Chunk, EngineLoad, GenerationRequest, ModelSpec
 
 from ._grammar import advance, gbnf_for, grammar_sampler
 from ._grammar import free as free_grammar
 from ._runtime import Runtime
 from ._scheduler import Scheduler, EngineStats
-from ._sequence import Job, drain
+from ._sequence import DONE, Job
 from .config import EdgeSettings
-from .errors import EdgeSaturatedError, EngineClosedError, LogitBiasError, PromptTooLongError, ResponseFormatError
+from .errors import EngineClosedError, LogitBiasError, PromptTooLongError, ResponseFormatError
 
 
 class LlamaEngine:
@@ -46,7 +37,16 @@ class LlamaEngine:
         self._rt = Runtime(spec.path, settings)
         self.n_ctx: int = self._rt.n_ctx_slot  # one request's window (each slot has its own)
         self._vocab = self._rt.vocab
-        self._formatter = _chat_formatter(self._rt) if spec.chat_template else None
+        self.chat_template = self._rt.chat_template  # the model's own (Jinja); "" for a base model
+        self._formatter = None
+        if spec.chat_template:
+            from llama_cpp.llama_chat_format import Jinja2ChatFormatter
+
+            eos, bos = self._vocab.eos, self._vocab.bos
+            self._formatter = Jinja2ChatFormatter(
+                template=self.chat_template, eos_token=self._vocab.token_text(eos),
+                bos_token=self._vocab.token_text(bos) if bos >= 0 else "",
+            )
         self._closed = False
         # Routing counts every prompt's tokens, and repeats (cache hits) are common: remember
         # the tokens of recent prompts rather than tokenize the same text again.
@@ -55,11 +55,6 @@ class LlamaEngine:
         )
         self._scheduler = Scheduler(self._rt, settings)
         self._longest_piece = self._vocab.longest_piece()
-
-    @property
-    def chat_template(self) -> str:
-        """The model's own chat template (Jinja), as its GGUF carries it; "" for a base model."""
-        return str(self._rt.metadata.get("tokenizer.chat_template") or "")
 
     # -- the public interface --------------------------------------------------------------
 
@@ -71,17 +66,6 @@ class LlamaEngine:
     def stats(self) -> EngineStats:
         """Counters of the scheduler: reused prefix tokens, completions, recent request time."""
         return self._scheduler.stats()
-
-    def render_prompt(self, request: GenerationRequest) -> str:
-        """The exact text given to the model: the chat template applied, then any prefix."""
-        if request.messages is None:
-            return (request.prompt or "") + request.assistant_prefix
-        if self._formatter is None:
-            # A base model has no chat template: a plain transcript is the honest fallback.
-            lines = [f"{m['role']}: {m['content']}" for m in request.messages]
-            return "\n".join(lines) + "\nassistant: " + request.assistant_prefix
-        rendered = self._formatter(messages=list(request.messages))
-        return rendered.prompt + request.assistant_prefix
 
     def tokenize(self, text: str, add_bos: bool = True) -> list[int]:
         """Token ids; ``add_bos`` defers to the model's own add-BOS flag, as llama.cpp does."""
@@ -165,9 +149,15 @@ class LlamaEngine:
         )
 
     def _prompt_text(self, request: GenerationRequest) -> tuple[str, bool]:
-        # A rendered chat template already carries its special tokens: no BOS of our own.
-        templated = request.is_chat and self._formatter is not None
-        return self.render_prompt(request), not templated
+        """The exact text given to the model (the chat template applied, then any prefix), and
+        whether to add a BOS: a rendered chat template already carries its special tokens."""
+        if request.messages is None:
+            return (request.prompt or "") + request.assistant_prefix, True
+        if self._formatter is None:
+            # A base model has no chat template: a plain transcript is the honest fallback.
+            lines = [f"{m['role']}: {m['content']}" for m in request.messages]
+            return "\n".join(lines) + "\nassistant: " + request.assistant_prefix, True
+        return self._formatter(messages=list(request.messages)).prompt + request.assistant_prefix, False
 
     async def stream(
         self, request: GenerationRequest, tokens: Sequence[int] | None = None
@@ -177,10 +167,12 @@ class LlamaEngine:
         gbnf = None
         if request.params.json_schema is not None:
             # Off the event loop: a large schema's grammar takes tens of milliseconds to build.
-            gbnf = await asyncio.to_thread(self._schema_grammar, request.params)
+            gbnf = await asyncio.to_thread(self._grammar, request)
         job = self._admit(request, gbnf, tokens)
         try:
-            async for item in drain(job.out):
+            while (item := await job.out.get()) is not DONE:
+                if isinstance(item, BaseException):
+                    raise item
                 yield item
         finally:
             # The consumer went away (client disconnect, fallback): the scheduler frees the slot
@@ -220,37 +212,34 @@ class LlamaEngine:
         max_tokens = min(max_tokens, self.n_ctx - n_prompt)
         seed = request.params.seed if request.params.seed is not None else random.getrandbits(31)
         job = Job(tokens, max_tokens, request, seed, asyncio.get_running_loop(), asyncio.Queue())
-        if request.assistant_prefix and (request.params.json_schema is not None or request.params.penalized):
-            job.answer_so_far = self._vocab.tokenize(request.assistant_prefix.encode("utf-8"), False, False)
-        if gbnf is not None:
-            with _named(request.params.schema_field):
-                job.grammar = self._grammar(gbnf, job.answer_so_far)
-        refused = self._scheduler.submit(job, self.settings.max_queue)
-        if refused is not None:
-            raise EdgeSaturatedError(
-                f"the edge queue is full: {refused.waiting} of this tenant's requests wait, its fair "
-                f"share of the queue is {refused.share}",
-                code="edge_saturated",
-                retry_after=math.ceil(refused.retry_after_s),
-            )
+        job.grammar = gbnf
+        if gbnf is not None or request.params.penalized:
+            job.answer_so_far = self._answer_so_far(request)
+        self._scheduler.submit(job)
         return job
 
-    @staticmethod
-    def _schema_grammar(params: SamplingParams) -> str:
-        with _named(params.schema_field):
-            return gbnf_for(params.json_schema or "")
+    def _answer_so_far(self, request: GenerationRequest) -> list[int]:
+        """A continuation's answer so far, which a grammar or penalties count as generated."""
+        return self._vocab.tokenize(request.assistant_prefix.encode("utf-8"), False, False)
 
-    def _grammar(self, gbnf: str, answer_so_far: list[int]) -> str:
+    def _grammar(self, request: GenerationRequest) -> str:
         """The schema's grammar, checked here (a 400 before any slot is taken): it parses, and
         a continuation's answer so far is a valid start of it."""
-        probe = grammar_sampler(self._vocab.ptr, gbnf)
+        named = request.params.schema_field  # where the schema came from (``tools``: the tools' calls)
         try:
-            if not advance(probe, answer_so_far):
-                raise ResponseFormatError(
-                    "response_format: the answer to continue does not match the schema", param="response_format"
-                )
-        finally:
-            free_grammar(probe)
+            gbnf = gbnf_for(request.params.json_schema or "")
+            probe = grammar_sampler(self._vocab.ptr, gbnf)
+            try:
+                if not advance(probe, self._answer_so_far(request)):
+                    raise ResponseFormatError(
+                        "response_format: the answer to continue does not match the schema", param="response_format"
+                    )
+            finally:
+                free_grammar(probe)
+        except ResponseFormatError as exc:
+            if exc.param == named:
+                raise
+            raise ResponseFormatError(exc.message.replace(str(exc.param), named, 1), param=named) from exc
         return gbnf
 
 
@@ -279,24 +268,3 @@ class Prepared:
 
     async def aclose(self) -> None:
         return None  # the engine is the node's, closed with it
-
-
-@contextlib.contextmanager
-def _named(field: str) -> Iterator[None]:
-    """A schema error names the field the schema came from (``tools`` for the tools' calls)."""
-    try:
-        yield
-    except ResponseFormatError as exc:
-        if exc.param == field:
-            raise
-        raise ResponseFormatError(exc.message.replace(str(exc.param), field, 1), param=field) from exc
-
-
-def _chat_formatter(rt: Runtime) -> Any:
-    from llama_cpp.llama_chat_format import Jinja2ChatFormatter
-
-    template = rt.metadata.get("tokenizer.chat_template")
-    vocab = rt.vocab
-    eos = vocab.token_text(vocab.eos)
-    bos = vocab.token_text(vocab.bos) if vocab.bos >= 0 else ""
-    return Jinja2ChatFormatter(template=template, eos_token=eos, bos_token=bos)

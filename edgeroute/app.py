@@ -1,8 +1,5 @@
-"""The node's whole ASGI app: the router's OpenAI-compatible API with the dashboard mounted on it.
-
-Assembled here, in the top layer, so every import points down: the dashboard knows the router,
-the router never knows the dashboard.
-"""
+"""The node's whole ASGI app: the router's OpenAI-compatible API with the dashboard mounted on it
+(assembled in the top layer: the dashboard knows the router, the router never the dashboard)."""
 
 from __future__ import annotations
 

@@ -6,9 +6,8 @@ import asyncio
 import json
 import logging
 import tempfile
-from enum import Enum
 from pathlib import Path
-from typing import Annotated, Optional
+from typing import Annotated, Literal, Optional
 
 import typer
 
@@ -40,17 +39,12 @@ app.add_typer(router_app, name="router")
 bench_app = typer.Typer(help="Benchmarks against a running server.", no_args_is_help=True)
 app.add_typer(bench_app, name="bench")
 
-class LogFormatChoice(str, Enum):
-    text = "text"
-    json = "json"
-
-
 DataDirOpt = Annotated[Optional[Path], typer.Option("--data-dir", help="data directory (cache, telemetry)")]
 
 
-def _settings(config: Path | None, data_dir: Path | None, **overrides: object) -> Settings:
+def _settings(config: Path | None, data_dir: Path | None) -> Settings:
     try:
-        return load_settings(config, data_dir=data_dir, **overrides)
+        return load_settings(config, data_dir=data_dir)
     except EdgerouteError as exc:
         typer.echo(f"error: {exc}", err=True)
         raise typer.Exit(2) from exc
@@ -73,7 +67,7 @@ def serve(
     config: ConfigOpt = None,
     data_dir: DataDirOpt = None,
     log_level: Annotated[str, typer.Option(help="log level (debug, info, warning, error)")] = "info",
-    log_format: Annotated[LogFormatChoice, typer.Option(help="text, or json: one object a line")] = LogFormatChoice.text,
+    log_format: Annotated[Literal["text", "json"], typer.Option(help="text, or json: one object a line")] = "text",
     local_member: Annotated[
         Optional[bool],
         typer.Option("--local-member/--no-local-member", help="start a local cloud member when none is configured"),
@@ -100,7 +94,7 @@ def serve(
     if local_member is not None:
         cloud = cloud.model_copy(update={"local_member": local_member})
     settings = settings.model_copy(update={"server": server, "cloud": cloud})
-    configure_logging(log_level, log_format.value)
+    configure_logging(log_level, log_format)
     if exposed:
         logging.getLogger("edgeroute").warning(
             "--insecure-no-auth: serving %s with no API keys; anyone who can reach it has every tenant's data",
@@ -160,28 +154,15 @@ def dashboard(
 
 
 def _return_large_blocks() -> None:
-    """Blocks of 1 MiB and more are mapped apart and returned to the system when freed.
-
-    glibc otherwise raises its mmap threshold to the largest block freed (up to 32 MiB) and keeps
-    such blocks in the freeing thread's arena: the regions ONNX Runtime's arenas give back after
-    each run (edge/embedder.py) then stayed resident. Measured on an overload run with a cold
-    cache, node RSS +3.3% instead of +10-29% (docs/limits.md). Not glibc (musl, macOS): nothing
-    to do.
-    """
+    """Blocks of 1 MiB and more are mapped apart and returned to the system when freed: glibc
+    otherwise keeps them in the freeing thread's arena, and the regions ONNX Runtime's arenas give
+    back after each run (edge/embedder.py) stayed resident (docs/limits.md). Not glibc (musl,
+    macOS): nothing to do."""
     import ctypes
-    import ctypes.util
 
-    name = ctypes.util.find_library("c")
-    try:
-        libc = ctypes.CDLL(name) if name else None
-        mallopt = getattr(libc, "mallopt", None)
-    except OSError:
-        return
+    mallopt = getattr(ctypes.CDLL(None), "mallopt", None)  # the C library this process runs on
     if mallopt is not None:
-        mallopt(_M_MMAP_THRESHOLD, 1 << 20)
-
-
-_M_MMAP_THRESHOLD = -3  # glibc's malloc.h
+        mallopt(-3, 1 << 20)  # M_MMAP_THRESHOLD (glibc's malloc.h)
 
 
 @bench_app.command("faults")
@@ -253,7 +234,7 @@ def bench_load(
     target: Annotated[str, typer.Option(help="base URL of an OpenAI-compatible server (loopback only)")] = (
         "http://127.0.0.1:8080"
     ),
-    scenario: Annotated[str, typer.Option(help="mix, streams or short-behind-long")] = "mix",
+    scenario: Annotated[Literal["mix", "streams", "short-behind-long"], typer.Option(help="the workload")] = "mix",
     clients: Annotated[int, typer.Option(min=1, max=256, help="concurrent clients")] = 8,
     requests: Annotated[
         int, typer.Option(min=1, max=10_000_000, help="requests to send (at most; per tenant with --tenant)")
@@ -283,9 +264,6 @@ def bench_load(
     as_json: Annotated[Optional[Path], typer.Option("--json", help="also write the summary as JSON")] = None,
 ) -> None:
     """Concurrent streaming load over HTTP: tokens/s, latency and TTFT percentiles per route."""
-    if scenario not in ("mix", "streams", "short-behind-long"):
-        typer.echo(f"error: unknown scenario {scenario!r} (mix, streams, short-behind-long)", err=True)
-        raise typer.Exit(2)
     if pairs is None:
         default = Path.cwd().parent / "shared" / "data" / "qqp_pairs.jsonl"
         pairs = default if default.exists() else None

@@ -209,4 +209,4 @@ def test_a_missing_or_corrupt_model_is_an_embedder_error(tmp_path: Path) -> None
     bad.write_bytes(b"not an onnx file")
     (tmp_path / "tokenizer.json").write_text("{}")
     with pytest.raises(EmbedderError):
-        Embedder(bad)
+        Embedder(bad, CacheSettings())

@@ -12,8 +12,7 @@ import pytest
 
 from edge import EdgeSaturatedError, EdgeSettings, LlamaEngine
 from edge._fair import (
-    Demand, FairQueue, FairRunner, KeyView, Promises, active_keys, keep_slots, preempt_from, prefill_shares, round_robin,
-    share,
+    Demand, FairQueue, FairRunner, KeyView, Promises, active_keys, keep_slots, preempt_from, prefill_shares, share,
 )
 from edge._scheduler import Scheduler
 from edge._sequence import Job
@@ -252,13 +251,6 @@ def test_one_keys_stream_of_short_prompts_does_not_starve_another_keys_long_prom
     finally:
         scheduler.stop(5)
         loop.close()
-
-
-def test_a_batch_is_filled_one_key_at_a_time_in_turn() -> None:
-    items = [("a", 1), ("a", 2), ("a", 3), ("a", 4), ("b", 1), ("a", 5), ("c", 1), ("c", 2)]
-    assert round_robin(items, lambda x: x[0], 4) == [("a", 1), ("a", 2), ("b", 1), ("c", 1)]  # in arrival order
-    assert round_robin(items[:3], lambda x: x[0], 8) == items[:3]
-    assert round_robin([], lambda x: x[0], 8) == []
 
 
 async def test_the_runner_takes_calls_in_turn_across_keys_and_skips_those_whose_caller_left() -> None:

@@ -10,8 +10,9 @@ from collections.abc import Iterator
 import pytest
 
 from edge import EdgeSettings, LlamaEngine
-from edge._runtime import free_sampler, penalties_sampler, repeat_sampler
-from models import EDGE_DEFAULT, GenerationRequest, SamplingParams, collect, default_models_dir, resolve
+from edge._grammar import free
+from edge._runtime import penalties_sampler
+from models import EDGE_DEFAULT, REPEAT_WINDOW, GenerationRequest, SamplingParams, collect, default_models_dir, resolve
 
 
 def _applied(sampler: object, logits: dict[int, float]) -> dict[int, float]:
@@ -27,20 +28,20 @@ def _applied(sampler: object, logits: dict[int, float]) -> dict[int, float]:
 
 def test_each_earlier_use_lowers_a_token_by_frequency_and_any_use_by_presence() -> None:
     # The answer so far used token 5 twice and token 7 once; token 9 never.
-    sampler = penalties_sampler(0.5, 0.25, 64, [5, 5, 7])
+    sampler = penalties_sampler(64, [5, 5, 7], frequency=0.5, presence=0.25)
     try:
         assert _applied(sampler, {5: 1.0, 7: 1.0, 9: 1.0}) == {5: 1.0 - 2 * 0.5 - 0.25, 7: 1.0 - 0.5 - 0.25, 9: 1.0}
     finally:
-        free_sampler(sampler)
+        free(sampler)
 
 
 def test_the_repeat_penalty_divides_a_recent_positive_logit_and_multiplies_a_negative_one() -> None:
     # Token 3 opened a prompt longer than the window: out of reach.
-    sampler = repeat_sampler(2.0, [3] + [9] * 62 + [5, 7])
+    sampler = penalties_sampler(REPEAT_WINDOW, [3] + [9] * 62 + [5, 7], repeat=2.0)
     try:
         assert _applied(sampler, {3: 1.0, 5: 1.0, 7: -1.0, 8: 1.0}) == {3: 1.0, 5: 0.5, 7: -2.0, 8: 1.0}
     finally:
-        free_sampler(sampler)
+        free(sampler)
 
 
 @pytest.fixture(scope="module")

@@ -10,7 +10,8 @@ from collections.abc import Iterator
 import pytest
 
 from edge import EdgeSettings
-from edge._runtime import Runtime, free_sampler, sampler_chain
+from edge._grammar import free
+from edge._runtime import Runtime, sampler_chain
 from edge._sequence import Job, Outbox
 from models import EDGE_DEFAULT, GenerationRequest, SamplingParams, default_models_dir, resolve
 
@@ -60,7 +61,7 @@ def test_the_greedy_argmax_is_llama_cpps_greedy_sampler_step_after_step(runtime:
                 positions[seq] += 1
     finally:
         for chain in chains:
-            free_sampler(chain)
+            free(chain)
     # Four different continuations, not one row read four times.
     assert len({tuple(s) for s in seen}) == len(PROMPTS)
     assert b"Paris" in rt.vocab.detokenize(seen[0])

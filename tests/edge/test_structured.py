@@ -107,7 +107,7 @@ def test_the_fast_path_picks_what_masking_everything_would() -> None:
             if trial % 2:
                 assert token == brace
         finally:
-            fast.free()
+            free(fast)
             free(full)
     # Sampled: the draw is always one the grammar allows, and the grammar moves on with it.
     for seed in range(5):
@@ -117,7 +117,7 @@ def test_the_fast_path_picks_what_masking_everything_would() -> None:
             assert model.detokenize([first]).startswith(b"{")
             assert not allows(sampled.grammar, brace)  # after the opening brace comes a key, not another one
         finally:
-            sampled.free()
+            free(sampled)
 
 
 async def test_a_json_answer_parked_for_another_tenant_resumes_with_its_grammar() -> None:

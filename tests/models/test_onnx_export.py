@@ -7,7 +7,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from edge import Embedder
+from edge import CacheSettings, Embedder
 from models import default_models_dir, export_embedder, onnx_model_path
 
 TEXTS = ["How do I turn on dark mode?", "What is the capital of France?", "Best pizza in Rome", "ok"]
@@ -33,13 +33,13 @@ def test_fresh_export_writes_fp32_int8_and_tokenizer(tmp_path: Path, reference: 
     assert not list(tmp_path.glob(".onnx-export-*"))  # the temporary directory is gone
     mtime = int8.stat().st_mtime_ns
     assert export_embedder(tmp_path) == int8 and int8.stat().st_mtime_ns == mtime  # idempotent
-    fp = Embedder(fp32).embed_batch(TEXTS)
+    fp = Embedder(fp32, CacheSettings(embed_int8=False)).embed_batch(TEXTS)
     np.testing.assert_allclose((fp * reference).sum(axis=1), 1.0, atol=1e-4)  # the export is exact
 
 
 def test_int8_embeddings_agree_with_torch(reference: np.ndarray) -> None:
     export_embedder(default_models_dir())
-    emb = Embedder(onnx_model_path(default_models_dir()))
+    emb = Embedder(onnx_model_path(default_models_dir()), CacheSettings())
     got = emb.embed_batch(TEXTS)
     cos = (got * reference).sum(axis=1)
     assert (cos > 0.95).all() and cos.mean() > 0.985, cos  # a one-word text drifts most (0.97)
