@@ -107,7 +107,7 @@ class CacheStore:
             # a hash collision of scopes or a stray code row from ever crossing a tenant.
             rows = self.read.execute(
                 f"SELECT {_ENTRY_COLS}, embedding FROM entries WHERE id IN ({marks})"
-                f" AND tenant = ? AND scope = ? AND created >= ?"
+                " AND tenant = ? AND scope = ? AND created >= ?"
                 " AND embedding IS NOT NULL",
                 (*ids, tenant, scope, min_created),
             ).fetchall()
