@@ -58,7 +58,7 @@ def entry(
     k = key(text, tenant, params)
     parts = semantic_parts(k)
     return NewEntry(
-        tenant=tenant, exact_key=ek or exact_key(k), scope=parts.scope, scope_id=parts.scope_id, model="auto",
+        tenant=tenant, exact_key=ek or exact_key(k), scope=parts.scope, model="auto",
         prompt_text=parts.text, request=request_record(k), answer=answer, finish_reason="stop",
         prompt_tokens=0, completion_tokens=0, tier="edge", embedding=None,
     )
@@ -215,8 +215,8 @@ async def scale(
             v = np.frombuffer(blob, dtype=np.float32) + rng.standard_normal(384).astype(np.float32) * 0.01
             v /= np.linalg.norm(v)
             s = time.perf_counter()
-            hits = cache.db.search("bench", scope.scope, scope.scope_id, v, nprobe=settings.nprobe,
-                                   probe_k=settings.probe_k, min_created=0.0, tiers=("edge",))
+            hits = cache.db.search("bench", scope.scope, v, nprobe=settings.nprobe,
+                                   probe_k=settings.probe_k, min_created=0.0)
             search_t.append(time.perf_counter() - s)
             found += bool(hits) and hits[0][0].id == int(pid)
         # full semantic lookup: real question texts, embedding + search + guards + verifier

@@ -1,11 +1,9 @@
 """The front door and the brain: the OpenAI-compatible API, routing, fallback, telemetry."""
 
 from .app import create_api_app
-from .errors import ConfigError
 from .settings import ServerSettings, Settings, is_loopback, load_settings
 
 __all__ = [
-    "ConfigError",
     "ServerSettings",
     "Settings",
     "create_api_app",

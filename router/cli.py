@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from dataclasses import asdict
 from pathlib import Path
 from typing import Annotated, Any, Optional
 
@@ -50,7 +51,7 @@ def train(
     except EdgerouteError as exc:
         raise _fail(exc) from exc
     if as_json:
-        typer.echo(json.dumps(report.as_dict(), indent=2))
+        typer.echo(json.dumps(asdict(report), indent=2))
         return
     _print_rows(
         [
@@ -110,7 +111,7 @@ def calibrate(
     except EdgerouteError as exc:
         raise _fail(exc) from exc
     if as_json:
-        typer.echo(json.dumps({"source": source, **result.as_dict()}, indent=2))
+        typer.echo(json.dumps({"source": source, **asdict(result)}, indent=2))
         return
     _print_rows(
         [
@@ -179,7 +180,7 @@ def evaluate_cmd(
     out = out or settings.data_dir / "router-eval.json"
     out.parent.mkdir(parents=True, exist_ok=True)
     out.write_text(
-        json.dumps({"prompts": str(prompts or "shipped"), "split": split, **report.as_dict()}, indent=2)
+        json.dumps({"prompts": str(prompts or "shipped"), "split": split, **asdict(report)}, indent=2)
     )
     _print_rows(
         [

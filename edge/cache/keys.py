@@ -121,11 +121,6 @@ class SemanticParts:
     text: str  # compared by meaning
     scope: str  # must match exactly (hex digest)
 
-    @property
-    def scope_id(self) -> int:
-        """The scope as a signed 64-bit integer (a metadata column of the vector table)."""
-        return int.from_bytes(bytes.fromhex(self.scope[:16]), "big", signed=True)
-
 
 def _last_user(msgs: list[list[str]]) -> int:
     return max((i for i, m in enumerate(msgs) if m[0] == "user"), default=-1)

@@ -31,7 +31,6 @@ class NewEntry:
     tenant: str
     exact_key: str
     scope: str
-    scope_id: int
     model: str
     prompt_text: str
     request: dict[str, Any]

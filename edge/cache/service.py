@@ -152,7 +152,7 @@ class EdgeCache:
         if self._semantic_ok(parts.text):
             vec = embedding if embedding is not None else await self._embedder().embed(parts.text, key.tenant)
         new = NewEntry(
-            tenant=key.tenant, exact_key=exact_key(key), scope=parts.scope, scope_id=parts.scope_id,
+            tenant=key.tenant, exact_key=exact_key(key), scope=parts.scope,
             model=key.model, prompt_text=parts.text, request=request_record(key), answer=text,
             finish_reason=finish_reason, prompt_tokens=usage.prompt_tokens,
             completion_tokens=usage.completion_tokens, tier=tier,
@@ -264,8 +264,7 @@ class EdgeCache:
     def _judge(self, tenant: str, parts: SemanticParts, vec: np.ndarray, min_created: float) -> list[Candidate]:
         s = self.settings
         found = self.db.search(
-            tenant, parts.scope, parts.scope_id, vec, nprobe=s.nprobe, probe_k=s.probe_k, min_created=min_created,
-            tiers=TIERS,
+            tenant, parts.scope, vec, nprobe=s.nprobe, probe_k=s.probe_k, min_created=min_created
         )
         near = [(entry, sim) for entry, _, sim in found[: s.candidates] if sim >= s.similarity_floor]
         refusals = [guards.check(parts.text, e.prompt_text) if s.guards else None for e, _ in near]

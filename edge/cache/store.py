@@ -32,6 +32,11 @@ _SERVED_COLS = "response_id, tenant, route, created, entry_id, similarity, proba
 _ENTRY_COLS = ", ".join(f.name for f in fields(Entry))  # in Entry's order: Entry(*row)
 
 
+def _scope_id(scope: str) -> int:
+    """The scope (a hex digest) as a signed 64-bit integer: a metadata column of the vector table."""
+    return int.from_bytes(bytes.fromhex(scope[:16]), "big", signed=True)
+
+
 class CacheStore:
     """Entries, binary codes and counters in one SQLite file."""
 
@@ -76,13 +81,11 @@ class CacheStore:
         self,
         tenant: str,
         scope: str,
-        scope_id: int,
         vec: np.ndarray,
         *,
         nprobe: int,
         probe_k: int,
         min_created: float,
-        tiers: Sequence[str],
     ) -> list[tuple[Entry, np.ndarray, float]]:
         """Nearest entries of ``tenant`` with this exact ``scope``: (entry, embedding, cosine), best first."""
         probes = self.index.probes(vec, nprobe)
@@ -94,20 +97,19 @@ class CacheStore:
             f" AND bucket IN ({','.join('?' * len(probes))})"
         )
         with translate("vector search"), self._read_lock:
-            ids = [r[0] for r in self.read.execute(sql, (code, probe_k, tenant, scope_id, *probes)).fetchall()]
+            ids = [r[0] for r in self.read.execute(sql, (code, probe_k, tenant, _scope_id(scope), *probes)).fetchall()]
             if not ids:
                 return []
             # Padded to a fixed length (rowid -1 never exists): one prepared statement for all lookups.
             ids += [-1] * (len(probes) * probe_k - len(ids))
             marks = ",".join("?" * len(ids))
-            tier_marks = ",".join("?" * len(tiers))
             # The partition key already isolates tenants; the re-check costs nothing and keeps
             # a hash collision of scopes or a stray code row from ever crossing a tenant.
             rows = self.read.execute(
                 f"SELECT {_ENTRY_COLS}, embedding FROM entries WHERE id IN ({marks})"
-                f" AND tenant = ? AND scope = ? AND created >= ? AND tier IN ({tier_marks})"
+                " AND tenant = ? AND scope = ? AND created >= ?"
                 " AND embedding IS NOT NULL",
-                (*ids, tenant, scope, min_created, *tiers),
+                (*ids, tenant, scope, min_created),
             ).fetchall()
         embs = np.frombuffer(b"".join(r[-1] for r in rows), dtype=np.float32).reshape(len(rows), DIM)
         sims = embs @ vec
@@ -321,7 +323,7 @@ class CacheStore:
         c.executemany(
             "INSERT INTO cache_vec (rowid, tenant, bucket, code, scope) VALUES (?,?,?,vec_bit(?),?)",
             (
-                (start + i, rows[i].tenant, buckets[i], code.tobytes(), rows[i].scope_id)
+                (start + i, rows[i].tenant, buckets[i], code.tobytes(), _scope_id(rows[i].scope))
                 for i, code in zip(vectors, codes, strict=True)
             ),
         )

@@ -5,32 +5,23 @@ off the request path.
 """
 
 from .classifier import ComplexityClassifier, load_classifier
-from .config import PrivateRule, RoutingSettings
-from .features import Decision, Features, Hint, Policy, features_from_dict
-from .policies import ComplexityPolicy, HybridPolicy, LengthPolicy, build_policy
-from .privacy import PrivacyDetector, luhn_valid
+from .config import RoutingSettings
+from .features import Decision, Features, Hint, Policy
+from .policies import build_policy
+from .privacy import PrivacyDetector
 from .rules import decide
-from .speed import Prediction, SideModel, SpeedModels, TimeModel
+from .speed import SpeedModels
 
 __all__ = [
     "ComplexityClassifier",
-    "ComplexityPolicy",
     "Decision",
     "Features",
     "Hint",
-    "HybridPolicy",
-    "LengthPolicy",
     "Policy",
     "PrivacyDetector",
-    "Prediction",
-    "PrivateRule",
     "RoutingSettings",
-    "SideModel",
     "SpeedModels",
-    "TimeModel",
     "build_policy",
     "decide",
-    "features_from_dict",
     "load_classifier",
-    "luhn_valid",
 ]

@@ -2,7 +2,7 @@
 
 from .aggregate import Snapshot
 from .bus import Subscription
-from .config import DashboardSettings, PriceSettings, TelemetrySettings
+from .config import DashboardSettings, TelemetrySettings
 from .errors import SubscriptionClosedError
 from .events import ROUTES, DecisionEvent
 from .facade import Telemetry
@@ -18,7 +18,6 @@ __all__ = [
     "EdgeLoadView",
     "GcWatch",
     "PoolView",
-    "PriceSettings",
     "Snapshot",
     "Subscription",
     "SubscriptionClosedError",

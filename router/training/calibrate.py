@@ -4,8 +4,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Iterable, Sequence
-from dataclasses import asdict, dataclass
-from typing import Any
+from dataclasses import dataclass
 
 from ..errors import ConfigError
 from ..telemetry.events import DecisionEvent
@@ -17,9 +16,6 @@ class Calibration:
     target_share: float
     achieved_share: float  # on the calibration set; differs from the target only through ties
     n: int
-
-    def as_dict(self) -> dict[str, Any]:
-        return asdict(self)
 
 
 def threshold_for_share(scores: Sequence[float], share: float) -> Calibration:

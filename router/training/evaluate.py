@@ -6,7 +6,7 @@ import statistics
 import time
 from collections import Counter
 from collections.abc import Sequence
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
@@ -46,9 +46,6 @@ class EvalReport:
     reasons: dict[str, int]
     misrouted: list[dict[str, Any]] = field(default_factory=list)
     by_category: dict[str, float] = field(default_factory=dict)  # accuracy per category
-
-    def as_dict(self) -> dict[str, Any]:
-        return asdict(self)
 
 
 def _features(tokens: int, complexity: float, state: NodeState) -> Features:

@@ -4,9 +4,8 @@ from __future__ import annotations
 
 import hashlib
 import time
-from dataclasses import asdict, dataclass
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 
 import numpy as np
 
@@ -31,9 +30,6 @@ class TrainReport:
     test_accuracy: float  # on the held-out split, never seen by the fit or the C search
     embed_s: float
     fit_s: float
-
-    def as_dict(self) -> dict[str, Any]:
-        return asdict(self)
 
 
 def fit(x: np.ndarray, y: np.ndarray) -> tuple[ComplexityClassifier, float, float]:

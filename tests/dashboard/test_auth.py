@@ -15,8 +15,7 @@ from httpx_sse import connect_sse
 from litestar import Litestar
 from litestar.testing import TestClient
 
-from dashboard import DashboardAuth
-from dashboard.auth import COOKIE, SESSION_TTL_S, safe_next
+from dashboard.auth import COOKIE, SESSION_TTL_S, DashboardAuth, safe_next
 from loadtest.servers import serve_app
 from models.attempts import AttemptLimiter
 from models.keys import KeyTable, key_digest

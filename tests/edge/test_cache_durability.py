@@ -30,7 +30,7 @@ WRITER = textwrap.dedent(
         i += 1
         v = rng.standard_normal(384).astype(np.float32)
         v /= np.linalg.norm(v)
-        e = NewEntry(tenant="t", exact_key=f"k{i}", scope="s", scope_id=7, model="auto",
+        e = NewEntry(tenant="t", exact_key=f"k{i}", scope="00" * 32, model="auto",
                      prompt_text=f"question {i}", request={}, answer="x" * 2000 + str(i),
                      finish_reason="stop", prompt_tokens=1, completion_tokens=1, tier="edge", embedding=v)
         ids = store.put([e], now=float(i), max_entries=10**9)["ids"]
@@ -80,6 +80,6 @@ def test_acknowledged_rows_survive_sigkill(tmp_path: Path) -> None:
     first = np.frombuffer(
         store.read.execute("SELECT embedding FROM entries WHERE id = ?", (min(acked),)).fetchone()[0], dtype=np.float32
     )
-    found = store.search("t", "s", 7, first, nprobe=8, probe_k=8, min_created=0.0, tiers=("edge",))
+    found = store.search("t", "00" * 32, first, nprobe=8, probe_k=8, min_created=0.0)
     assert found[0][0].id == min(acked) and abs(found[0][2] - 1.0) < 1e-5
     store.close()

@@ -20,7 +20,7 @@ def _row(text: str, answer: str) -> NewEntry:
     k = chat(text)
     parts = semantic_parts(k)
     return NewEntry(
-        tenant=k.tenant, exact_key=exact_key(k), scope=parts.scope, scope_id=parts.scope_id, model=k.model,
+        tenant=k.tenant, exact_key=exact_key(k), scope=parts.scope, model=k.model,
         prompt_text=parts.text, request=request_record(k), answer=answer, finish_reason="stop",
         prompt_tokens=0, completion_tokens=0, tier="warmup", embedding=None,
     )

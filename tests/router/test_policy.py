@@ -8,17 +8,9 @@ from pathlib import Path
 import pytest
 
 from router.errors import ConfigError
-from router.policy import (
-    ComplexityPolicy,
-    Decision,
-    Features,
-    HybridPolicy,
-    LengthPolicy,
-    RoutingSettings,
-    build_policy,
-    decide,
-    features_from_dict,
-)
+from router.policy import Decision, Features, RoutingSettings, build_policy, decide
+from router.policy.features import features_from_dict
+from router.policy.policies import ComplexityPolicy, HybridPolicy, LengthPolicy
 from router.settings import load_settings
 
 IDLE = Features(

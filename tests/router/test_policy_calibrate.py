@@ -16,7 +16,8 @@ from edgeroute.cli import app
 from router.errors import ConfigError
 from router.policy import Features, RoutingSettings, build_policy
 from router.training.calibrate import logged_scores, threshold_for_share
-from router.telemetry import DecisionEvent, PriceSettings
+from router.telemetry import DecisionEvent
+from router.telemetry.config import PriceSettings
 from router.training.replay import first_hop, read_decisions_db, replay
 
 TEN = [0.9, 0.8, 0.7, 0.6, 0.5, 0.4, 0.3, 0.2, 0.1, 0.0]

@@ -5,7 +5,9 @@ from __future__ import annotations
 import pytest
 
 from router.errors import ConfigError
-from router.policy import PrivacyDetector, PrivateRule, RoutingSettings, luhn_valid
+from router.policy import PrivacyDetector, RoutingSettings
+from router.policy.config import PrivateRule
+from router.policy.privacy import luhn_valid
 from router.settings import load_settings
 
 DETECT = PrivacyDetector.from_settings(RoutingSettings())

@@ -6,10 +6,9 @@ import dataclasses
 
 import pytest
 
-from router.policy import (
-    Decision, Features, HybridPolicy, LengthPolicy, Prediction, RoutingSettings, SideModel, SpeedModels, TimeModel,
-    build_policy, decide,
-)
+from router.policy import Decision, Features, RoutingSettings, SpeedModels, build_policy, decide
+from router.policy.policies import HybridPolicy, LengthPolicy
+from router.policy.speed import Prediction, SideModel, TimeModel
 from router.telemetry import DecisionEvent, TelemetrySettings
 from router.telemetry.aggregate import Aggregator, prediction_error
 

@@ -4,7 +4,8 @@ from pathlib import Path
 
 import pytest
 
-from router import ConfigError, load_settings
+from router import load_settings
+from router.errors import ConfigError
 
 
 def test_defaults_work_with_no_file(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:

@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from router.telemetry import DecisionEvent, PriceSettings, TelemetrySettings
+from router.telemetry import DecisionEvent, TelemetrySettings
+from router.telemetry.config import PriceSettings
 from router.telemetry.aggregate import Aggregator, bucket_index, percentile
 
 
