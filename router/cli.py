@@ -16,9 +16,9 @@ from .settings import load_settings
 router_app = typer.Typer(help="The routing policy: train, calibrate, evaluate, replay.", no_args_is_help=True)
 
 ConfigOpt = Annotated[Optional[Path], typer.Option("--config", help="TOML config file")]
-DataDirOpt = Annotated[Optional[Path], typer.Option("--data-dir", help="data directory (telemetry.db)")]
+DataDirOpt = Annotated[Optional[Path], typer.Option("--data-dir", help="data directory (its telemetry database)")]
 JsonOpt = Annotated[bool, typer.Option("--json", help="print JSON instead of a table")]
-DbOpt = Annotated[Optional[Path], typer.Option(help="telemetry database [default: <data-dir>/telemetry.db]")]
+DbOpt = Annotated[Optional[Path], typer.Option(help="telemetry database [default: <data-dir>/<telemetry.db_file>]")]
 
 
 def _fail(exc: EdgerouteError) -> typer.Exit:
@@ -86,7 +86,7 @@ def calibrate(
         if from_telemetry:
             from .training.replay import read_decisions_db
 
-            source = str(db or settings.data_dir / "telemetry.db")
+            source = str(db or settings.data_dir / settings.telemetry.db_file)
             scores = logged_scores(read_decisions_db(Path(source)))
             if not scores:
                 typer.echo(
@@ -227,7 +227,7 @@ def replay(
         settings = load_settings(config, data_dir=data_dir)
         complexity = settings.routing.complexity.model_copy(update={"threshold": threshold})
         routing = settings.routing.model_copy(update={"complexity": complexity})
-        records = read_decisions_db(Path(db or settings.data_dir / "telemetry.db"), limit)
+        records = read_decisions_db(Path(db or settings.data_dir / settings.telemetry.db_file), limit)
         prices = PriceSettings(edge_per_1k=edge_cost_per_1k, cloud_prompt_per_1k=cloud_cost_per_1k,
                                cloud_completion_per_1k=cloud_cost_per_1k)
         report = run_replay(records, build_policy(routing), prices)

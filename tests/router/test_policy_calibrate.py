@@ -226,6 +226,17 @@ def test_cli_replay_reads_telemetry_from_the_data_dir(tmp_path: Path) -> None:
     assert "changed decisions: 1 (edge->cloud 1, cloud->edge 0)" in table.stdout
 
 
+def test_cli_replay_reads_the_decision_log_the_node_writes(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    # The node writes to <data dir>/<telemetry.db_file>; the replay must read that file.
+    write_db(tmp_path / "decisions.db", LOG)
+    monkeypatch.setenv("EDGEROUTE_TELEMETRY__DB_FILE", "decisions.db")
+    result = CliRunner().invoke(
+        app, ["router", "replay", "--threshold", "0.3", "--data-dir", str(tmp_path), "--json"]
+    )
+    assert result.exit_code == 0, result.output
+    assert json.loads(result.stdout)["replay"]["cloud"] == 3
+
+
 def test_cli_calibrate_from_telemetry(tmp_path: Path) -> None:
     write_db(tmp_path / "telemetry.db", LOG)
     result = CliRunner().invoke(
