@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import atexit
 import contextlib
+import functools
 import os
 import signal
 import socket
@@ -102,7 +103,6 @@ def died_because(returncode: int | None) -> str:
 
 
 _LIVE: weakref.WeakSet[ServerProcess] = weakref.WeakSet()
-_atexit_armed = False
 
 
 def _kill_leftovers() -> None:
@@ -110,12 +110,10 @@ def _kill_leftovers() -> None:
         proc.kill()
 
 
+@functools.cache
 def _arm_atexit() -> None:
     """Register the leftover killer on the first spawn: importing this module has no side effect."""
-    global _atexit_armed
-    if not _atexit_armed:
-        atexit.register(_kill_leftovers)
-        _atexit_armed = True
+    atexit.register(_kill_leftovers)
 
 
 class ServerProcess:
