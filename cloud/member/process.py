@@ -167,23 +167,20 @@ class ServerProcess:
         _LIVE.add(self)
         _arm_atexit()
 
-    def _failed_to_start(self, why: str) -> LocalMemberError:
-        tail = ""
-        if self.log_path is not None and self.log_path.is_file():
-            tail = "\n" + "\n".join(self.log_path.read_text(errors="replace").splitlines()[-15:])
-        return LocalMemberError(f"{self.label}: {why}{tail}")
-
     def wait_ready(self, progress: Callable[[float], None] | None = None) -> None:
         """Block until the server answers ``ready_url`` (``progress`` as :func:`wait_ready` calls
-        it); kill its group and raise if it dies or times out."""
+        it); kill its group and raise, with the end of its log, if it dies or times out."""
         try:
             wait_ready(self.ready_url, self.alive, self.startup_timeout_s, self.label, progress=progress)
         except (RuntimeError, TimeoutError) as exc:
             code = None if self.proc is None else self.proc.returncode
             self.kill()  # what is left of its group (a server's workers)
+            why = f"{died_because(code)} before it was ready"
             if isinstance(exc, TimeoutError):
-                raise self._failed_to_start(f"not ready after {self.startup_timeout_s:g}s") from None
-            raise self._failed_to_start(f"{died_because(code)} before it was ready") from None
+                why = f"not ready after {self.startup_timeout_s:g}s"
+            if self.log_path is not None and self.log_path.is_file():
+                why += "\n" + "\n".join(self.log_path.read_text(errors="replace").splitlines()[-15:])
+            raise LocalMemberError(f"{self.label}: {why}") from None
 
     def kill(self) -> None:
         """SIGKILL the whole process group now (idempotent)."""
