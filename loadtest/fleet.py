@@ -171,9 +171,6 @@ class Fleet:
                                        log_path=self.root / "dashboard.log")
         self.dashboard.spawn()
 
-    def kill_node(self, i: int) -> None:
-        self.node_procs[i].kill()
-
     def stop(self) -> None:
         for proc in [self.dashboard, self.prometheus, self.member_proc, *self.node_procs]:
             if proc is not None:

@@ -13,14 +13,12 @@ import subprocess
 import sys
 import threading
 import time
-from collections.abc import Callable, Iterator, Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from contextlib import AbstractContextManager, contextmanager
 from pathlib import Path
 from typing import Any
 
-import httpx
-
-from cloud.member.process import ServerProcess, free_port, project_root
+from cloud.member.process import ServerProcess, free_port, project_root, wait_ready
 
 __all__ = ["EDGEROUTE", "REPO", "NodeProcess", "edgeroute_node", "free_port", "node_process", "run_edgeroute",
            "serve_app", "settled", "wait_ready"]
@@ -28,29 +26,6 @@ __all__ = ["EDGEROUTE", "REPO", "NodeProcess", "edgeroute_node", "free_port", "n
 REPO = project_root()
 # This checkout's code whatever the virtualenv's editable install points at.
 EDGEROUTE = [sys.executable, "-c", "from edgeroute.cli import main; main()"]
-
-
-def wait_ready(
-    url: str,
-    alive: Callable[[], bool],
-    timeout: float,
-    what: str = "the server",
-    ready: Callable[[httpx.Response], bool] = lambda response: response.status_code == 200,
-) -> None:
-    """Return once ``url`` answers 200 (or ``ready(response)``); raise when ``alive()`` turns False
-    or ``timeout`` passes."""
-    deadline = time.monotonic() + timeout
-    while True:
-        if not alive():
-            raise RuntimeError(f"{what} stopped during start-up")
-        try:
-            if ready(httpx.get(url, timeout=2)):
-                return
-        except (httpx.HTTPError, ValueError):
-            pass
-        if time.monotonic() > deadline:
-            raise TimeoutError(f"{what} not ready after {timeout:g}s")
-        time.sleep(0.1)
 
 
 def run_edgeroute(

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import atexit
 import contextlib
+import functools
 import os
 import signal
 import socket
@@ -59,6 +60,35 @@ LIFELINE = (
 )
 
 
+def wait_ready(
+    url: str,
+    alive: Callable[[], bool],
+    timeout: float,
+    what: str = "the server",
+    ready: Callable[[httpx.Response], bool] = lambda response: response.status_code == 200,
+    progress: Callable[[float], None] | None = None,
+) -> None:
+    """Return once ``url`` answers 200 (or ``ready(response)``); raise RuntimeError when ``alive()``
+    turns False, TimeoutError when ``timeout`` passes. ``progress`` is called about every 10 s with
+    the seconds waited so far."""
+    started = told = time.monotonic()
+    while True:
+        if not alive():
+            raise RuntimeError(f"{what} stopped during start-up")
+        try:
+            if ready(httpx.get(url, timeout=2)):
+                return
+        except (httpx.HTTPError, ValueError):
+            pass
+        now = time.monotonic()
+        if now - started > timeout:
+            raise TimeoutError(f"{what} not ready after {timeout:g}s")
+        if progress is not None and now - told >= 10:
+            told = now
+            progress(now - started)
+        time.sleep(0.1)
+
+
 def died_because(returncode: int | None) -> str:
     """Why a server process ended, in words (a signal by name)."""
     if returncode is None:
@@ -73,7 +103,6 @@ def died_because(returncode: int | None) -> str:
 
 
 _LIVE: weakref.WeakSet[ServerProcess] = weakref.WeakSet()
-_atexit_armed = False
 
 
 def _kill_leftovers() -> None:
@@ -81,12 +110,10 @@ def _kill_leftovers() -> None:
         proc.kill()
 
 
+@functools.cache
 def _arm_atexit() -> None:
     """Register the leftover killer on the first spawn: importing this module has no side effect."""
-    global _atexit_armed
-    if not _atexit_armed:
-        atexit.register(_kill_leftovers)
-        _atexit_armed = True
+    atexit.register(_kill_leftovers)
 
 
 class ServerProcess:
@@ -140,37 +167,20 @@ class ServerProcess:
         _LIVE.add(self)
         _arm_atexit()
 
-    def _failed_to_start(self, why: str) -> LocalMemberError:
-        tail = ""
-        if self.log_path is not None and self.log_path.is_file():
-            tail = "\n" + "\n".join(self.log_path.read_text(errors="replace").splitlines()[-15:])
-        return LocalMemberError(f"{self.label}: {why}{tail}")
-
-    def wait_ready(
-        self, timeout_s: float | None = None, progress: Callable[[float], None] | None = None
-    ) -> None:
-        """Block until the server answers ``ready_url``; kill its group and raise if it dies or times out.
-
-        ``progress`` is called about every 10 s with the seconds waited so far.
-        """
-        started = time.monotonic()
-        deadline = started + (timeout_s or self.startup_timeout_s)
-        told = started
-        with httpx.Client(timeout=2.0) as client:
-            while time.monotonic() < deadline:
-                if progress is not None and time.monotonic() - told >= 10:
-                    told = time.monotonic()
-                    progress(told - started)
-                if self.proc is None or self.proc.poll() is not None:
-                    code = None if self.proc is None else self.proc.returncode
-                    self.kill()  # what is left of its group (a server's workers)
-                    raise self._failed_to_start(f"{died_because(code)} before it was ready")
-                with contextlib.suppress(httpx.HTTPError):
-                    if client.get(self.ready_url).status_code == 200:
-                        return
-                time.sleep(0.2)
-        self.kill()
-        raise self._failed_to_start(f"not ready after {timeout_s or self.startup_timeout_s:g}s")
+    def wait_ready(self, progress: Callable[[float], None] | None = None) -> None:
+        """Block until the server answers ``ready_url`` (``progress`` as :func:`wait_ready` calls
+        it); kill its group and raise, with the end of its log, if it dies or times out."""
+        try:
+            wait_ready(self.ready_url, self.alive, self.startup_timeout_s, self.label, progress=progress)
+        except (RuntimeError, TimeoutError) as exc:
+            code = None if self.proc is None else self.proc.returncode
+            self.kill()  # what is left of its group (a server's workers)
+            why = f"{died_because(code)} before it was ready"
+            if isinstance(exc, TimeoutError):
+                why = f"not ready after {self.startup_timeout_s:g}s"
+            if self.log_path is not None and self.log_path.is_file():
+                why += "\n" + "\n".join(self.log_path.read_text(errors="replace").splitlines()[-15:])
+            raise LocalMemberError(f"{self.label}: {why}") from None
 
     def kill(self) -> None:
         """SIGKILL the whole process group now (idempotent)."""

@@ -36,14 +36,14 @@ def test_importing_cloud_registers_nothing() -> None:
         import sys
         import cloud, cloud.local, cloud.member.process
         p = sys.modules["models.prepare"]  # the module (``models.prepare`` is also its function)
-        print(cloud.member.process._atexit_armed, len(p._EXTRA_STEPS))
+        print(bool(cloud.member.process._arm_atexit.cache_info().currsize), len(p._EXTRA_STEPS))
         cloud.register_prepare_steps()
         cloud.register_prepare_steps()  # idempotent
         print(len(p._EXTRA_STEPS), p._EXTRA_STEPS[0].__name__)
         proc = cloud.local.ServerProcess(["true"], "http://127.0.0.1:1/")
         proc.spawn()
         proc.kill()
-        print(cloud.member.process._atexit_armed)
+        print(bool(cloud.member.process._arm_atexit.cache_info().currsize))
         """
     )
     assert out.returncode == 0, out.stderr

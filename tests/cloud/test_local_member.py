@@ -58,10 +58,11 @@ def test_kill_takes_the_whole_process_group(tmp_path: Path) -> None:
     port = free_port()
     pidfile = tmp_path / "grandchild.pid"
     script = f"sleep 300 & echo $! > {pidfile}; exec {sys.executable} -m http.server {port} --bind 127.0.0.1"
-    proc = ServerProcess(["sh", "-c", script], f"http://127.0.0.1:{port}/", log_path=tmp_path / "log")
+    proc = ServerProcess(["sh", "-c", script], f"http://127.0.0.1:{port}/", log_path=tmp_path / "log",
+                         startup_timeout_s=60)
     proc.spawn()
     try:
-        proc.wait_ready(60)
+        proc.wait_ready()
         grandchild = int(pidfile.read_text())
         assert _alive(grandchild)
     finally:

@@ -206,7 +206,7 @@ def test_fleet_page_in_chromium_matches_each_node(fleet: Fleet, tab: Tab) -> Non
 
 def test_killed_node_is_down_and_alerted_within_two_scrapes(fleet: Fleet) -> None:
     victim = fleet.node_addrs[2]
-    fleet.kill_node(2)
+    fleet.node_procs[2].kill()
     killed_at = time.monotonic()
 
     def down() -> bool:
