@@ -14,7 +14,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from ..generation import TokenLogprob, Usage, Writer
-from .logprobs import chat_block
+from .logprobs import token_entries
 from .tools import ReplyStream, ToolUse, new_id
 
 
@@ -65,7 +65,7 @@ class ResponseWriter(Writer):
         }
 
     def _logprobs(self, entries: Sequence[TokenLogprob]) -> list[dict[str, Any]]:
-        return chat_block(entries)["content"] if self.logprobs else []
+        return token_entries(entries) if self.logprobs else []
 
     def _part(self, text: str, entries: Sequence[TokenLogprob] = ()) -> dict[str, Any]:
         return {"type": "output_text", "text": text, "annotations": [], "logprobs": self._logprobs(entries)}

@@ -8,7 +8,7 @@ from collections.abc import Sequence
 from typing import Any, Literal
 
 from ..generation import GenerationRequest, TokenLogprob, Usage, Writer
-from .logprobs import chat_block, text_block
+from .logprobs import text_block, token_entries
 from .schemas import ChatBody, CompletionBody
 from .tools import ReplyStream, ToolUse, new_id
 
@@ -84,7 +84,7 @@ class ChunkWriter(Writer):
         if not self.logprobs or (not text and not entries):
             return None
         if self.kind == "chat":
-            return chat_block(entries)
+            return {"content": token_entries(entries), "refusal": None}
         offset = self._offset.get(index, 0)
         self._offset[index] = offset + len(text)
         return text_block(entries, offset)
