@@ -109,7 +109,6 @@ class NdjsonWriter(Writer):
         self, text: str, finish_reason: str, usage: Usage, logprobs: Sequence[TokenLogprob] = (),
         stop_word: str | None = None,
     ) -> dict[str, Any]:
-        """The answer when ``stream`` is false: the whole text in one object."""
         if self._first is None:
             self._first = self._started  # a whole answer's split is not seen: all of it counts as eval
         if self.tools is not None:

@@ -179,7 +179,6 @@ class ResponseWriter(Writer):
         return out + self._event(terminal, response=self.final)
 
     def error(self, message: str, err_type: str = "server_error", code: str | None = None) -> bytes:
-        """End a stream whose headers are already sent: an ``error`` event, then ``response.failed``."""
         out = self._event("error", code=code or err_type, message=message, param=None)
         failed = self._response("failed", [])
         failed["error"] = {"code": code or err_type, "message": message}
