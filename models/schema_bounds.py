@@ -85,12 +85,9 @@ def _walk(node: Any, path: str, depth: int) -> Iterator[tuple[str, dict[str, Any
 
 
 def _count(value: Any, path: str) -> int:
-    if isinstance(value, bool) or not isinstance(value, int):
-        if isinstance(value, float) and value.is_integer() and value >= 0:
-            value = int(value)
-        else:
-            raise SchemaTooCostlyError(f"{path} must be a whole number of 0 or more")
-    if value < 0:
+    if isinstance(value, float) and value.is_integer():
+        value = int(value)
+    if isinstance(value, bool) or not isinstance(value, int) or value < 0:
         raise SchemaTooCostlyError(f"{path} must be a whole number of 0 or more")
     if value > MAX_UNITS:
         raise SchemaTooCostlyError(f"{path} is {value}, over the {MAX_UNITS} a grammar can hold")

@@ -100,18 +100,6 @@ class ChatMessage(_TextOnly):
         return message
 
 
-Format = Literal["", "json"] | dict[str, Any] | None
-
-
-def response_format(value: Format) -> dict[str, Any] | None:
-    """``format``: ``"json"`` is any JSON object, a dict is a JSON Schema the answer matches."""
-    if value == "json":
-        return {"type": "json_object"}
-    if isinstance(value, dict):
-        return {"type": "json_schema", "json_schema": {"name": "format", "schema": value}}
-    return None
-
-
 class _Generating(BaseModel):
     """What ``/api/chat`` and ``/api/generate`` share. Unknown fields pass on to the OpenAI
     request (the node's ``cache`` and ``private`` switches among them)."""
@@ -120,7 +108,7 @@ class _Generating(BaseModel):
 
     model: str = Field(min_length=1, max_length=256)
     stream: bool = True  # Ollama streams unless told not to
-    format: Format = None
+    format: Literal["", "json"] | dict[str, Any] | None = None  # "json": any JSON object; a dict: its JSON Schema
     options: Options = Field(default_factory=Options)
     keep_alive: float | str | None = None  # the node's models stay loaded
     think: bool | Literal["low", "medium", "high"] | None = None
@@ -138,9 +126,11 @@ class _Generating(BaseModel):
         """The OpenAI fields of a chat completion (else of a text completion) but its messages."""
         fields = {**(self.model_extra or {}), **self.options.openai_fields()}
         fields.update(model=model_name(self.model), stream=self.stream, n=1)  # Ollama answers once
-        fmt = response_format(self.format)
-        if fmt is not None:
-            fields["response_format"] = fmt
+        if self.format == "json":
+            fields["response_format"] = {"type": "json_object"}
+        elif isinstance(self.format, dict):
+            schema = {"name": "format", "schema": self.format}
+            fields["response_format"] = {"type": "json_schema", "json_schema": schema}
         if self.logprobs and chat:
             fields.update(logprobs=True, top_logprobs=self.top_logprobs or 0)
         elif self.logprobs:

@@ -23,11 +23,6 @@ Endpoint = Literal["chat", "generate"]
 MEDIA_TYPE = "application/x-ndjson"
 
 
-def created_at() -> str:
-    """Now, as Ollama writes it (RFC 3339, UTC, with a ``Z``)."""
-    return datetime.now(UTC).isoformat(timespec="microseconds").replace("+00:00", "Z")
-
-
 def error_body(message: str) -> dict[str, str]:
     """Ollama's error body (its clients read ``error`` as the message)."""
     return {"error": message}
@@ -52,7 +47,8 @@ class NdjsonWriter(Writer):
         self._first: int | None = None  # when the first text came: the prompt was read by then
 
     def _piece(self, text: str, entries: Sequence[TokenLogprob] = ()) -> dict[str, Any]:
-        body: dict[str, Any] = {"model": self.model, "created_at": created_at()}
+        now = datetime.now(UTC).isoformat(timespec="microseconds").replace("+00:00", "Z")  # as Ollama writes it
+        body: dict[str, Any] = {"model": self.model, "created_at": now}
         if self.endpoint == "chat":
             body["message"] = {"role": "assistant", "content": text}
         else:
@@ -113,7 +109,6 @@ class NdjsonWriter(Writer):
         self, text: str, finish_reason: str, usage: Usage, logprobs: Sequence[TokenLogprob] = (),
         stop_word: str | None = None,
     ) -> dict[str, Any]:
-        """The answer when ``stream`` is false: the whole text in one object."""
         if self._first is None:
             self._first = self._started  # a whole answer's split is not seen: all of it counts as eval
         if self.tools is not None:

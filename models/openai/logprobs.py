@@ -20,11 +20,6 @@ def token_entries(entries: Sequence[TokenLogprob]) -> list[dict[str, Any]]:
     return [{**one(e), "top_logprobs": [one(t) for t in e.top]} for e in entries]
 
 
-def chat_block(entries: Sequence[TokenLogprob]) -> dict[str, Any]:
-    """``choices[].logprobs`` of a chat answer or chunk."""
-    return {"content": token_entries(entries), "refusal": None}
-
-
 def text_block(entries: Sequence[TokenLogprob], offset: int) -> dict[str, Any]:
     """``choices[].logprobs`` of a text completion or chunk whose text starts at ``offset``."""
     offsets = []

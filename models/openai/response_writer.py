@@ -14,7 +14,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from ..generation import TokenLogprob, Usage, Writer
-from .logprobs import chat_block
+from .logprobs import token_entries
 from .tools import ReplyStream, ToolUse, new_id
 
 
@@ -65,7 +65,7 @@ class ResponseWriter(Writer):
         }
 
     def _logprobs(self, entries: Sequence[TokenLogprob]) -> list[dict[str, Any]]:
-        return chat_block(entries)["content"] if self.logprobs else []
+        return token_entries(entries) if self.logprobs else []
 
     def _part(self, text: str, entries: Sequence[TokenLogprob] = ()) -> dict[str, Any]:
         return {"type": "output_text", "text": text, "annotations": [], "logprobs": self._logprobs(entries)}
@@ -179,7 +179,6 @@ class ResponseWriter(Writer):
         return out + self._event(terminal, response=self.final)
 
     def error(self, message: str, err_type: str = "server_error", code: str | None = None) -> bytes:
-        """End a stream whose headers are already sent: an ``error`` event, then ``response.failed``."""
         out = self._event("error", code=code or err_type, message=message, param=None)
         failed = self._response("failed", [])
         failed["error"] = {"code": code or err_type, "message": message}

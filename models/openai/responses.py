@@ -190,15 +190,13 @@ class ResponsesBody(BaseModel):
                 })
         return out
 
-    def messages(self, prior: Sequence[dict[str, Any]] = ()) -> list[dict[str, Any]]:
-        """The chat: ``instructions`` (a system message; never carried over from an earlier
-        response, as OpenAI's are not), the conversation ``prior`` to this request, then ``input``."""
-        system = [{"role": "system", "content": self.instructions}] if self.instructions else []
-        return [*system, *prior, *self.input_messages()]
-
     def chat_fields(self, prior: Sequence[dict[str, Any]] = ()) -> dict[str, Any]:
-        """The chat completion body this request asks for (validated by the chat schema)."""
-        fields: dict[str, Any] = {"model": self.model, "messages": self.messages(prior), "stream": self.stream}
+        """The chat completion body this request asks for (validated by the chat schema): its
+        messages are ``instructions`` (never carried over from an earlier response, as OpenAI's
+        are not), the conversation ``prior`` to this request, then ``input``."""
+        system = [{"role": "system", "content": self.instructions}] if self.instructions else []
+        messages = [*system, *prior, *self.input_messages()]
+        fields: dict[str, Any] = {"model": self.model, "messages": messages, "stream": self.stream}
         for name, value in (
             ("max_tokens", self.max_output_tokens),
             ("temperature", self.temperature),

@@ -11,7 +11,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationInfo, field_validat
 
 from ..generation import JSON_OBJECT, SamplingParams
 from ..schema_bounds import check_schema
-from .tools import NamedToolChoice, ToolChoice, ToolDef, ToolUse, tool_use
+from .tools import NamedToolChoice, ToolChoice, ToolDef, ToolUse
 
 Role = Literal["system", "developer", "user", "assistant", "tool"]
 MAX_TOKENS_LIMIT = 1_000_000  # beyond any context window: a bigger number is a client bug
@@ -241,9 +241,18 @@ class ChatBody(SamplingBody):
         return tools
 
     def tool_use(self) -> ToolUse | None:
-        """How the answer may or must call ``tools`` (None: it answers in text)."""
+        """How the answer may or must call ``tools`` (None: it answers in text). No
+        ``tool_choice`` with tools is ``"auto"``, as OpenAI defaults."""
+        choice = self.tool_choice
+        if not self.tools or choice == "none":
+            return None
+        functions = tuple(t.function for t in self.tools)
+        if isinstance(choice, NamedToolChoice):
+            return ToolUse(functions, choice.function.name)
+        if choice == "required":
+            return ToolUse(functions)
         reply_schema = self.response_format.schema_text() if self.response_format is not None else None
-        return tool_use(self.tools, self.tool_choice, reply_schema)
+        return ToolUse(functions, auto=True, reply_schema=reply_schema)
 
     def sampling(self) -> SamplingParams:
         params = super().sampling()

@@ -8,7 +8,7 @@ from collections.abc import Sequence
 from typing import Any, Literal
 
 from ..generation import GenerationRequest, TokenLogprob, Usage, Writer
-from .logprobs import chat_block, text_block
+from .logprobs import text_block, token_entries
 from .schemas import ChatBody, CompletionBody
 from .tools import ReplyStream, ToolUse, new_id
 
@@ -84,7 +84,7 @@ class ChunkWriter(Writer):
         if not self.logprobs or (not text and not entries):
             return None
         if self.kind == "chat":
-            return chat_block(entries)
+            return {"content": token_entries(entries), "refusal": None}
         offset = self._offset.get(index, 0)
         self._offset[index] = offset + len(text)
         return text_block(entries, offset)
@@ -136,9 +136,6 @@ class ChunkWriter(Writer):
     def finish(
         self, finish_reason: str, usage: Usage, index: int = 0, last: bool = True, stop_word: str | None = None
     ) -> bytes:
-        """Choice ``index``'s end; the ``last`` to end also sends the usage (of all choices) and ``[DONE]``.
-
-        ``stop_word``: the stop sequence that ended it, sent as vLLM's ``stop_reason``."""
         out = b""
         if self.call is not None:
             reply = self._replies.pop(index, None)  # "auto": the answer so far
@@ -159,7 +156,6 @@ class ChunkWriter(Writer):
         return out + DONE
 
     def error(self, message: str, err_type: str = "server_error", code: str | None = None) -> bytes:
-        # An error event, then ``[DONE]``.
         return sse(error_body(message, err_type, None, code)) + DONE
 
     def whole(

@@ -195,16 +195,3 @@ def new_id(prefix: str) -> str:
 
 def _call(name: str, arguments: str) -> dict[str, Any]:
     return {"id": new_id("call_"), "type": "function", "function": {"name": name, "arguments": arguments}}
-
-
-def tool_use(tools: list[ToolDef] | None, choice: ToolChoice | None, reply_schema: str | None = None) -> ToolUse | None:
-    """How ``tool_choice`` lets the answer use ``tools`` (None: plain text; callers validated
-    the pair). No ``tool_choice`` with tools is ``"auto"``, as OpenAI defaults."""
-    if not tools or choice == "none":
-        return None
-    functions = tuple(t.function for t in tools)
-    if isinstance(choice, NamedToolChoice):
-        return ToolUse(functions, choice.function.name)
-    if choice == "required":
-        return ToolUse(functions)
-    return ToolUse(functions, auto=True, reply_schema=reply_schema)

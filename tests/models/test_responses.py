@@ -36,7 +36,7 @@ def events(raw: bytes) -> list[dict[str, Any]]:
 
 
 def test_a_string_input_is_one_user_message_after_the_instructions() -> None:
-    assert body(input="hi", instructions="Be brief.").messages() == [
+    assert body(input="hi", instructions="Be brief.").chat_fields()["messages"] == [
         {"role": "system", "content": "Be brief."},
         {"role": "user", "content": "hi"},
     ]
