@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING, Annotated, Optional
 
 import typer
 
-from models import EdgerouteError
+from models import EdgerouteError, default_data_dir
 
 from .config import CacheSettings
 
@@ -42,8 +42,7 @@ def _data_dir(data_dir: Path | None) -> Path:
     if data_dir is not None:
         return data_dir
     env = os.environ.get("EDGEROUTE_DATA_DIR")
-    base = os.environ.get("XDG_DATA_HOME") or str(Path.home() / ".local" / "share")
-    return Path(env) if env else Path(base) / "edgeroute"
+    return Path(env) if env else default_data_dir()
 
 
 def _fail(exc: EdgerouteError) -> typer.Exit:

@@ -119,6 +119,12 @@ def _spec(source: _Source, models_dir: Path) -> ModelSpec:
     )
 
 
+def default_data_dir() -> Path:
+    """The node's data (cache, telemetry, stored responses) when no data dir is set."""
+    base = os.environ.get("XDG_DATA_HOME") or str(Path.home() / ".local" / "share")
+    return Path(base) / "edgeroute"
+
+
 def default_models_dir() -> Path:
     """Where prepared artifacts (assembled GGUFs, ONNX exports) live, shared by every data dir."""
     base = os.environ.get("XDG_CACHE_HOME") or str(Path.home() / ".cache")

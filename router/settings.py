@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import ipaddress
 import json
-import os
 import re
 import socket
 from pathlib import Path
@@ -21,7 +20,7 @@ from pydantic_settings import (
 
 from cloud import PoolSettings
 from edge import CacheSettings, EdgeSettings
-from models import default_models_dir
+from models import default_data_dir, default_models_dir
 from models.keys import KeyTable, as_digest
 
 from .errors import ConfigError
@@ -30,11 +29,6 @@ from .policy.config import RoutingSettings
 from .policy.policies import build_policy
 from .responses_store import ResponsesSettings
 from .telemetry.config import TelemetrySettings
-
-
-def default_data_dir() -> Path:
-    base = os.environ.get("XDG_DATA_HOME") or str(Path.home() / ".local" / "share")
-    return Path(base) / "edgeroute"
 
 
 class ServerSettings(BaseModel):
