@@ -23,7 +23,7 @@ class Attempt:
     """One try on one engine, as telemetry and the response headers report it."""
 
     engine: str
-    outcome: str  # "ok", "failed-before-first-token", "broken-mid-stream"
+    outcome: str  # "ok", "failed-before-first-token", "broken-mid-stream", "yielded"
     error: str | None = None
     member: str | None = None  # the pool member that answered (cloud attempts)
     member_hops: int = 0  # other members the pool left for this one before its first token
@@ -123,13 +123,14 @@ def no_start_error(plan: StreamPlan, exc: EngineError) -> EdgerouteError:
 
 
 async def resume(
-    plan: StreamPlan, request: GenerationRequest, exc: EngineError, sent: Sequence[str]
+    plan: StreamPlan, request: GenerationRequest, exc: EngineError, sent: Sequence[str],
+    outcome: str = "broken-mid-stream",
 ) -> Started | None:
-    """After ``exc`` broke the stream mid-way, with ``sent`` (one token a chunk) already out: the
-    next target started on a continuation from the text so far, asked for what ``max_tokens`` has
-    left (None when nothing is: the answer ends there, ``length``); ``exc`` again when no target
-    is left."""
-    plan.attempts[-1].outcome = "broken-mid-stream"
+    """After ``exc`` broke the stream mid-way (or the edge yielded it: ``outcome``), with ``sent``
+    (one token a chunk) already out: the next target started on a continuation from the text so
+    far, asked for what ``max_tokens`` has left (None when nothing is: the answer ends there,
+    ``length``); ``exc`` again when no target is left."""
+    plan.attempts[-1].outcome = outcome
     plan.attempts[-1].error = describe(exc)
     member = getattr(exc, "member", None)
     if member:

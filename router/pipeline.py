@@ -281,6 +281,14 @@ class _Recorder:
         log_request(event)
 
 
+# The client's or the privacy rules' choice of the edge: kept whatever the load.
+_KEEPS_EDGE = frozenset({"private", "hint-edge"})
+
+
+class _Yielded(EngineError):
+    """The edge hands an answer it is decoding to the member that shares its cores."""
+
+
 class RoutedStream:
     """A started answer: its engine's first chunk is made, so nothing can fail before a byte is sent.
 
@@ -317,13 +325,16 @@ class RoutedStream:
                     if chunk.text:
                         sent.append(chunk.text)
                         yield chunk
+                        if self._yields():
+                            raise _Yielded("the local member has work: the edge yields its cores")
                     chunk = await anext(self._started.rest, None)
                 except EngineError as exc:
                     if record.plan is None or record.gen is None:
                         raise
                     await self._started.rest.aclose()  # type: ignore[attr-defined] - a member reads its body's end
                     carried = len(sent)
-                    started = await resume(record.plan, record.gen, exc, sent)
+                    outcome = "yielded" if isinstance(exc, _Yielded) else "broken-mid-stream"
+                    started = await resume(record.plan, record.gen, exc, sent, outcome)
                     if started is None:  # max_tokens is spent: the answer ends here
                         chunk = Chunk("", "length")
                     else:
@@ -333,6 +344,20 @@ class RoutedStream:
             raise
         finally:
             await self.aclose()
+
+    def _yields(self) -> bool:
+        """Whether the edge's answer moves to the member now: where the local member shares the
+        edge's cores and is the faster engine (``Node.edge_yields``), an edge answer the policy
+        chose (not a hard rule's) leaves the cores as soon as the member has work, rather than
+        slowing every answer the member makes until its own end."""
+        plan, decision = self.record.plan, self.record.decision
+        if (
+            plan is None or decision is None or decision.reason in _KEEPS_EDGE
+            or plan.attempts[-1].engine != "edge" or plan.index + 1 >= len(plan.targets)
+        ):
+            return False
+        node = self._recorder.node
+        return node.edge_yields and node.pool is not None and any(m.healthy and m.depth() > 0 for m in node.pool.members)
 
     async def aclose(self) -> None:
         if self._closed:

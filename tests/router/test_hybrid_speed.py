@@ -79,3 +79,42 @@ def test_an_edge_that_yields_its_cores_sends_easy_prompts_to_the_cloud_while_any
             busy.close()
     finally:
         member.close()
+
+
+def test_an_edge_answer_moves_to_the_member_as_soon_as_the_member_has_work(tmp_path: Path) -> None:
+    import dataclasses
+    import threading
+
+    # Two members (a scripted one answers one request at a time): one busy, the other continues.
+    members = [RecordingServer([("sleep", 1.0), *good_stream(" cloud", " end")]) for _ in range(2)]
+    try:
+        with node(tmp_path, [m.settings(f"m{i}") for i, m in enumerate(members)]) as (base, app):
+            app.state.node = dataclasses.replace(app.state.node, edge_yields=True)
+            client = openai.OpenAI(base_url=base + "/v1", api_key="x", max_retries=0, timeout=120)
+            raw = client.chat.completions.with_raw_response.create(
+                model="auto", messages=[{"role": "user", "content": "Say hi."}], max_tokens=300, stream=True,
+                extra_body={"ignore_eos": True},
+            )
+            assert raw.headers["x-edgeroute-reason"] == "simple"  # idle: the edge, by the complexity score
+            chunks = iter(raw.parse())
+            edge_text = "".join(c.choices[0].delta.content or "" for c in [next(chunks), next(chunks)] if c.choices)
+            other = threading.Thread(target=lambda: client.chat.completions.create(
+                model="cloud", messages=[{"role": "user", "content": "Explain entropy."}], max_tokens=4,
+            ))
+            other.start()  # the member has work now
+            rest = "".join(c.choices[0].delta.content or "" for c in chunks if c.choices)
+            other.join()
+            text = edge_text + rest
+            assert text.endswith(" cloud end")  # the member finished it
+            log = [body for m in members for body in m.access_log]
+            continued = [body for body in log if body["messages"][0]["content"] == "Say hi."]
+            assert len(continued) == 1
+            # The member continued from every token the edge had sent: the answer is one text.
+            assert continued[0]["messages"][-1]["role"] == "assistant"
+            assert text.startswith(continued[0]["messages"][-1]["content"])
+            assert len(continued[0]["messages"][-1]["content"]) > len(edge_text) - 1
+            newest = next(d for d in decisions(app) if d.reason == "simple")
+            assert (newest.route, newest.fallback) == ("edge", "edge->cloud")
+    finally:
+        for m in members:
+            m.close()
